@@ -1,0 +1,54 @@
+# ledger-offloader: `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+S3 ?= moto
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[spark,dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install the project with its spark and dev extras
+
+rgw-deps: ## Install Ceph (mon, osd, radosgw) from Debian when running as root, for the RGW test tier
+	@if command -v radosgw >/dev/null 2>&1; then \
+	  echo "rgw-deps: radosgw already installed"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "rgw-deps: installing ceph-mon ceph-osd radosgw ceph-common (about 20 s)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     ceph-mon ceph-osd radosgw ceph-common >/dev/null) || echo "rgw-deps: install failed; the RGW tier will not run"; \
+	else \
+	  echo "rgw-deps: not root and no radosgw: the RGW tier will not run (run 'sudo make rgw-deps')"; \
+	fi
+
+test: install rgw-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, spark)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install ## ruff and mypy
+	$(VENV)/bin/ruff check formats offloader cli tests bench
+	$(VENV)/bin/ruff format --check formats offloader cli tests bench
+	$(VENV)/bin/mypy
+
+fmt: install ## Format the code with ruff
+	$(VENV)/bin/ruff format formats offloader cli tests bench
+	$(VENV)/bin/ruff check --fix formats offloader cli tests bench
+
+demo: install ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
+	$(PY) -m examples.demo --s3 $(S3)
+
+bench: install ## Run the benchmarks (JSON on stdout)
+	$(PY) -m bench all
+
+clean: ## Remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+.PHONY: help install rgw-deps test lint fmt demo bench clean

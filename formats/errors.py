@@ -1,0 +1,63 @@
+"""The root of ledger-offloader's one exception tree, and the format errors.
+
+Every error the project raises derives from :class:`OffloaderError`. This module lives in
+``formats`` (the bottom layer) so that the pure codecs can raise typed errors without importing
+the engine; :mod:`offloader.errors` re-exports everything here and adds the I/O errors.
+
+Format errors carry the byte ``offset`` (within the object or buffer being decoded) where the
+problem was found, when there is one, so that a message always says *where*.
+"""
+
+from __future__ import annotations
+
+
+class OffloaderError(Exception):
+    """Root of every error raised by ledger-offloader."""
+
+
+class FormatError(OffloaderError):
+    """Bytes that do not follow the tiered-storage format (or a request it cannot express)."""
+
+    def __init__(self, message: str, *, offset: int | None = None) -> None:
+        self.offset = offset
+        super().__init__(message if offset is None else f"{message} (at offset {offset})")
+
+
+class TruncatedError(FormatError):
+    """The input ended before a structure it announced was complete."""
+
+
+class BadMagicError(FormatError):
+    """A magic number is not the one the structure requires."""
+
+
+class CorruptDataError(FormatError):
+    """A field holds a value that cannot be right (negative length, wrong entry id, ...)."""
+
+
+class UnsupportedVersionError(FormatError):
+    """A structure of a version this code does not read (or not write)."""
+
+
+class ChecksumMismatchError(FormatError):
+    """A CRC32C recorded for some bytes does not match the bytes."""
+
+
+class IndexInconsistentError(FormatError):
+    """The index and the data object (or the ledger metadata) contradict each other."""
+
+
+class EntryTooLargeError(FormatError):
+    """An entry cannot fit in one block of the configured maximum block size."""
+
+
+class EmptyLedgerError(FormatError):
+    """A ledger with no entries: nothing to encode (see spec/block-format.md)."""
+
+
+class InvalidKeyError(FormatError):
+    """A string that is not an offloaded-ledger object key."""
+
+
+class ProtobufError(FormatError):
+    """Malformed protobuf wire data (ledger metadata)."""

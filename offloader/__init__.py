@@ -1,0 +1,3 @@
+"""ledger-offloader's engine: object stores, metadata, local ledgers, offload and read paths."""
+
+__version__ = "0.1.0"

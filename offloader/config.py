@@ -1,0 +1,64 @@
+"""Validated, frozen settings for offloading and reading.
+
+Defaults are Pulsar's (pulsar-format-facts §9). Memory: an offload holds at most
+``offload_concurrency`` blocks in flight plus one being filled, so peak buffer memory is about
+``(offload_concurrency + 1) * max_block_size``; a ReadHandle holds ``read_buffer_size`` times
+(1 + ``read_ahead``) bytes per open handle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from offloader.errors import ConfigError
+
+MiB = 1024 * 1024
+DEFAULT_MAX_BLOCK_SIZE = 64 * MiB
+MIN_S3_BLOCK_SIZE = 5 * MiB
+DEFAULT_READ_BUFFER_SIZE = 1 * MiB
+
+
+@dataclass(frozen=True)
+class OffloadSettings:
+    """What the writer, the ReadHandle and the S3 client need to know."""
+
+    max_block_size: int = DEFAULT_MAX_BLOCK_SIZE
+    read_buffer_size: int = DEFAULT_READ_BUFFER_SIZE
+    offload_concurrency: int = 4
+    read_ahead: bool = True
+    write_index_extension: bool = True
+    #: maximum bytes of ledger entries fetched from a LedgerReader in one read() call
+    ledger_read_batch_entries: int = 100
+    #: S3 client: seconds to connect / to wait for a response, and attempts per call
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_attempts: int = 5
+    #: offsets-cache bound (entries) of a ReadHandle
+    offsets_cache_size: int = 100_000
+    #: enforce S3's 5 MiB minimum part size (off only for tests against local stores)
+    enforce_min_block_size: bool = True
+    software_version: str = "ledger-offloader-0.1.0"
+
+    def __post_init__(self) -> None:
+        if self.enforce_min_block_size and self.max_block_size < MIN_S3_BLOCK_SIZE:
+            raise ConfigError(
+                f"max block size {self.max_block_size} is below S3's minimum part size "
+                f"{MIN_S3_BLOCK_SIZE} (5M)"
+            )
+        if self.max_block_size < 256:
+            raise ConfigError(f"max block size {self.max_block_size} is too small")
+        if self.read_buffer_size < 1024:
+            raise ConfigError(f"read buffer size {self.read_buffer_size} is below 1024 bytes")
+        if not 1 <= self.offload_concurrency <= 64:
+            raise ConfigError(f"offload concurrency {self.offload_concurrency} not in 1..64")
+        if self.max_attempts < 1:
+            raise ConfigError("max_attempts must be at least 1")
+        if self.connect_timeout <= 0 or self.read_timeout <= 0:
+            raise ConfigError("timeouts must be positive")
+        if self.ledger_read_batch_entries < 1:
+            raise ConfigError("ledger_read_batch_entries must be at least 1")
+
+    def replace(self, **changes: object) -> OffloadSettings:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

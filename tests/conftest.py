@@ -1,0 +1,93 @@
+"""Session fixtures shared by every test tier.
+
+``s3_endpoint`` is parametrized over the S3 servers that can run here: moto's
+ThreadedMotoServer always, and a throwaway Ceph RADOS Gateway (``tests/servers/ceph_rgw.py``)
+when its daemons are installed. When RGW cannot run, its parameter is deselected and the
+terminal summary says so in one line, with the command that enables it (never silently).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers.endpoint import S3Endpoint
+from tests.servers.moto_server import start_moto
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+S3_SERVERS = ["moto", "rgw"]
+
+
+def _rgw_unavailable_reason() -> str | None:
+    try:
+        from tests.servers import ceph_rgw
+    except ImportError as exc:  # pragma: no cover - the helper module is part of the repo
+        return f"tests/servers/ceph_rgw.py not importable: {exc}"
+    return ceph_rgw.unavailable_reason()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _rgw_unavailable_reason()
+    config._rgw_skip_reason = reason  # type: ignore[attr-defined]
+    if reason is None:
+        return
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("s3_endpoint") == "rgw":
+            dropped.append(item)
+        elif item.get_closest_marker("rgw") is not None:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
+    if reason:
+        terminalreporter.write_line(
+            f"RGW tier did not run: {reason}. Enable it with: sudo make rgw-deps && make test",
+            yellow=True,
+        )
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[S3Endpoint]:
+    with start_moto() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def rgw_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
+    from tests.servers import ceph_rgw
+
+    with ceph_rgw.start_rgw(tmp_path_factory.mktemp("rgw")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session", params=S3_SERVERS)
+def s3_endpoint(request: pytest.FixtureRequest) -> S3Endpoint:
+    """An S3 server over HTTP: moto, then RGW (each started once per session)."""
+    endpoint: S3Endpoint = request.getfixturevalue(f"{request.param}_endpoint")
+    return endpoint
+
+
+@pytest.fixture()
+def s3_bucket(s3_endpoint: S3Endpoint) -> str:
+    """A fresh, empty bucket on the current S3 server."""
+    return s3_endpoint.new_bucket()
+
+
+@pytest.fixture(autouse=True)
+def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never read the developer's AWS config or credentials."""
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
