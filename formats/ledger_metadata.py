@@ -11,7 +11,7 @@ The output byte-matches the ``protobuf_hex`` of every golden case.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from formats.errors import ProtobufError
@@ -94,7 +94,9 @@ class LedgerMetadata:
     def from_json(cls, obj: Mapping[str, Any]) -> LedgerMetadata:
         """Build from the manifest's ``ledger_metadata`` shape (used by ``objects encode``)."""
         try:
-            custom = obj.get("custom_metadata_in_serialized_order") or obj.get("custom_metadata") or []
+            custom = (
+                obj.get("custom_metadata_in_serialized_order") or obj.get("custom_metadata") or []
+            )
             pairs: list[tuple[str, bytes]] = []
             if isinstance(custom, Mapping):
                 custom = [{"key": k, "value": v} for k, v in custom.items()]
@@ -109,8 +111,12 @@ class LedgerMetadata:
             return cls(
                 ensemble_size=int(obj["ensemble_size"]),
                 write_quorum_size=int(obj["write_quorum_size"]),
-                ack_quorum_size=None if obj.get("ack_quorum_size") is None else int(obj["ack_quorum_size"]),
-                last_entry_id=None if obj.get("last_entry_id") is None else int(obj["last_entry_id"]),
+                ack_quorum_size=None
+                if obj.get("ack_quorum_size") is None
+                else int(obj["ack_quorum_size"]),
+                last_entry_id=None
+                if obj.get("last_entry_id") is None
+                else int(obj["last_entry_id"]),
                 length=int(obj["length"]),
                 state=str(obj.get("state", "CLOSED")),
                 ensembles=tuple(
@@ -137,7 +143,8 @@ class LedgerMetadata:
             "write_quorum_size": self.write_quorum_size,
             "ack_quorum_size": self.ack_quorum_size,
             "ensembles": [
-                {"first_entry_id": e.first_entry_id, "bookies": list(e.bookies)} for e in self.ensembles
+                {"first_entry_id": e.first_entry_id, "bookies": list(e.bookies)}
+                for e in self.ensembles
             ],
             "state": self.state,
             "last_entry_id": self.last_entry_id,
@@ -196,8 +203,17 @@ def decode_ledger_metadata(data: bytes | memoryview, *, base_offset: int = 0) ->
     values: dict[str, Any] = {}
     ensembles: list[Ensemble] = []
     custom: list[tuple[str, bytes]] = []
-    ints = {1: "quorum", 2: "ensemble", 3: "length", 4: "last", 5: "state", 7: "digest",
-            9: "ack", 10: "ctime", 12: "ctoken"}
+    ints = {
+        1: "quorum",
+        2: "ensemble",
+        3: "length",
+        4: "last",
+        5: "state",
+        7: "digest",
+        9: "ack",
+        10: "ctime",
+        12: "ctoken",
+    }
     for number, wire, value, offset in iter_fields(buf, base_offset):
         if number in ints:
             _expect(wire, VARINT, number, offset)
@@ -237,8 +253,12 @@ def decode_ledger_metadata(data: bytes | memoryview, *, base_offset: int = 0) ->
                     else:
                         val = bytes(v2)
             custom.append((key, val))
-    for required, name in (("quorum", "quorumSize"), ("ensemble", "ensembleSize"),
-                           ("length", "length"), ("state", "state")):
+    for required, name in (
+        ("quorum", "quorumSize"),
+        ("ensemble", "ensembleSize"),
+        ("length", "length"),
+        ("state", "state"),
+    ):
         if required not in values:
             raise ProtobufError(f"ledger metadata lacks required field {name}", offset=base_offset)
     state = STATES.get(values["state"])

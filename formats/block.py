@@ -1,0 +1,224 @@
+"""Data blocks: the 128-byte ``DataBlockHeader``, entry framing, and ``FE DC DE AD`` padding.
+
+A block is ``header || (len:i32, entry_id:i64, payload)* || padding`` (spec/block-format.md).
+:class:`BlockWriter` fills one reusable buffer per block (each payload is copied once, into that
+buffer); :func:`iter_block_entries` walks a block's entries as memoryviews (no copies) and
+checks every length, id and the padding, raising typed errors that name the offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from formats.errors import BadMagicError, CorruptDataError, TruncatedError
+from formats.wire import (
+    BLOCK_HEADER_FIELDS,
+    BLOCK_HEADER_LEN,
+    BLOCK_HEADER_USED,
+    DATA_BLOCK_MAGIC,
+    ENTRY_HEADER,
+    ENTRY_HEADER_LEN,
+    PADDING_PATTERN,
+)
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class DataBlockHeader:
+    """The header at the start of every block (Pulsar's ``DataBlockHeaderImpl``)."""
+
+    block_len: int
+    first_entry_id: int
+    header_len: int = BLOCK_HEADER_LEN
+
+    def encode(self) -> bytes:
+        out = bytearray(self.header_len)
+        BLOCK_HEADER_FIELDS.pack_into(
+            out, 0, DATA_BLOCK_MAGIC, self.header_len, self.block_len, self.first_entry_id
+        )
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, buf: Buffer, offset: int = 0, *, base_offset: int = 0) -> DataBlockHeader:
+        """Parse the header at ``buf[offset:]``; ``base_offset`` is added to error offsets."""
+        at = base_offset + offset
+        if len(buf) - offset < BLOCK_HEADER_USED:
+            raise TruncatedError(
+                f"block header needs {BLOCK_HEADER_USED} bytes, {max(0, len(buf) - offset)} left",
+                offset=at,
+            )
+        magic, header_len, block_len, first_entry_id = BLOCK_HEADER_FIELDS.unpack_from(buf, offset)
+        if magic != DATA_BLOCK_MAGIC:
+            raise BadMagicError(
+                f"data block magic is 0x{magic:08X}, expected 0x{DATA_BLOCK_MAGIC:08X}", offset=at
+            )
+        if header_len < BLOCK_HEADER_USED:
+            raise CorruptDataError(f"block header length {header_len} is below 28", offset=at + 4)
+        if block_len < header_len:
+            raise CorruptDataError(
+                f"block length {block_len} is smaller than its header ({header_len})",
+                offset=at + 12,
+            )
+        if first_entry_id < 0:
+            raise CorruptDataError(f"negative first entry id {first_entry_id}", offset=at + 20)
+        return cls(block_len=block_len, first_entry_id=first_entry_id, header_len=header_len)
+
+
+def padding(length: int, phase: int = 0) -> bytes:
+    """``length`` bytes of the padding pattern, starting ``phase`` bytes into it."""
+    reps = (length + phase) // 4 + 1
+    return (PADDING_PATTERN * reps)[phase : phase + length]
+
+
+def is_padding(view: Buffer) -> bool:
+    """True when ``view`` is exactly a run of padding starting at the pattern's first byte."""
+    return bytes(view) == padding(len(view))
+
+
+class BlockWriter:
+    """Encodes blocks into one reusable buffer of ``max_block_size`` bytes.
+
+    The memoryview returned by :meth:`write_block` stays valid until the next call; callers that
+    keep blocks (concurrent uploads) use one writer per in-flight block.
+    """
+
+    def __init__(self, max_block_size: int) -> None:
+        self.max_block_size = max_block_size
+        self._buf = bytearray(max_block_size)
+        self._view = memoryview(self._buf)
+
+    def write_block(
+        self, first_entry_id: int, payloads: Sequence[Buffer], block_size: int
+    ) -> memoryview:
+        """Frame ``payloads`` (ids from ``first_entry_id``) into a block of exactly
+        ``block_size`` bytes, padded at the end; raises if they do not fit."""
+        if block_size > self.max_block_size:
+            raise CorruptDataError(
+                f"block size {block_size} exceeds the writer's maximum {self.max_block_size}"
+            )
+        buf = self._buf
+        view = self._view
+        BLOCK_HEADER_FIELDS.pack_into(
+            buf, 0, DATA_BLOCK_MAGIC, BLOCK_HEADER_LEN, block_size, first_entry_id
+        )
+        view[BLOCK_HEADER_USED:BLOCK_HEADER_LEN] = bytes(BLOCK_HEADER_LEN - BLOCK_HEADER_USED)
+        pos = BLOCK_HEADER_LEN
+        pack = ENTRY_HEADER.pack_into
+        entry_id = first_entry_id
+        for payload in payloads:
+            size = len(payload)
+            end = pos + ENTRY_HEADER_LEN + size
+            if end > block_size:
+                raise CorruptDataError(
+                    f"entry {entry_id} ({size} bytes) does not fit in a block of {block_size} "
+                    f"bytes at offset {pos}"
+                )
+            pack(buf, pos, size, entry_id)
+            view[pos + ENTRY_HEADER_LEN : end] = payload
+            pos = end
+            entry_id += 1
+        if pos < block_size:
+            view[pos:block_size] = padding(block_size - pos)
+        return view[:block_size]
+
+
+def encode_block(first_entry_id: int, payloads: Sequence[Buffer], block_size: int) -> bytes:
+    """One block as bytes (convenience for tests and small ledgers)."""
+    return bytes(BlockWriter(block_size).write_block(first_entry_id, payloads, block_size))
+
+
+@dataclass(frozen=True)
+class BlockEntry:
+    """An entry found in a block: its id, payload view, and object offset of its length field."""
+
+    entry_id: int
+    payload: memoryview
+    offset: int
+
+
+def iter_block_entries(
+    block: Buffer,
+    *,
+    base_offset: int = 0,
+    expected_first_entry_id: int | None = None,
+    check_padding: bool = True,
+) -> Iterator[BlockEntry]:
+    """Walk a whole block's entries in order.
+
+    ``base_offset`` is the block's offset in the data object (for offsets in errors and in the
+    yielded entries). Entry ids must increase by one from the header's ``first_entry_id``; the
+    first non-entry bytes must be padding (a negative length), running to the block's end.
+    """
+    view = memoryview(block)
+    header = DataBlockHeader.decode(view, 0, base_offset=base_offset)
+    if header.block_len != len(view):
+        raise TruncatedError(
+            f"block header says {header.block_len} bytes, the block has {len(view)}",
+            offset=base_offset + 12,
+        )
+    if expected_first_entry_id is not None and header.first_entry_id != expected_first_entry_id:
+        raise CorruptDataError(
+            f"block starts with entry {header.first_entry_id}, index says "
+            f"{expected_first_entry_id}",
+            offset=base_offset + 20,
+        )
+    yield from iter_framed_entries(
+        view,
+        header.header_len,
+        header.first_entry_id,
+        base_offset=base_offset,
+        check_padding=check_padding,
+    )
+
+
+def iter_framed_entries(
+    view: memoryview,
+    start: int,
+    first_entry_id: int,
+    *,
+    base_offset: int = 0,
+    check_padding: bool = True,
+    end_entry_id: int | None = None,
+) -> Iterator[BlockEntry]:
+    """Walk framed entries in ``view[start:]`` until padding or the end of ``view``.
+
+    Stops early after ``end_entry_id`` when given (the rest of the view is then not checked).
+    """
+    end = len(view)
+    pos = start
+    expected = first_entry_id
+    unpack = ENTRY_HEADER.unpack_from
+    while pos < end:
+        if end_entry_id is not None and expected > end_entry_id:
+            return
+        remaining = end - pos
+        if remaining < 4 or (remaining >= 4 and view[pos] & 0x80):
+            # a negative length (or fewer than 4 bytes): padding up to the end
+            if check_padding and not is_padding(view[pos:end]):
+                raise CorruptDataError(
+                    "bytes after the last entry are neither an entry nor padding",
+                    offset=base_offset + pos,
+                )
+            return
+        if remaining < ENTRY_HEADER_LEN:
+            raise TruncatedError(
+                f"entry header needs {ENTRY_HEADER_LEN} bytes, {remaining} left",
+                offset=base_offset + pos,
+            )
+        length, entry_id = unpack(view, pos)
+        if entry_id != expected:
+            raise CorruptDataError(
+                f"entry id {entry_id} where entry {expected} was expected",
+                offset=base_offset + pos + 4,
+            )
+        payload_end = pos + ENTRY_HEADER_LEN + length
+        if payload_end > end:
+            raise TruncatedError(
+                f"entry {entry_id} of {length} bytes overruns the block ({end - pos - 12} left)",
+                offset=base_offset + pos,
+            )
+        yield BlockEntry(entry_id, view[pos + ENTRY_HEADER_LEN : payload_end], base_offset + pos)
+        pos = payload_end
+        expected += 1

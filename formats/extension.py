@@ -1,0 +1,147 @@
+"""Our index extension: block CRC32Cs and fine offsets, after the v1 index rows.
+
+Pulsar's index parser reads ``count`` rows and ignores whatever follows, so this section is
+invisible to Pulsar and the data object stays byte-identical (spec/index-format.md §4)::
+
+    magic u32 = 0x4C4F4958 ("LOIX") | version u16 = 1 | flags u16 = 0 | section_len u32
+    block_count u32 | block_count x crc32c u32
+    fine_count u32  | fine_count x (entry_id i64, offset i64)
+    section_crc32c u32      (CRC32C of every byte of the section before it)
+
+``offset`` is the object offset of the entry's 4-byte length field. Points are taken about
+every ``interval`` bytes of data inside each block, so reaching any entry costs one ranged GET
+of about ``interval`` bytes instead of a scan from its block's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import crc32c as _crc32c
+
+from formats.errors import (
+    ChecksumMismatchError,
+    CorruptDataError,
+    TruncatedError,
+    UnsupportedVersionError,
+)
+from formats.layout import BlockPlan
+from formats.wire import (
+    BLOCK_HEADER_LEN,
+    DEFAULT_FINE_OFFSET_INTERVAL,
+    ENTRY_HEADER_LEN,
+    EXTENSION_HEADER,
+    EXTENSION_MAGIC,
+    EXTENSION_VERSION,
+    FINE_OFFSET,
+    U32,
+)
+
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC32C (Castagnoli) of ``data``, continuing from ``value``."""
+    return int(_crc32c.crc32c(data, value))
+
+
+@dataclass(frozen=True)
+class IndexExtension:
+    """Block checksums and the fine offset table."""
+
+    block_crc32c: tuple[int, ...]
+    #: (entry_id, object offset of its length field), ascending
+    fine_offsets: tuple[tuple[int, int], ...] = ()
+    fine_entry_ids: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fine_entry_ids", tuple(e for e, _ in self.fine_offsets))
+
+
+def fine_offsets_for(
+    plans: Sequence[BlockPlan],
+    entry_lengths: Sequence[int],
+    interval: int = DEFAULT_FINE_OFFSET_INTERVAL,
+) -> list[tuple[int, int]]:
+    """Fine offset points for a planned data object: in each block, an entry whenever at
+    least ``interval`` bytes have passed since the block's data start or the last point."""
+    points: list[tuple[int, int]] = []
+    for plan in plans:
+        pos = plan.offset + BLOCK_HEADER_LEN
+        last = pos
+        for entry_id in range(plan.first_entry_id, plan.last_entry_id + 1):
+            if pos - last >= interval:
+                points.append((entry_id, pos))
+                last = pos
+            pos += ENTRY_HEADER_LEN + entry_lengths[entry_id]
+    return points
+
+
+def encode_extension(ext: IndexExtension) -> bytes:
+    body = bytearray()
+    body += U32.pack(len(ext.fine_offsets))
+    for entry_id, offset in ext.fine_offsets:
+        body += FINE_OFFSET.pack(entry_id, offset)
+    crcs = b"".join(U32.pack(c & 0xFFFFFFFF) for c in ext.block_crc32c)
+    section_len = EXTENSION_HEADER.size + len(crcs) + len(body) + U32.size
+    out = bytearray(
+        EXTENSION_HEADER.pack(
+            EXTENSION_MAGIC, EXTENSION_VERSION, 0, section_len, len(ext.block_crc32c)
+        )
+    )
+    out += crcs
+    out += body
+    out += U32.pack(crc32c(out))
+    return bytes(out)
+
+
+def is_extension(trailing: memoryview) -> bool:
+    return len(trailing) >= 4 and U32.unpack_from(trailing, 0)[0] == EXTENSION_MAGIC
+
+
+def decode_extension(buf: memoryview, *, base_offset: int = 0) -> IndexExtension:
+    """Parse a section that starts with the extension magic (checked by :func:`is_extension`)."""
+    if len(buf) < EXTENSION_HEADER.size:
+        raise TruncatedError("index extension header is truncated", offset=base_offset)
+    _magic, version, _flags, section_len, block_count = EXTENSION_HEADER.unpack_from(buf, 0)
+    if version != EXTENSION_VERSION:
+        raise UnsupportedVersionError(f"index extension version {version}", offset=base_offset + 4)
+    if section_len > len(buf):
+        raise TruncatedError(
+            f"index extension says {section_len} bytes, {len(buf)} present", offset=base_offset + 8
+        )
+    minimum = EXTENSION_HEADER.size + 4 * block_count + 4 + 4
+    if section_len < minimum:
+        raise CorruptDataError(
+            f"index extension length {section_len} is below its minimum {minimum}",
+            offset=base_offset + 8,
+        )
+    section = buf[:section_len]
+    (stored,) = U32.unpack_from(section, section_len - 4)
+    actual = crc32c(section[: section_len - 4])
+    if stored != actual:
+        raise ChecksumMismatchError(
+            f"index extension CRC32C is 0x{actual:08x}, recorded 0x{stored:08x}",
+            offset=base_offset + section_len - 4,
+        )
+    pos = EXTENSION_HEADER.size
+    crcs = tuple(U32.unpack_from(section, pos + 4 * i)[0] for i in range(block_count))
+    pos += 4 * block_count
+    (fine_count,) = U32.unpack_from(section, pos)
+    pos += 4
+    if pos + fine_count * FINE_OFFSET.size + 4 != section_len:
+        raise CorruptDataError(
+            f"index extension fine table of {fine_count} points does not fill the section",
+            offset=base_offset + pos - 4,
+        )
+    points = tuple(
+        FINE_OFFSET.unpack_from(section, pos + FINE_OFFSET.size * i) for i in range(fine_count)
+    )
+    previous = (-1, -1)
+    for i, point in enumerate(points):
+        if point[0] <= previous[0] or point[1] <= previous[1]:
+            raise CorruptDataError(
+                "index extension fine offsets are not ascending",
+                offset=base_offset + pos + FINE_OFFSET.size * i,
+            )
+        previous = point
+    return IndexExtension(block_crc32c=crcs, fine_offsets=points)
