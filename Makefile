@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install the project with its spark and dev extras
 
 rgw-deps: ## Install Ceph (mon, osd, radosgw) from Debian when running as root, for the RGW test tier
-	@if command -v radosgw >/dev/null 2>&1; then \
+	@if (for exe in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do command -v $$exe >/dev/null 2>&1 || exit 1; done); then \
 	  echo "rgw-deps: radosgw already installed"; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "rgw-deps: installing ceph-mon ceph-osd radosgw ceph-common (about 20 s)"; \

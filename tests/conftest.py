@@ -38,9 +38,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("s3_endpoint") == "rgw":
-            dropped.append(item)
-        elif item.get_closest_marker("rgw") is not None:
+        on_rgw = callspec is not None and callspec.params.get("s3_endpoint") == "rgw"
+        if on_rgw or item.get_closest_marker("rgw") is not None:
             dropped.append(item)
         else:
             kept.append(item)
@@ -52,9 +51,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
     if reason:
+        disable_env = "LEDGER_OFFLOADER_NO_RGW"  # tests/servers/ceph_rgw.py's escape hatch
+        enable = (
+            f"unset {disable_env}" if disable_env in reason else "sudo make rgw-deps && make test"
+        )
         terminalreporter.write_line(
-            f"RGW tier did not run: {reason}. Enable it with: sudo make rgw-deps && make test",
-            yellow=True,
+            f"RGW tier did not run: {reason}. Enable it with: {enable}", yellow=True
         )
 
 
