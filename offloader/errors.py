@@ -31,6 +31,7 @@ __all__ = [
     "ChecksumMismatchError",
     "ConfigError",
     "CorruptDataError",
+    "CorruptLedgerError",
     "EmptyLedgerError",
     "EntryOutOfRange",
     "EntryTooLargeError",
@@ -38,12 +39,20 @@ __all__ = [
     "FormatError",
     "IndexInconsistentError",
     "InvalidKeyError",
+    "InvalidLedgerState",
     "InvalidName",
+    "InvalidStoreKey",
     "LedgerClosedError",
+    "LedgerExistsError",
+    "LedgerNotClosedError",
+    "LedgerNotFound",
     "LedgerStoreError",
+    "MetadataBusy",
     "MetadataError",
+    "NamespaceNotEmpty",
     "NotFound",
     "ObjectNotFound",
+    "OffloadAlreadyComplete",
     "OffloadConflict",
     "OffloadError",
     "OffloadInProgress",
@@ -51,6 +60,7 @@ __all__ = [
     "PreconditionFailed",
     "ProtobufError",
     "ReadError",
+    "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
     "TruncatedError",
@@ -89,6 +99,10 @@ class PreconditionFailed(StoreError):
     """A conditional write lost (for example ``IfNoneMatch='*'`` on an existing key)."""
 
 
+class InvalidStoreKey(StoreError):
+    """An object key that no store accepts (empty, absolute, ``..``, NUL, backslash, reserved)."""
+
+
 class ForeignObjectError(StoreError):
     """An object that is not an offloaded ledger of a format version we read."""
 
@@ -110,6 +124,26 @@ class OffloadConflict(MetadataError):
     """Compare-and-set on an offload UUID lost: another attempt owns the ledger now."""
 
 
+class OffloadAlreadyComplete(OffloadConflict):
+    """Starting an offload of a ledger whose offload is already complete."""
+
+
+class InvalidLedgerState(MetadataError):
+    """A ledger change its state does not allow (offloading an open ledger, closing it twice)."""
+
+
+class NamespaceNotEmpty(MetadataError):
+    """Deleting a namespace that still has topics."""
+
+
+class MetadataBusy(MetadataError):
+    """The metadata database stayed locked by another process for longer than the busy timeout."""
+
+
+class SchemaVersionError(MetadataError):
+    """The metadata database has a schema this version cannot use (written by a newer one)."""
+
+
 class InvalidName(OffloaderError):
     """A tenant, namespace or topic name that breaks Pulsar's naming rules."""
 
@@ -121,6 +155,32 @@ class LedgerStoreError(OffloaderError):
 
 class LedgerClosedError(LedgerStoreError):
     """Appending to a ledger that is closed."""
+
+
+class LedgerNotFound(LedgerStoreError):
+    """The ledger (or its topic directory) does not exist in the local store."""
+
+
+class LedgerExistsError(LedgerStoreError):
+    """Creating a ledger whose id already exists for the topic."""
+
+
+class LedgerNotClosedError(LedgerStoreError):
+    """Reading as closed a ledger that has no valid close footer (recover it first)."""
+
+
+class CorruptLedgerError(LedgerStoreError):
+    """A ledger file whose bytes are damaged where a crash cannot explain it.
+
+    ``offset`` is the byte offset in the file where the damage was found.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None) -> None:
+        self.path = path
+        self.offset = offset
+        where = "" if offset is None else f" at offset {offset}"
+        prefix = "" if path is None else f"{path}: "
+        super().__init__(f"{prefix}{message}{where}")
 
 
 # --- offload and read ---------------------------------------------------------------------

@@ -31,7 +31,9 @@ def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
     if json:
         processors.append(structlog.processors.JSONRenderer())
     else:
-        processors.append(structlog.processors.LogfmtRenderer(key_order=["timestamp", "level", "event"]))
+        processors.append(
+            structlog.processors.LogfmtRenderer(key_order=["timestamp", "level", "event"])
+        )
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -42,4 +44,5 @@ def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
 
 def get_logger(name: str) -> Any:
     """A bound structlog logger tagged with the module name."""
-    return structlog.get_logger(logger=name)
+    # ``logger=`` would clash with structlog's own ``wrap_logger(logger, ...)`` parameter
+    return structlog.get_logger(logger_name=name)

@@ -4,7 +4,11 @@ Keys are relative to the store's root (the ``prefix`` of ``s3://bucket/prefix`` 
 of ``file:///dir``). Every backend lives in one module of this package and passes the shared
 contract suite in ``tests/contract/test_object_store_contract.py``. Backends raise only errors
 from :mod:`offloader.errors` (``ObjectNotFound``, ``UploadNotFound``, ``PreconditionFailed``,
-``StoreUnavailable``, ``AccessDenied``, ``StoreError``).
+``StoreUnavailable``, ``AccessDenied``, ``InvalidStoreKey``, ``StoreError``).
+
+Keys are ``/``-separated relative paths, checked alike by every backend
+(:func:`offloader.store.keycheck.check_key`): no empty key or segment, no ``.``/``..``
+segment, no leading ``/``, no backslash or control character (``InvalidStoreKey``).
 """
 
 from __future__ import annotations
@@ -90,7 +94,8 @@ class ObjectStore(Protocol):
         ...
 
     def list_multipart_uploads(self, prefix: str = "") -> list[MultipartUploadInfo]:
-        """Incomplete uploads whose key starts with ``prefix``."""
+        """Incomplete uploads whose key starts with ``prefix``, sorted by key, then by
+        initiation time."""
         ...
 
     def put(
@@ -111,7 +116,8 @@ class ObjectStore(Protocol):
 
     def get_range(self, key: str, start: int, end: int) -> GetResult:
         """Bytes ``[start, end)`` of the object (clipped at its end); ``start`` must be below
-        the object's size."""
+        the object's size. ``size`` of the result is the whole object's size. An empty or
+        negative range, or ``start >= size``, raises ``StoreError`` (not ``ObjectNotFound``)."""
         ...
 
     def head(self, key: str) -> ObjectInfo:

@@ -1,0 +1,546 @@
+"""S3ObjectStore: the ObjectStore on S3 (AWS, Ceph RGW, moto), the project's only boto3 user.
+
+This module owns everything that touches boto3/botocore: building the client (standard AWS
+configuration, explicit or ``AWS_ENDPOINT_URL`` endpoints with path-style addressing, timeouts and
+bounded retries from :class:`~offloader.config.OffloadSettings`), sending CRC32C checksums
+computed with the ``crc32c`` package (no ``awscrt``), and translating every botocore exception
+into :mod:`offloader.errors`. Nothing from botocore escapes, and no message carries credentials.
+
+Server quirks handled here (see ``ceph-rgw-notes.md`` and ``tooling-notes.md``):
+
+- RGW returns an empty ETag from CompleteMultipartUpload: we never use it.
+- RGW has no GetObjectAttributes: we never call it.
+- RGW answers ``NoSuchKey`` (404) for operations on an aborted upload id; AWS says
+  ``NoSuchUpload``. Both become :class:`UploadNotFound`.
+- moto answers HTTP 500 to UploadPart/CompleteMultipartUpload on an aborted upload id: after a
+  500 on those calls we ask ListParts whether the upload still exists.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, NoReturn
+
+import boto3
+import crc32c as crc32c_lib
+import structlog
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from offloader.config import OffloadSettings
+from offloader.errors import (
+    AccessDenied,
+    ConfigError,
+    InvalidStoreKey,
+    ObjectNotFound,
+    PreconditionFailed,
+    StoreError,
+    StoreUnavailable,
+    UploadNotFound,
+)
+from offloader.logs import get_logger, redact
+from offloader.store.base import (
+    Buffer,
+    GetResult,
+    MultipartUploadInfo,
+    ObjectInfo,
+    UploadedPart,
+)
+from offloader.store.keycheck import check_key
+
+__all__ = ["S3ObjectStore", "crc32c_header"]
+
+
+def _get_log() -> Any:
+    try:
+        return get_logger(__name__)
+    except TypeError:  # offloader.logs.get_logger passes logger=, which structlog refuses
+        return structlog.get_logger(logger_name=__name__)
+
+
+log = _get_log()
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+_ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "AllAccessDisabled",
+        "AccountProblem",
+    }
+)
+_UNAVAILABLE_CODES = frozenset(
+    {"SlowDown", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed"}
+)
+#: failures of the connection or of a response in flight (never a server's answer)
+_TRANSPORT_ERRORS = (BotoConnectionError, HTTPClientError, IncompleteReadError)
+_UPLOAD_OPS = frozenset(
+    {"upload_part", "complete_multipart_upload", "list_parts", "abort_multipart_upload"}
+)
+
+
+def crc32c_header(crc: int) -> str:
+    """The ``x-amz-checksum-crc32c`` value: base64 of the big-endian CRC32C."""
+    return base64.b64encode((crc & 0xFFFFFFFF).to_bytes(4, "big")).decode("ascii")
+
+
+def _body(data: Buffer) -> bytes | bytearray:
+    """botocore accepts bytes and bytearray bodies; a memoryview is copied once."""
+    if isinstance(data, bytes | bytearray):
+        return data
+    return bytes(data)
+
+
+def _lower(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in (metadata or {}).items()}
+
+
+class S3ObjectStore:
+    """An :class:`~offloader.store.base.ObjectStore` on one bucket and key prefix.
+
+    Keys are relative to ``prefix`` (``"a/b"`` in ``s3://bucket/a/b`` stores ``key`` as
+    ``a/b/key``); listings return relative keys. Credentials come from the standard AWS chain
+    (environment, profiles, instance roles) unless ``aws_access_key_id`` and
+    ``aws_secret_access_key`` are given; they are never stored outside the boto3 client and
+    never logged. ``page_size`` bounds ListObjectsV2 pages (tests use small pages).
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        settings: OffloadSettings | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        page_size: int = 1000,
+    ) -> None:
+        if not _BUCKET_NAME.match(bucket or ""):
+            raise ConfigError(
+                f"invalid S3 bucket name {bucket!r}: 3-63 characters of a-z, 0-9, '.', '-'"
+            )
+        if not 1 <= page_size <= 1000:
+            raise ConfigError(f"page_size {page_size} not in 1..1000")
+        if (aws_access_key_id is None) != (aws_secret_access_key is None):
+            raise ConfigError("give both aws_access_key_id and aws_secret_access_key, or neither")
+        prefix = prefix.strip("/")
+        if prefix:
+            try:
+                check_key(prefix)
+            except InvalidStoreKey as exc:
+                raise ConfigError(f"invalid S3 key prefix: {exc}") from None
+        self._bucket = bucket
+        self._prefix = f"{prefix}/" if prefix else ""
+        self._page_size = page_size
+        self._settings = settings or OffloadSettings()
+        endpoint = (
+            endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
+        self._endpoint = endpoint
+        s = self._settings
+        config = Config(
+            connect_timeout=s.connect_timeout,
+            read_timeout=s.read_timeout,
+            # botocore's "max_attempts" counts retries; "total_max_attempts" counts attempts,
+            # which is what OffloadSettings.max_attempts means (1 = no retry)
+            retries={"total_max_attempts": s.max_attempts, "mode": "standard"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            max_pool_connections=max(10, s.offload_concurrency * 2 + 2),
+            s3={"addressing_style": "path"} if endpoint else None,
+        )
+        try:
+            session = boto3.session.Session(
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key,
+                aws_session_token=aws_session_token,
+                region_name=region,
+            )
+            self._client: Any = session.client("s3", endpoint_url=endpoint, config=config)
+        except BotoCoreError as exc:
+            raise ConfigError(
+                f"cannot configure the S3 client for {self.url}: {type(exc).__name__}"
+            ) from None
+        self._client.meta.events.register("needs-retry.s3", self._log_retry)
+
+    # --- properties -----------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"s3://{self._bucket}/{self._prefix}".rstrip("/")
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix, ``""`` or ending with ``/``."""
+        return self._prefix
+
+    @property
+    def endpoint_url(self) -> str | None:
+        return self._endpoint
+
+    @property
+    def supports_conditional_put(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        endpoint = f", endpoint={redact(self._endpoint)}" if self._endpoint else ""
+        return f"S3ObjectStore({self.url}{endpoint})"
+
+    # --- multipart ------------------------------------------------------------------------
+    def create_multipart_upload(self, key: str, metadata: Mapping[str, str]) -> str:
+        full = self._full(key)
+        try:
+            resp = self._client.create_multipart_upload(
+                Bucket=self._bucket,
+                Key=full,
+                Metadata=_lower(metadata),
+                ChecksumAlgorithm="CRC32C",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise("create_multipart_upload", key, exc)
+        return str(resp["UploadId"])
+
+    def upload_part(
+        self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
+    ) -> UploadedPart:
+        if not 1 <= part_number <= 10000:
+            raise StoreError(f"part number {part_number} not in 1..10000")
+        full = self._full(key)
+        try:
+            resp = self._client.upload_part(
+                Bucket=self._bucket,
+                Key=full,
+                UploadId=upload_id,
+                PartNumber=part_number,
+                Body=_body(data),
+                ChecksumAlgorithm="CRC32C",
+                ChecksumCRC32C=crc32c_header(crc32c),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise_upload("upload_part", key, upload_id, exc)
+        return UploadedPart(part_number=part_number, etag=str(resp["ETag"]), crc32c=crc32c)
+
+    def complete_multipart_upload(
+        self, key: str, upload_id: str, parts: Sequence[UploadedPart]
+    ) -> None:
+        if not parts:
+            raise StoreError(f"complete {self._show(key)}: no parts")
+        ordered = sorted(parts, key=lambda p: p.part_number)
+        numbers = [p.part_number for p in ordered]
+        if len(set(numbers)) != len(numbers):
+            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        listed: builtins.list[dict[str, Any]] = []
+        for p in ordered:
+            entry: dict[str, Any] = {"PartNumber": p.part_number, "ETag": p.etag}
+            if p.crc32c is not None:
+                entry["ChecksumCRC32C"] = crc32c_header(p.crc32c)
+            listed.append(entry)
+        try:
+            # The response's ETag is empty on RGW Pacific; nothing here depends on it.
+            self._client.complete_multipart_upload(
+                Bucket=self._bucket,
+                Key=self._full(key),
+                UploadId=upload_id,
+                MultipartUpload={"Parts": listed},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise_upload("complete_multipart_upload", key, upload_id, exc)
+
+    def abort_multipart_upload(self, key: str, upload_id: str) -> None:
+        try:
+            self._client.abort_multipart_upload(
+                Bucket=self._bucket, Key=self._full(key), UploadId=upload_id
+            )
+        except (ClientError, BotoCoreError) as exc:
+            try:
+                self._raise_upload("abort_multipart_upload", key, upload_id, exc)
+            except UploadNotFound:
+                log.debug("abort of unknown upload", store=self.url, key=key)
+
+    def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        uploads: builtins.list[MultipartUploadInfo] = []
+        try:
+            pages = self._client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self._bucket,
+                Prefix=self._prefix + prefix,
+                PaginationConfig={"PageSize": self._page_size},
+            )
+            for page in pages:
+                for u in page.get("Uploads", []):
+                    uploads.append(
+                        MultipartUploadInfo(
+                            key=self._relative(u["Key"]),
+                            upload_id=str(u["UploadId"]),
+                            initiated=u.get("Initiated"),
+                        )
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise("list_multipart_uploads", prefix, exc)
+        # S3 lists by key, then initiation time; moto keeps creation order: sort like S3
+        uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
+        return uploads
+
+    # --- whole objects --------------------------------------------------------------------
+    def put(
+        self,
+        key: str,
+        data: Buffer,
+        metadata: Mapping[str, str],
+        *,
+        if_none_match: bool = False,
+    ) -> None:
+        body = _body(data)
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        try:
+            self._client.put_object(
+                Bucket=self._bucket,
+                Key=self._full(key),
+                Body=body,
+                Metadata=_lower(metadata),
+                ChecksumAlgorithm="CRC32C",
+                ChecksumCRC32C=crc32c_header(crc32c_lib.crc32c(body)),
+                **extra,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise("put", key, exc)
+
+    def get(self, key: str) -> GetResult:
+        resp, data = self._get("get", key)
+        return GetResult(data=data, size=len(data), metadata=_lower(resp.get("Metadata")))
+
+    def get_range(self, key: str, start: int, end: int) -> GetResult:
+        if start < 0 or end <= start:
+            raise StoreError(f"get_range {self._show(key)}: invalid range [{start}, {end})")
+        resp, data = self._get("get_range", key, Range=f"bytes={start}-{end - 1}")
+        total = self._total_size(resp, len(data))
+        if resp.get("ContentRange") is None:
+            # The server ignored the Range header and sent the whole object.
+            data = data[start:end]
+        return GetResult(data=data, size=total, metadata=_lower(resp.get("Metadata")))
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            resp = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
+        except (ClientError, BotoCoreError) as exc:
+            self._raise("head", key, exc)
+        return ObjectInfo(
+            key=key,
+            size=int(resp["ContentLength"]),
+            metadata=_lower(resp.get("Metadata")),
+            last_modified=resp.get("LastModified"),
+            etag=resp.get("ETag"),
+        )
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return
+            self._raise("delete", key, exc)
+        except BotoCoreError as exc:
+            self._raise("delete", key, exc)
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket,
+                Prefix=self._prefix + prefix,
+                PaginationConfig={"PageSize": self._page_size},
+            )
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(
+                        key=self._relative(obj["Key"]),
+                        size=int(obj["Size"]),
+                        last_modified=obj.get("LastModified"),
+                        etag=obj.get("ETag"),
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise("list", prefix, exc)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> S3ObjectStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- helpers --------------------------------------------------------------------------
+    def _full(self, key: str) -> str:
+        return self._prefix + check_key(key)
+
+    def _relative(self, full_key: str) -> str:
+        return full_key[len(self._prefix) :] if full_key.startswith(self._prefix) else full_key
+
+    def _show(self, key: str) -> str:
+        return f"s3://{self._bucket}/{self._prefix}{key}"
+
+    def _get(self, op: str, key: str, **extra: Any) -> tuple[dict[str, Any], bytes]:
+        """GET and read the body. The request itself is retried by botocore; a body cut short
+        while streaming is retried here (the same bounded number of attempts)."""
+        full = self._full(key)
+        attempts = self._settings.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                resp: dict[str, Any] = self._client.get_object(
+                    Bucket=self._bucket, Key=full, **extra
+                )
+            except (ClientError, BotoCoreError) as exc:
+                self._raise(op, key, exc)
+            try:
+                with resp["Body"] as body:
+                    data: bytes = body.read()
+                return resp, data
+            except _TRANSPORT_ERRORS as exc:
+                if attempt >= attempts:
+                    self._raise(op, key, exc)
+                log.debug(
+                    "s3 body read failed, retrying",
+                    store=self.url,
+                    key=key,
+                    attempt=attempt,
+                    error=type(exc).__name__,
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _total_size(self, resp: Mapping[str, Any], received: int) -> int:
+        content_range = resp.get("ContentRange")
+        if content_range is None:
+            return received
+        m = _CONTENT_RANGE.match(str(content_range))
+        if m is None or m.group(3) == "*":
+            raise StoreError(f"unparseable Content-Range {content_range!r} from {self.url}")
+        return int(m.group(3))
+
+    def _upload_exists(self, key: str, upload_id: str) -> bool | None:
+        """Whether the upload exists (ListParts), or None when that cannot be told."""
+        try:
+            self._client.list_parts(
+                Bucket=self._bucket, Key=self._full(key), UploadId=upload_id, MaxParts=1
+            )
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchUpload", "NoSuchKey") or _status(exc) == 404:
+                return False
+            return None
+        except BotoCoreError:
+            return None
+        return True
+
+    def _raise_upload(
+        self, op: str, key: str, upload_id: str, exc: ClientError | BotoCoreError
+    ) -> NoReturn:
+        """Like :meth:`_raise`, for calls that name an upload id."""
+        if (
+            isinstance(exc, ClientError)
+            and _status(exc) == 500
+            and self._upload_exists(key, upload_id) is False
+        ):
+            raise UploadNotFound(
+                f"{op} {self._show(key)}: upload {upload_id[:16]}... does not exist"
+            ) from exc
+        self._raise(op, key, exc)
+
+    def _raise(self, op: str, key: str, exc: ClientError | BotoCoreError) -> NoReturn:
+        """Translate a botocore exception into the project's error tree (and raise it)."""
+        raise _translate(op, self._show(key), self._bucket, exc) from exc
+
+    def _log_retry(
+        self,
+        attempts: int = 0,
+        caught_exception: Exception | None = None,
+        response: Any = None,
+        operation: Any = None,
+        **_: Any,
+    ) -> None:
+        """Log attempts that failed in a retryable way: transport errors, 5xx, 408/429
+        (debug only; botocore decides whether to retry, this handler never returns a value)."""
+        if caught_exception is not None:
+            error = type(caught_exception).__name__
+        elif response is not None and response[0] is not None:
+            status = int(response[0].status_code)
+            if status < 500 and status not in (408, 429):
+                return
+            error = str(response[1].get("Error", {}).get("Code", status))
+        else:
+            return
+        log.debug(
+            "s3 attempt failed",
+            store=self.url,
+            operation=getattr(operation, "name", None),
+            attempt=attempts,
+            max_attempts=self._settings.max_attempts,
+            error=error,
+        )
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def _translate(op: str, where: str, bucket: str, exc: ClientError | BotoCoreError) -> StoreError:
+    """The error-tree exception for ``exc``; its message names the operation and object only
+    (server messages are included, never request parameters or credentials)."""
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return AccessDenied(f"{op} {where}: no usable AWS credentials found")
+    if isinstance(exc, _TRANSPORT_ERRORS):
+        return StoreUnavailable(f"{op} {where}: store unreachable ({type(exc).__name__})")
+    if isinstance(exc, BotoCoreError):
+        return StoreError(f"{op} {where}: {type(exc).__name__}")
+    code, status = _code(exc), _status(exc)
+    message = str(exc.response.get("Error", {}).get("Message", "")).strip()
+    detail = f"{code or status}" + (f": {message}" if message and message != code else "")
+    text = f"{op} {where}: {detail}"
+    if code == "NoSuchUpload" or (op in _UPLOAD_OPS and code == "NoSuchKey"):
+        return UploadNotFound(text)
+    if code == "NoSuchBucket":
+        return ObjectNotFound(f"{op} {where}: bucket {bucket!r} does not exist")
+    if op in _UPLOAD_OPS and status == 404:
+        return UploadNotFound(text)
+    if code in ("NoSuchKey", "NotFound", "404") or status == 404:
+        return ObjectNotFound(f"{op} {where}: no such object")
+    if code == "PreconditionFailed" or status == 412:
+        return PreconditionFailed(text)
+    if code in _ACCESS_DENIED_CODES or status == 403:
+        return AccessDenied(text)
+    if code in _UNAVAILABLE_CODES or status == 503:
+        return StoreUnavailable(text)
+    return StoreError(text)

@@ -1,0 +1,79 @@
+"""open_store(): URL dispatch to the local and S3 backends, and clear errors for the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offloader.config import OffloadSettings
+from offloader.errors import ConfigError
+from offloader.store import LocalObjectStore, ObjectStore, open_store
+from offloader.store.s3 import S3ObjectStore
+
+
+def test_file_url(tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/objects")
+    assert isinstance(store, LocalObjectStore) and isinstance(store, ObjectStore)
+    assert store.root == tmp_path / "objects" and store.root.is_dir()
+    assert store.url == (tmp_path / "objects").as_uri()
+
+
+def test_file_url_localhost_and_escapes(tmp_path: Path) -> None:
+    store = open_store(f"file://localhost{tmp_path}/with%20space")
+    assert isinstance(store, LocalObjectStore)
+    assert store.root == tmp_path / "with space"
+
+
+def test_plain_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(open_store(str(tmp_path / "abs")), LocalObjectStore)
+    monkeypatch.chdir(tmp_path)
+    store = open_store("rel/dir")
+    assert isinstance(store, LocalObjectStore)
+    assert store.root == tmp_path / "rel" / "dir"
+
+
+def test_s3_url() -> None:
+    settings = OffloadSettings(max_attempts=2)
+    store = open_store(
+        "s3://my-bucket/some/prefix/",
+        endpoint_url="http://127.0.0.1:9",
+        region="eu-west-1",
+        settings=settings,
+    )
+    assert isinstance(store, S3ObjectStore)
+    assert (store.bucket, store.prefix) == ("my-bucket", "some/prefix/")
+    assert store.url == "s3://my-bucket/some/prefix"
+    assert store.endpoint_url == "http://127.0.0.1:9"
+    bare = open_store("s3://my-bucket")
+    assert isinstance(bare, S3ObjectStore) and bare.url == "s3://my-bucket"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "   ",
+        "s3://",
+        "s3:///prefix",
+        "s3://ab",
+        "s3://Bad_Bucket/x",
+        "s3://b-ok/../x",
+        "http://example.com/x",
+        "gs://bucket/x",
+        "file://host/path",
+        "file://relative",
+        "file:///tmp/x?y=1",
+        "c:stuff",
+    ],
+)
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(ConfigError):
+        open_store(url)
+
+
+def test_credentials_in_url_are_refused_and_not_echoed() -> None:
+    with pytest.raises(ConfigError) as info:
+        open_store("s3://AKIAX:topsecret@bucket/prefix")
+    assert "topsecret" not in str(info.value)
+    assert "credential" in str(info.value)
