@@ -158,6 +158,14 @@ def iter_block_entries(
             f"block header says {header.block_len} bytes, the block has {len(view)}",
             offset=base_offset + 12,
         )
+    reserved = view[BLOCK_HEADER_USED : header.header_len]
+    if any(reserved):
+        # Pulsar always writes zeros here; anything else is damage the framing would miss
+        first_bad = next(i for i, b in enumerate(reserved) if b)
+        raise CorruptDataError(
+            "reserved block header bytes are not zero",
+            offset=base_offset + BLOCK_HEADER_USED + first_bad,
+        )
     if expected_first_entry_id is not None and header.first_entry_id != expected_first_entry_id:
         raise CorruptDataError(
             f"block starts with entry {header.first_entry_id}, index says "

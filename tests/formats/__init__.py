@@ -1,0 +1,1 @@
+"""Tests of the pure codecs in ``formats/``: golden, property, corruption and spec vectors."""
