@@ -1,0 +1,134 @@
+"""Rows to records for the SQLite metadata store, and the lookups every transaction uses.
+
+This module owns the mapping between the tables of :mod:`offloader.metadata.sqlite_schema` and
+the records of :mod:`offloader.metadata.base` (JSON for driver properties and block checksums).
+The lookups take a connection inside an open transaction and raise NotFound.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from offloader.errors import NotFound
+from offloader.metadata.base import (
+    DriverMetadata,
+    LedgerRecord,
+    NamespaceRecord,
+    OffloadAttempt,
+    OffloadContext,
+    TopicRecord,
+)
+from offloader.policies import NamespacePolicies
+
+LEDGER_SELECT = """
+SELECT l.ledger_id, l.topic, l.entries, l.size_bytes, l.created_ms, l.closed_ms, l.state,
+       l.offload_uuid, l.offload_complete, l.offload_local_deleted, l.offload_timestamp_ms,
+       a.driver_name, a.driver_properties, a.data_key, a.index_key, a.data_size, a.index_size,
+       a.block_crc32c, a.index_crc32c
+FROM ledgers AS l LEFT JOIN offload_attempts AS a ON a.uuid = l.offload_uuid
+"""
+ATTEMPT_SELECT = "SELECT * FROM offload_attempts"
+POLICY_COLUMNS = (
+    "offload_threshold_bytes",
+    "offload_threshold_seconds",
+    "offload_deletion_lag_ms",
+    "retention_size_bytes",
+    "retention_time_seconds",
+    "read_priority",
+)
+
+
+def driver_json(driver: DriverMetadata) -> str:
+    return json.dumps(dict(driver.properties), sort_keys=True)
+
+
+def _driver(row: sqlite3.Row) -> DriverMetadata:
+    return DriverMetadata(row["driver_name"], json.loads(row["driver_properties"]))
+
+
+def namespace_record(row: sqlite3.Row) -> NamespaceRecord:
+    policies = NamespacePolicies(**{column: row[column] for column in POLICY_COLUMNS})
+    return NamespaceRecord(row["name"], policies, row["created_ms"])
+
+
+def topic_record(row: sqlite3.Row) -> TopicRecord:
+    return TopicRecord(row["name"], row["namespace"], row["created_ms"])
+
+
+def ledger_record(row: sqlite3.Row) -> LedgerRecord:
+    offload = None
+    if row["offload_uuid"] is not None:
+        crcs = row["block_crc32c"]
+        offload = OffloadContext(
+            uuid=row["offload_uuid"],
+            complete=bool(row["offload_complete"]),
+            local_deleted=bool(row["offload_local_deleted"]),
+            timestamp_ms=row["offload_timestamp_ms"],
+            driver=_driver(row),
+            data_key=row["data_key"],
+            index_key=row["index_key"],
+            data_size=row["data_size"],
+            index_size=row["index_size"],
+            block_crc32c=tuple(json.loads(crcs)) if crcs else (),
+            index_crc32c=row["index_crc32c"],
+        )
+    return LedgerRecord(
+        ledger_id=row["ledger_id"],
+        topic=row["topic"],
+        entries=row["entries"],
+        size_bytes=row["size_bytes"],
+        created_ms=row["created_ms"],
+        closed_ms=row["closed_ms"],
+        state=row["state"],
+        offload=offload,
+    )
+
+
+def attempt_record(row: sqlite3.Row) -> OffloadAttempt:
+    return OffloadAttempt(
+        uuid=row["uuid"],
+        ledger_id=row["ledger_id"],
+        topic=row["topic"],
+        state=row["state"],
+        started_ms=row["started_ms"],
+        finished_ms=row["finished_ms"],
+        error=row["error"],
+        driver=_driver(row),
+        data_key=row["data_key"],
+        index_key=row["index_key"],
+    )
+
+
+def one(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(sql, tuple(args)).fetchone()
+    return row
+
+
+def get_ledger(conn: sqlite3.Connection, ledger_id: int) -> LedgerRecord:
+    row = one(conn, LEDGER_SELECT + " WHERE l.ledger_id = ?", (ledger_id,))
+    if row is None:
+        raise NotFound(f"ledger {ledger_id} does not exist")
+    return ledger_record(row)
+
+
+def get_attempt(conn: sqlite3.Connection, uuid: str) -> OffloadAttempt:
+    row = one(conn, ATTEMPT_SELECT + " WHERE uuid = ?", (uuid,))
+    if row is None:
+        raise NotFound(f"offload attempt {uuid} does not exist")
+    return attempt_record(row)
+
+
+def require_topic(conn: sqlite3.Connection, topic: str) -> sqlite3.Row:
+    row = one(conn, "SELECT * FROM topics WHERE name = ?", (topic,))
+    if row is None:
+        raise NotFound(f"topic {topic} does not exist")
+    return row
+
+
+def require_namespace(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
+    row = one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,))
+    if row is None:
+        raise NotFound(f"namespace {name} does not exist")
+    return row

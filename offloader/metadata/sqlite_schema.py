@@ -1,0 +1,258 @@
+"""The SQLite side of the metadata store: schema migrations, connection, transactions, errors.
+
+This module owns the database file: the versioned schema (``MIGRATIONS``, one tuple of
+statements per version, recorded in ``PRAGMA user_version``), how a connection is opened (WAL,
+``synchronous=FULL``, foreign keys, a busy timeout), the transaction helpers (``BEGIN IMMEDIATE``
+for every change, so read-modify-write is atomic across processes), and the translation of
+``sqlite3`` exceptions into :class:`~offloader.errors.MetadataError` subclasses. Together with
+:mod:`offloader.metadata.sqlite` it is the only code that imports ``sqlite3``.
+
+Migrations only ever append: opening an older database applies the missing steps in one
+transaction; a database from a newer version (or not ours) is refused with SchemaVersionError.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
+
+#: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
+APPLICATION_ID = 0x4C4F4646
+DEFAULT_BUSY_TIMEOUT_S = 10.0
+
+_V1 = (
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT INTO counters (name, value) VALUES ('next_ledger_id', 0)",
+    """CREATE TABLE namespaces (
+        name TEXT PRIMARY KEY,
+        created_ms INTEGER NOT NULL,
+        offload_threshold_bytes INTEGER NOT NULL DEFAULT -1,
+        offload_threshold_seconds INTEGER NOT NULL DEFAULT -1,
+        offload_deletion_lag_ms INTEGER,
+        retention_size_bytes INTEGER NOT NULL DEFAULT 0,
+        retention_time_seconds INTEGER NOT NULL DEFAULT 0,
+        read_priority TEXT NOT NULL DEFAULT 'tiered-storage-first'
+    )""",
+    """CREATE TABLE topics (
+        name TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL REFERENCES namespaces(name),
+        created_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX topics_by_namespace ON topics(namespace)",
+    """CREATE TABLE offload_attempts (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        uuid TEXT NOT NULL UNIQUE,
+        ledger_id INTEGER NOT NULL,
+        topic TEXT NOT NULL,
+        state TEXT NOT NULL
+            CHECK (state IN ('STARTED', 'COMPLETED', 'FAILED', 'SUPERSEDED', 'CLEANED')),
+        started_ms INTEGER NOT NULL,
+        finished_ms INTEGER,
+        error TEXT,
+        driver_name TEXT NOT NULL,
+        driver_properties TEXT NOT NULL,
+        data_key TEXT NOT NULL,
+        index_key TEXT NOT NULL,
+        data_size INTEGER,
+        index_size INTEGER,
+        block_crc32c TEXT,
+        index_crc32c INTEGER
+    )""",
+    "CREATE INDEX attempts_by_ledger ON offload_attempts(ledger_id)",
+    """CREATE TABLE ledgers (
+        ledger_id INTEGER PRIMARY KEY,
+        topic TEXT NOT NULL REFERENCES topics(name) ON DELETE CASCADE,
+        entries INTEGER NOT NULL DEFAULT 0 CHECK (entries >= 0),
+        size_bytes INTEGER NOT NULL DEFAULT 0 CHECK (size_bytes >= 0),
+        created_ms INTEGER NOT NULL,
+        closed_ms INTEGER,
+        state TEXT NOT NULL CHECK (state IN ('OPEN', 'CLOSED', 'DELETED')),
+        offload_uuid TEXT REFERENCES offload_attempts(uuid),
+        offload_complete INTEGER NOT NULL DEFAULT 0,
+        offload_local_deleted INTEGER NOT NULL DEFAULT 0,
+        offload_timestamp_ms INTEGER
+    )""",
+    "CREATE INDEX ledgers_by_topic ON ledgers(topic, ledger_id)",
+)
+
+_V2 = (
+    """CREATE TABLE topic_offload_status (
+        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
+        status TEXT NOT NULL CHECK (status IN ('NOT_RUN', 'RUNNING', 'SUCCESS', 'ERROR')),
+        last_error TEXT,
+        updated_ms INTEGER NOT NULL
+    )""",
+    """CREATE TABLE offload_locks (
+        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        acquired_ms INTEGER NOT NULL,
+        heartbeat_ms INTEGER NOT NULL
+    )""",
+    "CREATE INDEX attempts_by_state ON offload_attempts(state)",
+)
+
+#: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def translate_error(exc: sqlite3.Error, path: Path, busy_timeout_s: float) -> MetadataError:
+    """The MetadataError for a sqlite3 exception (the message names the file, never data)."""
+    message = str(exc)
+    errorname = getattr(exc, "sqlite_errorname", "")
+    if isinstance(exc, sqlite3.IntegrityError) and (
+        "UNIQUE" in message or "PRIMARY KEY" in message
+    ):
+        return AlreadyExists(f"metadata record already exists ({message})")
+    if errorname in ("SQLITE_BUSY", "SQLITE_LOCKED") or "database is locked" in message:
+        return MetadataBusy(
+            f"metadata database {path} stayed locked by another process for more than "
+            f"{busy_timeout_s:g} s; retry, or look for a stuck offloader process"
+        )
+    if isinstance(exc, sqlite3.IntegrityError):
+        return MetadataError(f"metadata constraint violated in {path}: {message}")
+    return MetadataError(f"metadata database {path}: {message}")
+
+
+class Database:
+    """One connection to the metadata file, shared by the threads of one process."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        migrations: Sequence[Sequence[str]] = MIGRATIONS,
+    ) -> None:
+        self.path = path
+        self.busy_timeout_s = busy_timeout_s
+        self._lock = threading.RLock()
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise translate_error(exc, path, busy_timeout_s) from exc
+        try:
+            conn = self._conn
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._enable_wal(conn)
+            conn.execute("PRAGMA synchronous = FULL")
+            self._migrate(migrations)
+        except sqlite3.Error as exc:
+            self.close()
+            raise translate_error(exc, path, busy_timeout_s) from exc
+        except MetadataError:
+            self.close()
+            raise
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch to WAL (persistent in the file). Changing the journal mode does not wait on
+        SQLite's busy handler, so when several processes create the file at once, retry here
+        until the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+                if mode != "wal":
+                    mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+                break
+            except sqlite3.OperationalError as exc:
+                busy = translate_error(exc, self.path, self.busy_timeout_s)
+                if not isinstance(busy, MetadataBusy) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(2 * delay, 0.1)
+        if mode != "wal":
+            raise MetadataError(f"metadata database {self.path}: cannot enable WAL (got {mode})")
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise MetadataError(f"metadata store {self.path} is closed")
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # --- transactions ---------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error."""
+        with self._transaction("BEGIN IMMEDIATE") as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several SELECTs see one snapshot."""
+        with self._transaction("BEGIN") as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self.conn
+            try:
+                conn.execute(begin)
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise translate_error(exc, self.path, self.busy_timeout_s) from exc
+
+    # --- migrations -----------------------------------------------------------------------
+    def _migrate(self, migrations: Sequence[Sequence[str]]) -> None:
+        target = len(migrations)
+        with self.read():  # user_version and the table count from one snapshot
+            current = self._check_version(target)
+        if current == target:
+            return
+        with self.write() as conn:
+            version = self._check_version(target)  # another process may have migrated
+            if version == 0:
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for step in migrations[version:]:
+                for statement in step:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target}")
+
+    def _check_version(self, supported: int) -> int:
+        conn = self.conn
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        if version == 0:
+            tables = conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+            ).fetchone()[0]
+            if tables:
+                raise SchemaVersionError(
+                    f"{self.path} is an SQLite database, but not a ledger-offloader metadata one"
+                )
+            return 0
+        if app_id != APPLICATION_ID:
+            raise SchemaVersionError(
+                f"{self.path} is not a ledger-offloader metadata database "
+                f"(application id {app_id:#x})"
+            )
+        if version > supported:
+            raise SchemaVersionError(
+                f"metadata database {self.path} has schema version {version}, newer than the "
+                f"{supported} this ledger-offloader supports; upgrade ledger-offloader"
+            )
+        return version

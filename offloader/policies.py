@@ -1,0 +1,267 @@
+"""Namespace policies and the pure decisions made from them.
+
+This module owns :class:`NamespacePolicies` (Pulsar's namespace offload fields and their
+defaults, pulsar-format-facts §8.2) and the algorithms that turn a topic's ledger list into work:
+
+* :func:`select_ledgers_for_auto_offload`: the automatic size/time thresholds (§7.3);
+* :func:`offload_prefix_candidates`: ``offload-prefix`` up to a position (§7.2);
+* :func:`size_threshold_position`: ``topics offload --size-threshold`` (§8.1);
+* :func:`ledgers_due_for_local_deletion`: the deletion lag (§7.5);
+* :func:`ledgers_to_trim_for_retention`: retention trimming (§7.7, with our semantics below).
+
+Every function is pure: it takes :class:`LedgerView` values (no SQLite, no clock) and returns
+ledger ids, so it can be unit- and property-tested on its own.
+
+Retention semantics. Pulsar's retention applies to *consumed* messages (0 = delete as soon as
+consumed, -1 = forever). We have no subscriptions, so retention here is a cap on what a topic
+keeps: ``retention_size_bytes > 0`` keeps at most that many bytes (oldest whole ledgers are
+trimmed while the topic's total, offloaded ledgers and the open ledger included, is above it);
+``retention_time_seconds > 0`` trims ledgers closed more than that long ago. A value of ``0``
+(not set, the default) or ``-1`` (Pulsar's "infinite") means keep forever. Like Pulsar, trimming
+removes a prefix of the ledger list (it stops at the first ledger that need not go) and never the
+open ledger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from offloader.errors import ConfigError
+
+#: Pulsar's broker default ``managedLedgerOffloadDeletionLagMs`` (4 hours).
+DEFAULT_DELETION_LAG_MS = 14_400_000
+
+READ_PRIORITY_TIERED_FIRST = "tiered-storage-first"
+READ_PRIORITY_LOCAL_FIRST = "local-first"
+#: accepted spellings of the read priority, mapped to the two canonical values
+READ_PRIORITY_ALIASES = {
+    "tiered-storage-first": READ_PRIORITY_TIERED_FIRST,
+    "local-first": READ_PRIORITY_LOCAL_FIRST,
+    "bookkeeper-first": READ_PRIORITY_LOCAL_FIRST,
+}
+
+
+@dataclass(frozen=True)
+class NamespacePolicies:
+    """A namespace's offload and retention policies, with Pulsar's defaults.
+
+    ``offload_threshold_bytes``: negative = automatic size trigger off, 0 = offload every closed
+    ledger as soon as possible, N = keep about N bytes of the newest closed ledgers local.
+    ``offload_threshold_seconds``: negative = off, N = offload ledgers closed N seconds ago.
+    ``offload_deletion_lag_ms``: None = the broker default (4 h), N >= 0 = delete the local copy N
+    ms after the offload completed, negative = never delete local copies.
+    ``read_priority``: ``tiered-storage-first`` (Pulsar's default) or ``local-first``
+    (``bookkeeper-first`` is accepted and stored as ``local-first``).
+    """
+
+    offload_threshold_bytes: int = -1
+    offload_threshold_seconds: int = -1
+    offload_deletion_lag_ms: int | None = None
+    retention_size_bytes: int = 0
+    retention_time_seconds: int = 0
+    read_priority: str = READ_PRIORITY_TIERED_FIRST
+
+    def __post_init__(self) -> None:
+        for name in (
+            "offload_threshold_bytes",
+            "offload_threshold_seconds",
+            "retention_size_bytes",
+            "retention_time_seconds",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer, not {value!r}")
+        lag = self.offload_deletion_lag_ms
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int)):
+            raise ConfigError(f"offload_deletion_lag_ms must be an integer or None, not {lag!r}")
+        canonical = READ_PRIORITY_ALIASES.get(str(self.read_priority).lower())
+        if canonical is None:
+            raise ConfigError(
+                f"read priority {self.read_priority!r} is not one of "
+                "tiered-storage-first, local-first (bookkeeper-first)"
+            )
+        object.__setattr__(self, "read_priority", canonical)
+
+    @property
+    def effective_deletion_lag_ms(self) -> int | None:
+        """The lag in ms after which a local copy may go; None = never delete local copies."""
+        if self.offload_deletion_lag_ms is None:
+            return DEFAULT_DELETION_LAG_MS
+        if self.offload_deletion_lag_ms < 0:
+            return None
+        return self.offload_deletion_lag_ms
+
+    @property
+    def auto_offload_enabled(self) -> bool:
+        """True when at least one automatic threshold is set (>= 0)."""
+        return self.offload_threshold_bytes >= 0 or self.offload_threshold_seconds >= 0
+
+    @property
+    def prefers_local(self) -> bool:
+        """True for ``local-first``: read the local copy while it exists."""
+        return self.read_priority == READ_PRIORITY_LOCAL_FIRST
+
+    def replace(self, **changes: object) -> NamespacePolicies:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """What the policy algorithms need to know about one ledger of a topic.
+
+    ``closed_ms`` is None while the ledger is open (Pulsar: timestamp 0). ``offloaded_ms`` is the
+    time the offload completed (Pulsar's ``offloadContext.timestamp``), None when not complete.
+    """
+
+    ledger_id: int
+    entries: int
+    size_bytes: int
+    closed_ms: int | None
+    offload_complete: bool = False
+    local_deleted: bool = False
+    offloaded_ms: int | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_ms is None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.entries <= 0 or self.size_bytes <= 0
+
+
+def _ascending(ledgers: Sequence[LedgerView]) -> list[LedgerView]:
+    return sorted(ledgers, key=lambda ledger: ledger.ledger_id)
+
+
+def select_ledgers_for_auto_offload(
+    ledgers: Sequence[LedgerView], policies: NamespacePolicies, now_ms: int
+) -> list[int]:
+    """Ledgers the namespace thresholds want offloaded now, oldest first (Pulsar §7.3).
+
+    Walks newest to oldest, skipping open ledgers; ``size_summed`` adds every ledger walked,
+    offloaded or not. A ledger whose offload is not complete is selected when
+    ``bytes >= 0 and size_summed > bytes`` or ``secs >= 0 and now - closed >= secs * 1000``.
+    Empty ledgers are never selected (there is nothing to offload).
+    """
+    size_limit = policies.offload_threshold_bytes
+    time_limit = policies.offload_threshold_seconds
+    if size_limit < 0 and time_limit < 0:
+        return []
+    selected: list[int] = []
+    size_summed = 0
+    for ledger in reversed(_ascending(ledgers)):
+        if ledger.closed_ms is None:
+            continue
+        size_summed += ledger.size_bytes
+        if ledger.offload_complete or ledger.is_empty:
+            continue
+        over_size = size_limit >= 0 and size_summed > size_limit
+        too_old = time_limit >= 0 and now_ms - ledger.closed_ms >= time_limit * 1000
+        if over_size or too_old:
+            selected.append(ledger.ledger_id)
+    selected.reverse()
+    return selected
+
+
+@dataclass(frozen=True)
+class PrefixPlan:
+    """What ``offload_prefix`` will do: ledgers to offload (ascending), and Pulsar's
+    ``firstUnoffloaded`` position ``(first_retained_ledger_id, 0)`` (None for no ledgers)."""
+
+    ledger_ids: list[int]
+    first_retained_ledger_id: int | None
+
+
+def offload_prefix_candidates(ledgers: Sequence[LedgerView], position_ledger_id: int) -> PrefixPlan:
+    """Ledgers ``offload-prefix`` up to ``(position_ledger_id, entry)`` offloads (Pulsar §7.2).
+
+    Candidates are every ledger but the last (the current one), ascending; one qualifies when its
+    id is below the position's ledger, its offload is not complete and it is not empty. The walk
+    stops at the first ledger at or after the position, which is the first retained ledger (the
+    current ledger when the walk runs out). Open ledgers are never candidates.
+    """
+    ordered = _ascending(ledgers)
+    if not ordered:
+        return PrefixPlan([], None)
+    first_retained = ordered[-1].ledger_id
+    chosen: list[int] = []
+    for ledger in ordered[:-1]:
+        if ledger.ledger_id >= position_ledger_id:
+            first_retained = ledger.ledger_id
+            break
+        if not ledger.offload_complete and not ledger.is_empty and not ledger.is_open:
+            chosen.append(ledger.ledger_id)
+    return PrefixPlan(chosen, first_retained)
+
+
+def size_threshold_position(ledgers: Sequence[LedgerView], threshold_bytes: int) -> int | None:
+    """The ledger id L of the position ``(L, 0)`` that ``topics offload --size-threshold`` asks
+    for, or None for Pulsar's "Nothing to offload" (§8.1, ``findFirstLedgerWithinThreshold``).
+
+    Walks newest to oldest, the current ledger included (its ``size_bytes`` should be the current
+    ledger size), summing sizes; at the first ledger where the sum exceeds the threshold, the
+    position is the start of the next newer ledger (the newest ledger itself if it alone exceeds).
+    """
+    ordered = _ascending(ledgers)
+    if not ordered:
+        return None
+    suffix_size = 0
+    previous = ordered[-1].ledger_id
+    for ledger in reversed(ordered):
+        suffix_size += ledger.size_bytes
+        if suffix_size > threshold_bytes:
+            return previous
+        previous = ledger.ledger_id
+    return None
+
+
+def ledgers_due_for_local_deletion(
+    ledgers: Sequence[LedgerView], lag_ms: int | None, now_ms: int
+) -> list[int]:
+    """Ledgers whose local copy may be deleted now, ascending (Pulsar §7.5).
+
+    A ledger qualifies when its offload is complete, its local copy is not deleted yet, the lag is
+    set (None = never) and ``now - offloaded > lag``.
+    """
+    if lag_ms is None or lag_ms < 0:
+        return []
+    due: list[int] = []
+    for ledger in _ascending(ledgers):
+        if not ledger.offload_complete or ledger.local_deleted or ledger.offloaded_ms is None:
+            continue
+        if now_ms - ledger.offloaded_ms > lag_ms:
+            due.append(ledger.ledger_id)
+    return due
+
+
+def ledgers_to_trim_for_retention(
+    ledgers: Sequence[LedgerView], policies: NamespacePolicies, now_ms: int
+) -> list[int]:
+    """Ledgers retention removes, oldest first (see the module docstring for the semantics).
+
+    Walks oldest to newest over every ledger but the last (the current one) and open ones; a
+    ledger goes while the total size of what remains (itself included) is above
+    ``retention_size_bytes`` or it closed more than ``retention_time_seconds`` ago. The walk stops
+    at the first ledger that may stay, so what is trimmed is always a prefix.
+    """
+    size_limit = policies.retention_size_bytes
+    time_limit = policies.retention_time_seconds
+    if size_limit <= 0 and time_limit <= 0:
+        return []
+    ordered = _ascending(ledgers)
+    remaining = sum(ledger.size_bytes for ledger in ordered)
+    trimmed: list[int] = []
+    for ledger in ordered[:-1]:
+        if ledger.closed_ms is None:
+            break
+        over_size = size_limit > 0 and remaining > size_limit
+        expired = time_limit > 0 and now_ms - ledger.closed_ms > time_limit * 1000
+        if not (over_size or expired):
+            break
+        trimmed.append(ledger.ledger_id)
+        remaining -= ledger.size_bytes
+    return trimmed
