@@ -1,0 +1,211 @@
+"""Spark scan throughput: the offloaded-ledger DataFrame source vs a raw boto3 download.
+
+Uploads ``--ledgers`` ledgers (random ``--entry``-byte payloads, ``--total`` bytes in all,
+``--block``-byte blocks, encoded by ``formats.encode``, one PUT per object) to an S3 server
+started here (moto's ThreadedMotoServer, or a throwaway Ceph RGW with ``--s3 rgw``), then, in
+the same run:
+
+* ours: ``spark.read.format("offloaded-ledger")`` over every ledger, summing
+  ``length(payload)`` (every payload crosses into the JVM), on ``local[2]``, session warm;
+* baseline: boto3 ``get_object(...).read()`` of the same data objects with 2 threads (the same
+  parallelism as ``local[2]``), no parsing.
+
+Ours runs once per ``--read-buffer`` (default: 1 MiB, the Pulsar-like ranged GET size, and the
+whole block in one GET). Both are measured as MB/s of data-object bytes, best of ``--repeat``;
+goal ratio >= 0.7.
+Spark session start-up and the first job (Python worker start) are reported separately.
+
+    python -m bench spark [--s3 moto|rgw] [--total 256M] [--block 16M] [--entry 4K]
+                          [--ledgers 4] [--repeat 3] [--read-buffer 1M ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import uuid as uuid_mod
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import note, report
+from formats.encode import encode_ledger
+from formats.keys import data_key, index_key, object_user_metadata
+from formats.ledger_metadata import LedgerMetadata
+from offloader.store import open_store
+from offloader.units import parse_size
+
+GOAL_RATIO = 0.7
+
+
+@contextlib.contextmanager
+def _server(kind: str) -> Iterator[Any]:
+    if kind == "moto":
+        from tests.servers.moto_server import start_moto
+
+        with start_moto() as endpoint:
+            yield endpoint
+    else:
+        from tests.servers.ceph_rgw import start_rgw
+
+        with tempfile.TemporaryDirectory(prefix="bench-rgw-") as tmp, start_rgw(
+            Path(tmp)
+        ) as endpoint:
+            yield endpoint
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    ledger_id: int
+    uuid: str
+    data_key: str
+    data_size: int
+    block_count: int
+    payload_bytes: int
+
+
+def _upload(
+    endpoint: Any, bucket: str, ledgers: int, per_ledger: int, entry: int, block: int
+) -> list[Uploaded]:
+    """Encode each ledger in Pulsar's format and PUT its data and index objects."""
+    results = []
+    with contextlib.closing(open_store(f"s3://{bucket}", endpoint_url=endpoint.url)) as store:
+        for lid in range(1, ledgers + 1):
+            count = max(1, per_ledger // entry)
+            blob = os.urandom(count * entry)
+            payloads = [blob[i * entry : (i + 1) * entry] for i in range(count)]
+            enc = encode_ledger(
+                payloads,
+                LedgerMetadata.closed_default(last_entry_id=count - 1, length=len(blob)),
+                block,
+            )
+            uid = str(uuid_mod.uuid4())
+            name = f"public/default/persistent/bench-{lid}"
+            store.put(data_key(uid, lid), enc.data, object_user_metadata(
+                "data", managed_ledger_name=name))
+            store.put(index_key(uid, lid), enc.index, object_user_metadata(
+                "index", managed_ledger_name=name))
+            results.append(Uploaded(lid, uid, data_key(uid, lid), len(enc.data),
+                                    len(enc.plans), len(blob)))
+    return results
+
+
+def _session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("bench-spark")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _best(repeat: int, fn: Any) -> tuple[float, Any]:
+    best, value = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        value = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench spark", description=__doc__)
+    parser.add_argument("--s3", choices=("moto", "rgw"), default="moto")
+    parser.add_argument("--total", default="256M")
+    parser.add_argument("--block", default="16M")
+    parser.add_argument("--entry", default="4K")
+    parser.add_argument("--ledgers", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--read-buffer", action="append", default=None,
+                        help="ranged GET size(s) to scan with (default: 1M and the block size)")
+    args = parser.parse_args(argv)
+    total, block, entry = parse_size(args.total), parse_size(args.block), parse_size(args.entry)
+    buffers = [parse_size(b) for b in (args.read_buffer or ["1M", args.block])]
+
+    with _server(args.s3) as endpoint:
+        for key, value in endpoint.env().items():
+            os.environ[key] = value
+        bucket = endpoint.new_bucket()
+        note(f"bench spark: offloading {args.ledgers} ledgers, {args.total} in {args.block} "
+             f"blocks of {args.entry} entries to {args.s3}")
+        results = _upload(endpoint, bucket, args.ledgers, total // args.ledgers, entry, block)
+        data_bytes = sum(r.data_size for r in results)
+        blocks = sum(r.block_count for r in results)
+        payload_bytes = sum(r.payload_bytes for r in results)
+
+        start = time.perf_counter()
+        spark = _session()
+        startup = time.perf_counter() - start
+        try:
+            from pyspark.sql import functions as F
+
+            from offloader.spark import register
+
+            start = time.perf_counter()
+            spark.sparkContext.parallelize(range(4), 2).count()
+            first_job = time.perf_counter() - start
+            register(spark)
+            ledgers_opt = ",".join(f"{r.ledger_id}:{r.uuid}" for r in results)
+
+            def scan(read_buffer: str) -> int:
+                df = (spark.read.format("offloaded-ledger").option("store", f"s3://{bucket}")
+                      .option("endpoint", endpoint.url).option("ledgers", ledgers_opt)
+                      .option("read_buffer", read_buffer).load())
+                row = df.agg(F.sum(F.length("payload")).alias("n"), F.count("*").alias("c"))
+                return int(row.collect()[0]["n"])
+
+            timings: dict[int, float] = {}
+            for read_buffer in buffers:
+                opt = str(read_buffer)
+                scan(opt)  # warm: planner and reader workers, pyarrow import, clients
+                timings[read_buffer], scanned = _best(args.repeat, lambda o=opt: scan(o))
+                if scanned != payload_bytes:
+                    raise SystemExit(f"scan read {scanned} payload bytes, not {payload_bytes}")
+        finally:
+            spark.stop()
+
+        client = endpoint.client()
+
+        def download() -> int:
+            def one(r: Uploaded) -> int:
+                return len(client.get_object(Bucket=bucket, Key=r.data_key)["Body"].read())
+
+            with ThreadPoolExecutor(2) as pool:
+                return sum(pool.map(one, results))
+
+        base_s, downloaded = _best(args.repeat, download)
+        assert downloaded == data_bytes
+
+    baseline = data_bytes / 1e6 / base_s
+    report("spark_session_start", startup, 0.0, "s", higher_is_better=False,
+           first_job_s=round(first_job, 3), s3=args.s3)
+    for read_buffer, ours_s in timings.items():
+        rec = report(
+            "spark_scan", data_bytes / 1e6 / ours_s, baseline, "MB/s", s3=args.s3,
+            read_buffer=read_buffer, bytes=data_bytes, blocks=blocks, ledgers=args.ledgers,
+            entry=entry, block=block, partitions=blocks, goal_ratio=GOAL_RATIO,
+            ours_s=round(ours_s, 3), baseline_s=round(base_s, 3),
+        )
+        if rec["ratio"] is not None and rec["ratio"] < GOAL_RATIO:
+            note(f"bench spark: read_buffer {read_buffer}: ratio {rec['ratio']} is below the "
+                 f"goal {GOAL_RATIO}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main(sys.argv[1:]))
