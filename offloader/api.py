@@ -1,0 +1,515 @@
+"""The facade the CLI, the service and Spark call: everything an operator can ask for.
+
+:meth:`Offloader.from_settings` builds the parts (object store, SQLite metadata store, local
+ledger store, managed ledgers) from a home directory and a store URL. Every method returns
+plain frozen dataclasses (or records from :mod:`offloader.metadata.base`) that the CLI renders
+as text or JSON; errors are :class:`~offloader.errors.OffloaderError` subclasses.
+
+The work is done by :mod:`offloader.managed_ledger` (produce, rollover), :mod:`offloader.ml_tasks`
+(offload-prefix, auto-offload, deletion lag, retention, topic deletion), :mod:`offloader.lifecycle`
+(the per-ledger commit protocol), :mod:`offloader.tiered_read`, :mod:`offloader.verification`,
+:mod:`offloader.orphans` and :mod:`offloader.service`; this module only translates.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, cast
+
+from offloader import ml_tasks
+from offloader.config import OffloadSettings
+from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.ledgers import FsyncPolicy, LedgerStore
+from offloader.ledgers.info import FSYNC_POLICIES
+from offloader.logs import get_logger
+from offloader.managed_ledger import ManagedLedger
+from offloader.metadata import open_metadata_store
+from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicOffloadStatus
+from offloader.naming import NamespaceName, TopicName
+from offloader.orphans import Audit, collect_garbage, find_orphans
+from offloader.policies import NamespacePolicies
+from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
+from offloader.service import ServiceState, TickWork, after_rollover
+from offloader.service import run as run_service_loop
+from offloader.service import tick as service_tick
+from offloader.store import open_store
+from offloader.tiered_read import read_entries_from
+from offloader.verification import check_offload
+
+log = get_logger(__name__)
+
+GiB = 1024**3
+_POSITION = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A position in a topic: ``ledger_id:entry_id`` (Pulsar's message id without partition)."""
+
+    ledger_id: int
+    entry_id: int
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        match = _POSITION.match(text)
+        if match is None:
+            raise ConfigError(f"invalid position {text!r}: use LEDGER:ENTRY, e.g. 12:0")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """Broker-side settings with Pulsar's defaults (CLI options or ``offloader.toml``)."""
+
+    max_entries_per_ledger: int = 50_000
+    max_ledger_size: int = 2 * GiB
+    min_rollover_seconds: int = 600
+    max_rollover_seconds: int = 14_400
+    #: local ledger durability: "always" (fsync every append batch), "batch", "never"
+    fsync: str = "always"
+    offload: OffloadSettings = field(default_factory=OffloadSettings)
+    #: broker default deletion lag when a namespace sets none (Pulsar: 4 h)
+    default_deletion_lag_ms: int = 14_400_000
+    #: objects younger than this are never treated as orphans (a running offload)
+    orphan_min_age_seconds: int = 3_600
+    #: a topic's offload lock is taken over when its holder's heartbeat is older than this
+    offload_lock_stale_seconds: int = 300
+    #: before deleting a local copy (deletion lag), read the data object back and check every
+    #: block's CRC32C (and the index's); otherwise only existence and sizes (HEAD) are checked
+    verify_checksums: bool = False
+    #: automatic retries of a failed offload: base * 2**(failures-1) seconds, capped at max
+    offload_retry_base_seconds: float = 1.0
+    offload_retry_max_seconds: float = 3_600.0
+    #: the service runs the orphan audit + gc at most this often
+    orphan_sweep_interval_seconds: int = 3_600
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    topic: str
+    entries: int
+    bytes: int
+    first: Position | None
+    last: Position | None
+    #: ledgers closed (rolled over) while producing
+    ledgers_closed: tuple[int, ...] = ()
+    #: ledgers offloaded automatically (namespace thresholds) while producing
+    ledgers_offloaded: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    topic: str
+    managed_ledger_name: str
+    ledgers: tuple[LedgerRecord, ...]
+    entries: int
+    size_bytes: int
+    offloaded_size_bytes: int
+    local_size_bytes: int
+
+
+@dataclass(frozen=True)
+class OffloadTrigger:
+    """What ``offload-prefix`` did: ``position`` None means "Nothing to offload"."""
+
+    topic: str
+    position: Position | None
+    ledgers: tuple[int, ...] = ()
+    #: ledgers offloaded successfully / failed (ledger id -> error) when run in the foreground
+    offloaded: tuple[int, ...] = ()
+    failed: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    topic: str
+    ledger_id: int
+    entry_id: int
+    payload: bytes
+    tier: Literal["local", "offloaded"]
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    topic: str
+    ledger_id: int
+    uuid: str
+    ok: bool
+    data_size: int | None
+    index_size: int | None
+    checked_checksums: bool
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class OrphanObject:
+    key: str
+    size: int
+    reason: str  # "unclaimed-uuid", "superseded-attempt", "not-an-offload-key", ...
+    last_modified_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class OrphanUpload:
+    key: str
+    upload_id: str
+    initiated_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class MissingObject:
+    """A metadata record whose object is gone."""
+
+    topic: str
+    ledger_id: int
+    uuid: str
+    key: str
+
+
+@dataclass(frozen=True)
+class OrphanReport:
+    objects: tuple[OrphanObject, ...] = ()
+    uploads: tuple[OrphanUpload, ...] = ()
+    missing: tuple[MissingObject, ...] = ()
+    #: for gc: whether anything was removed (False with dry_run)
+    removed: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return not (self.objects or self.uploads or self.missing)
+
+
+@dataclass(frozen=True)
+class TickReport:
+    """What one pass of the background service did."""
+
+    rolled_over: tuple[int, ...] = ()
+    offloaded: tuple[int, ...] = ()
+    offload_failures: tuple[tuple[int, str], ...] = ()
+    local_deleted: tuple[int, ...] = ()
+    trimmed: tuple[int, ...] = ()
+    orphans_removed: int = 0
+    #: ledgers whose local copy was kept because their objects failed verification
+    verification_failures: tuple[tuple[int, str], ...] = ()
+    #: steps that failed (``topic: error``); the tick carried on
+    errors: tuple[str, ...] = ()
+
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class Offloader:
+    """The whole system behind one object. Use as a context manager (closes stores)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        """Prefer :meth:`from_settings`; tests may build a :class:`Runtime` by hand (for
+        example around a :class:`~offloader.store.faulty.FaultyObjectStore`)."""
+        self._rt = runtime
+        self._service = ServiceState()
+        self._closed = False
+
+    @classmethod
+    def from_settings(
+        cls,
+        home: str | Path = ".offloader",
+        store_url: str | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        broker: BrokerSettings | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> Offloader:
+        """``store_url`` defaults to ``file://<home>/objects``."""
+        broker = broker or BrokerSettings()
+        home_path = Path(home).expanduser().resolve()
+        home_path.mkdir(parents=True, exist_ok=True)
+        url = store_url or f"file://{home_path}/objects"
+        store = open_store(url, endpoint_url=endpoint_url, region=region, settings=broker.offload)
+        try:
+            meta = open_metadata_store(home_path)
+        except BaseException:
+            store.close()
+            raise
+        clock = clock_ms or wall_clock_ms
+        fsync = broker.fsync
+        if fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"fsync policy {fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
+        ledgers = LedgerStore(home_path, fsync=cast(FsyncPolicy, fsync), clock_ms=clock)
+        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        runtime = Runtime(
+            home=home_path,
+            meta=meta,
+            store=store,
+            ledgers=ledgers,
+            broker=broker,
+            clock_ms=clock,
+            driver=driver_metadata_for(store, region=region, endpoint_url=endpoint),
+        )
+        return cls(runtime)
+
+    @property
+    def runtime(self) -> Runtime:
+        """The parts (stores, clock, settings) this facade drives."""
+        return self._rt
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._rt.meta.close()
+        finally:
+            self._rt.store.close()
+
+    def __enter__(self) -> Offloader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ml(self, topic: str) -> ManagedLedger:
+        return ManagedLedger(self._rt, TopicName.parse(topic))
+
+    # --- namespaces ------------------------------------------------------------------------
+    def create_namespace(self, namespace: str) -> NamespaceRecord:
+        name = str(NamespaceName.parse(namespace))
+        return self._rt.meta.create_namespace(name, self._rt.now_ms())
+
+    def list_namespaces(self) -> list[NamespaceRecord]:
+        return self._rt.meta.list_namespaces()
+
+    def get_policies(self, namespace: str) -> NamespacePolicies:
+        return self._rt.meta.get_namespace(str(NamespaceName.parse(namespace))).policies
+
+    def _update(self, namespace: str, **changes: object) -> NamespacePolicies:
+        name = str(NamespaceName.parse(namespace))
+        policies = self._rt.meta.get_namespace(name).policies.replace(**changes)
+        return self._rt.meta.set_policies(name, policies).policies
+
+    def set_offload_threshold(
+        self, namespace: str, size_bytes: int, seconds: int = -1
+    ) -> NamespacePolicies:
+        return self._update(
+            namespace, offload_threshold_bytes=size_bytes, offload_threshold_seconds=seconds
+        )
+
+    def set_offload_deletion_lag(self, namespace: str, lag_ms: int | None) -> NamespacePolicies:
+        """``None`` clears it (the broker default applies)."""
+        return self._update(namespace, offload_deletion_lag_ms=lag_ms)
+
+    def set_retention(self, namespace: str, size_bytes: int, seconds: int) -> NamespacePolicies:
+        return self._update(
+            namespace, retention_size_bytes=size_bytes, retention_time_seconds=seconds
+        )
+
+    def set_read_priority(self, namespace: str, priority: str) -> NamespacePolicies:
+        return self._update(namespace, read_priority=priority)
+
+    # --- topics ----------------------------------------------------------------------------
+    def produce(
+        self, topic: str, payloads: Iterable[bytes], *, progress: ProgressCallback | None = None
+    ) -> ProduceResult:
+        """Append entries (creating the topic if its namespace exists), rolling ledgers over
+        by entry count / size / age and running the namespace's auto-offload on rollover.
+
+        ``progress`` gets ``(entries_done, bytes_done)``. Entries are acknowledged once this
+        returns; a failure of the housekeeping after a rollover (trim, deletion lag,
+        auto-offload) is logged, never raised (the service retries it)."""
+        ml = self._ml(topic)
+        outcome = ml.produce(payloads, progress)
+        offloaded: tuple[int, ...] = ()
+        if outcome.ledgers_closed:
+            offloaded = tuple(self._after_rollover(ml).offloaded)
+        return ProduceResult(
+            topic=ml.name,
+            entries=outcome.entries,
+            bytes=outcome.bytes,
+            first=None if outcome.first is None else Position(*outcome.first),
+            last=None if outcome.last is None else Position(*outcome.last),
+            ledgers_closed=outcome.ledgers_closed,
+            ledgers_offloaded=offloaded,
+        )
+
+    def _after_rollover(self, ml: ManagedLedger) -> TickWork:
+        work = TickWork()
+        try:
+            after_rollover(ml, work, self._rt.now_ms())
+        except OffloaderError as exc:
+            log.error("housekeeping after rollover failed", topic=ml.name, error=str(exc))
+        return work
+
+    def list_topics(self, namespace: str | None = None) -> list[str]:
+        if namespace is not None:
+            namespace = str(NamespaceName.parse(namespace))
+        return [t.name for t in self._rt.meta.list_topics(namespace)]
+
+    def topic_info(self, topic: str) -> TopicInfo:
+        ml = self._ml(topic)
+        ledgers = tuple(ml.ledgers())
+        return TopicInfo(
+            topic=ml.name,
+            managed_ledger_name=ml.managed_ledger_name,
+            ledgers=ledgers,
+            entries=sum(r.entries for r in ledgers),
+            size_bytes=sum(r.size_bytes for r in ledgers),
+            offloaded_size_bytes=sum(r.size_bytes for r in ledgers if r.offload_complete),
+            local_size_bytes=sum(r.size_bytes for r in ledgers if not r.local_deleted),
+        )
+
+    def roll_over(self, topic: str) -> int | None:
+        """Close the current ledger now (if non-empty); returns its id."""
+        ml = self._ml(topic)
+        self._rt.meta.get_topic(ml.name)
+        closed = ml.roll_over()
+        if closed is not None:
+            self._after_rollover(ml)
+        return closed
+
+    def offload_prefix(
+        self,
+        topic: str,
+        *,
+        position: Position | None = None,
+        size_threshold: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> OffloadTrigger:
+        """Pulsar's offload-prefix (exactly one of ``position`` / ``size_threshold``), run in
+        the foreground; OffloadInProgress if another process is offloading the topic."""
+        if (position is None) == (size_threshold is None):
+            raise ConfigError("give exactly one of position or size_threshold")
+        ml = self._ml(topic)
+        run = ml_tasks.offload_prefix(
+            ml,
+            position=None if position is None else (position.ledger_id, position.entry_id),
+            size_threshold=size_threshold,
+            progress=progress,
+        )
+        if run.nothing or run.first_retained is None:
+            return OffloadTrigger(topic=ml.name, position=None)
+        return OffloadTrigger(
+            topic=ml.name,
+            position=Position(run.first_retained, 0),
+            ledgers=run.ledgers,
+            offloaded=run.offloaded,
+            failed=run.failed,
+        )
+
+    def offload_status(self, topic: str) -> TopicOffloadStatus:
+        return self._rt.meta.get_offload_status(self._ml(topic).name)
+
+    def read(
+        self, topic: str, *, start: Position | None = None, count: int | None = None
+    ) -> Iterator[EntryRecord]:
+        """Entries from ``start`` (default: the first), from whichever tier holds each ledger
+        (read priority policy), at most ``count``."""
+        ml = self._ml(topic)
+        begin = None if start is None else (start.ledger_id, start.entry_id)
+        for ledger_id, entry_id, payload, tier in read_entries_from(ml, begin, count):
+            yield EntryRecord(ml.name, ledger_id, entry_id, payload, tier)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""
+        ml_tasks.delete_topic(self._ml(topic))
+
+    def apply_deletion_lag(self, topic: str) -> list[int]:
+        """Run the deletion lag for one topic now: the ledgers whose local copy was deleted.
+        Raises :class:`VerificationError` (after handling the others) if a ledger's objects
+        failed verification; its local copy is kept."""
+        deleted, problems = ml_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
+        if problems:
+            ledger_id, problem = problems[0]
+            raise VerificationError(
+                f"ledger {ledger_id}: offloaded objects failed verification, local copy kept: "
+                f"{problem}"
+            )
+        return deleted
+
+    def apply_retention(self, topic: str) -> list[int]:
+        """Run retention trimming for one topic now: the ledgers trimmed."""
+        return ml_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
+
+    # --- objects ---------------------------------------------------------------------------
+    def verify(
+        self, topic: str | None = None, *, ledger_id: int | None = None, checksums: bool = False
+    ) -> list[VerifyResult]:
+        names = [self._ml(topic).name] if topic is not None else self.list_topics()
+        results: list[VerifyResult] = []
+        for name in names:
+            for record in self._rt.meta.list_ledgers(name):
+                if ledger_id is not None and record.ledger_id != ledger_id:
+                    continue
+                if not record.offload_complete:
+                    if ledger_id is not None:
+                        results.append(VerifyResult(name, record.ledger_id, "", False, None, None,
+                                                    False, f"ledger {ledger_id} is not offloaded"))
+                    continue
+                assert record.offload is not None
+                check = check_offload(self._rt.store, record, checksums=checksums,
+                                      read_buffer=self._rt.broker.offload.read_buffer_size)
+                results.append(VerifyResult(name, record.ledger_id, record.offload.uuid, check.ok,
+                                            check.data_size, check.index_size,
+                                            check.checked_checksums, check.problem))
+        return results
+
+    def _audit(self, min_age_seconds: int | None) -> Audit:
+        age = self._rt.broker.orphan_min_age_seconds if min_age_seconds is None else min_age_seconds
+        return find_orphans(self._rt, max(age, 0) * 1000)
+
+    @staticmethod
+    def _report(audit: Audit, removed: bool) -> OrphanReport:
+        return OrphanReport(
+            objects=tuple(OrphanObject(o.key, o.size, o.reason, o.last_modified_ms)
+                          for o in audit.objects),
+            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms)
+                          for u in audit.uploads),
+            missing=tuple(MissingObject(m.topic, m.ledger_id, m.uuid, m.key)
+                          for m in audit.missing),
+            removed=removed,
+        )
+
+    def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
+        return self._report(self._audit(min_age_seconds), False)
+
+    def gc(self, *, dry_run: bool = False, min_age_seconds: int | None = None) -> OrphanReport:
+        audit = self._audit(min_age_seconds)
+        removed = collect_garbage(self._rt, audit, dry_run=dry_run)
+        return self._report(audit, removed > 0)
+
+    # --- background service ----------------------------------------------------------------
+    def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:
+        """One pass: rollover by age, thresholds, deletion lag, retention, retries, orphans."""
+        work = service_tick(self._rt, self._service, should_stop)
+        return TickReport(
+            rolled_over=tuple(work.rolled_over),
+            offloaded=tuple(work.offloaded),
+            offload_failures=tuple(work.offload_failures),
+            local_deleted=tuple(work.local_deleted),
+            trimmed=tuple(work.trimmed),
+            orphans_removed=work.orphans_removed,
+            verification_failures=tuple(work.verification_failures),
+            errors=tuple(work.errors),
+        )
+
+    def run_service(
+        self,
+        *,
+        interval_seconds: float = 30.0,
+        once: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> None:
+        stop = should_stop or (lambda: False)
+
+        def one() -> None:
+            report = self.service_tick(should_stop=stop)
+            if on_tick is not None:
+                on_tick(report)
+
+        run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)

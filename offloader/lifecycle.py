@@ -1,0 +1,181 @@
+"""Offloading one ledger (the commit protocol, DESIGN §4) and deleting what an offload wrote.
+
+:func:`offload_one` runs one attempt, Pulsar's ``offloadLoop`` body (pulsar-format-facts §7.4):
+
+1. a fresh UUID4 is made durable with ``begin_offload`` *before* any upload; the previous
+   incomplete attempt it hands back has its objects (and any multipart upload it left) deleted,
+   and is then marked CLEANED;
+2. the writer uploads the data object and the index (it deletes everything it wrote on failure);
+3. ``complete_offload`` is the compare-and-set on the UUID. On :class:`OffloadConflict` (a newer
+   attempt, or the ledger was trimmed meanwhile) our new objects are deleted. On any other
+   metadata error the outcome is uncertain and nothing is deleted (as Pulsar): the orphan audit
+   finds the objects if the completion was lost.
+
+A failed upload is recorded with ``fail_offload``; the ledger keeps pointing at the failed
+attempt so the next ``begin_offload`` returns it for cleanup, and :func:`retry_due` decides
+when the automatic paths may try again (bounded exponential backoff).
+
+:func:`delete_ledger_objects` removes the objects of *every* UUID a ledger ever had (its
+current context and its attempt history): retention trimming and topic deletion call it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid as uuidlib
+from collections.abc import Callable, Iterable
+
+from formats.extension import crc32c
+from formats.keys import data_key, index_key
+from offloader.errors import (
+    MetadataError,
+    NotFound,
+    OffloadConflict,
+    StoreError,
+)
+from offloader.logs import get_logger
+from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
+from offloader.runtime import Runtime
+from offloader.writer import offload_ledger
+
+__all__ = [
+    "clean_attempt",
+    "delete_ledger_objects",
+    "delete_objects",
+    "offload_one",
+    "retry_delay_ms",
+    "retry_due",
+]
+
+log = get_logger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def delete_objects(rt: Runtime, data: str, index: str) -> None:
+    """Delete an attempt's data and index objects and abort any multipart upload of its data
+    key (a crash mid-upload leaves one). Missing objects are fine."""
+    for upload in rt.store.list_multipart_uploads(prefix=data):
+        if upload.key == data:
+            rt.store.abort_multipart_upload(upload.key, upload.upload_id)
+    rt.store.delete(index)
+    rt.store.delete(data)
+
+
+def clean_attempt(rt: Runtime, attempt_uuid: str, data: str, index: str, reason: str) -> bool:
+    """Delete an attempt's objects and mark it CLEANED; False (logged) if deleting failed."""
+    try:
+        delete_objects(rt, data, index)
+    except StoreError as exc:
+        log.warning("could not delete offloaded objects; the orphan audit will find them",
+                    uuid=attempt_uuid, reason=reason, error=str(exc))
+        return False
+    with contextlib.suppress(OffloadConflict, NotFound):
+        rt.meta.mark_attempt_cleaned(attempt_uuid, rt.now_ms())
+    log.info("offloaded objects deleted", uuid=attempt_uuid, reason=reason)
+    return True
+
+
+def offload_one(
+    rt: Runtime,
+    ledger: LedgerRecord,
+    managed_ledger_name: str,
+    *,
+    progress: ProgressCallback | None = None,
+) -> OffloadContext:
+    """Offload one closed ledger with the commit protocol; returns the completed context.
+
+    Raises what the attempt failed with (after recording it with ``fail_offload``), or
+    :class:`OffloadConflict` if the compare-and-set lost (our objects are deleted then)."""
+    ledger_id = ledger.ledger_id
+    attempt = str(uuidlib.uuid4())
+    dkey, ikey = data_key(attempt, ledger_id), index_key(attempt, ledger_id)
+    previous = rt.meta.begin_offload(
+        ledger_id, attempt, rt.driver, rt.now_ms(), data_key=dkey, index_key=ikey
+    )
+    if previous is not None:
+        clean_attempt(rt, previous.uuid, previous.data_key, previous.index_key,
+                       "Previous failed offload")
+    try:
+        with rt.ledgers.open_reader(ledger.topic, ledger_id) as reader:
+            result = offload_ledger(reader, rt.store, attempt, rt.broker.offload,
+                                    managed_ledger_name=managed_ledger_name, progress=progress)
+        index_crc = crc32c(rt.store.get(ikey).data)
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        with contextlib.suppress(MetadataError):
+            rt.meta.fail_offload(ledger_id, attempt, rt.now_ms(), error)
+        if isinstance(exc, Exception):
+            # the writer deletes what it wrote on failure; this also covers a failed index GET
+            with contextlib.suppress(StoreError):
+                delete_objects(rt, dkey, ikey)
+        raise
+    try:
+        return rt.meta.complete_offload(
+            ledger_id,
+            attempt,
+            rt.now_ms(),
+            data_size=result.data_size,
+            index_size=result.index_size,
+            block_crc32c=result.block_crc32c,
+            index_crc32c=index_crc,
+        )
+    except OffloadConflict as exc:
+        log.warning("offload lost the compare-and-set; deleting its objects",
+                    ledger_id=ledger_id, uuid=attempt, error=str(exc))
+        clean_attempt(rt, attempt, dkey, ikey, "Offload conflict")
+        raise
+
+
+def failure_count(attempts: Iterable[OffloadAttempt]) -> int:
+    """How many attempts of a ledger failed (their error is kept even once CLEANED)."""
+    return sum(1 for a in attempts if a.error is not None and a.state != "COMPLETED")
+
+
+def retry_delay_ms(failures: int, base_seconds: float, max_seconds: float) -> int:
+    """Exponential backoff: ``base * 2**(failures-1)``, capped at ``max`` (0 for no failure)."""
+    if failures <= 0:
+        return 0
+    delay = base_seconds * (2 ** min(failures - 1, 40))
+    return int(min(delay, max_seconds) * 1000)
+
+
+def retry_due(rt: Runtime, ledger: LedgerRecord, now_ms: int) -> bool:
+    """Whether an automatic offload may (re)try ``ledger`` now.
+
+    Never for a complete offload; at once for a ledger never tried or whose attempt was left
+    STARTED (a crash: the caller holds the topic's offload lock, so nothing else runs it);
+    after the backoff for a ledger whose last attempt failed."""
+    context = ledger.offload
+    if context is None:
+        return True
+    if context.complete:
+        return False
+    try:
+        current = rt.meta.get_attempt(context.uuid)
+    except NotFound:
+        return True
+    if current.state == "STARTED":
+        return True
+    attempts = rt.meta.list_attempts(ledger_id=ledger.ledger_id)
+    delay = retry_delay_ms(
+        failure_count(attempts),
+        rt.broker.offload_retry_base_seconds,
+        rt.broker.offload_retry_max_seconds,
+    )
+    return now_ms >= (current.finished_ms or current.started_ms) + delay
+
+
+def delete_ledger_objects(rt: Runtime, ledger: LedgerRecord, reason: str) -> bool:
+    """Delete the objects of every UUID the ledger ever had (current context and attempts);
+    attempts become CLEANED. The ledger must no longer claim them (DELETED or gone)."""
+    targets: dict[str, tuple[str, str]] = {}
+    if ledger.offload is not None:
+        targets[ledger.offload.uuid] = (ledger.offload.data_key, ledger.offload.index_key)
+    for attempt in rt.meta.list_attempts(ledger_id=ledger.ledger_id):
+        if attempt.state != "CLEANED":
+            targets[attempt.uuid] = (attempt.data_key, attempt.index_key)
+    ok = True
+    for attempt_uuid, (dkey, ikey) in targets.items():
+        ok = clean_attempt(rt, attempt_uuid, dkey, ikey, reason) and ok
+    return ok

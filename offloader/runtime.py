@@ -1,0 +1,113 @@
+"""The parts every lifecycle module shares: stores, clock, broker settings, owner identity.
+
+:class:`Runtime` is built once by :meth:`offloader.api.Offloader.from_settings` and handed to
+the managed ledgers, the offload commit protocol, the orphan audit and the service. Times that
+the metadata records (ledger creation and close, offload completion, thresholds, deletion lag)
+come from ``clock_ms``, injectable for tests; object ages in the orphan audit use the wall clock
+(:meth:`Runtime.wall_ms`), because an object's ``last_modified`` comes from the store's clock.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from offloader.ledgers import LedgerStore, RolloverPolicy
+from offloader.metadata.base import (
+    DRIVER_BUCKET,
+    DRIVER_ENDPOINT,
+    DRIVER_REGION,
+    DRIVER_STORE_URL,
+    DriverMetadata,
+    MetadataStore,
+)
+from offloader.policies import NamespacePolicies
+from offloader.store.base import ObjectStore
+
+if TYPE_CHECKING:
+    from offloader.api import BrokerSettings
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch, from the system clock."""
+    return time.time_ns() // 1_000_000
+
+
+def make_owner_id() -> str:
+    """A unique name for this process's offload lock holder (host, pid, random)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def driver_metadata_for(
+    store: ObjectStore, *, region: str | None = None, endpoint_url: str | None = None
+) -> DriverMetadata:
+    """Pulsar's ``OffloadDriverMetadata`` for ``store``: driver name, URL, bucket, region,
+    endpoint (never credentials: store URLs refuse userinfo)."""
+    url = store.url
+    parts = urlsplit(url)
+    is_s3 = parts.scheme == "s3"
+    return DriverMetadata(
+        name="aws-s3" if is_s3 else "file",
+        properties={
+            DRIVER_STORE_URL: url,
+            DRIVER_BUCKET: parts.netloc if is_s3 else "",
+            DRIVER_REGION: region or "",
+            DRIVER_ENDPOINT: endpoint_url or "",
+        },
+    )
+
+
+@dataclass
+class Runtime:
+    """Everything the lifecycle needs, in one place (not thread-safe for writes)."""
+
+    home: Path
+    meta: MetadataStore
+    store: ObjectStore
+    ledgers: LedgerStore
+    broker: BrokerSettings
+    clock_ms: Callable[[], int]
+    driver: DriverMetadata
+    owner: str = field(default_factory=make_owner_id)
+
+    @property
+    def rollover(self) -> RolloverPolicy:
+        b = self.broker
+        return RolloverPolicy(
+            max_entries=b.max_entries_per_ledger,
+            max_size_bytes=b.max_ledger_size,
+            min_rollover_seconds=b.min_rollover_seconds,
+            max_rollover_seconds=b.max_rollover_seconds,
+        )
+
+    @property
+    def lock_dir(self) -> Path:
+        return self.home / "locks"
+
+    def now_ms(self) -> int:
+        return self.clock_ms()
+
+    @staticmethod
+    def wall_ms() -> int:
+        return wall_clock_ms()
+
+    def policies(self, namespace: str) -> NamespacePolicies:
+        return self.meta.get_namespace(namespace).policies
+
+    def deletion_lag_ms(self, policies: NamespacePolicies) -> int | None:
+        """The namespace's lag, else the broker default; None (negative) = never delete."""
+        lag = policies.offload_deletion_lag_ms
+        if lag is None:
+            lag = self.broker.default_deletion_lag_ms
+        return None if lag < 0 else lag
+
+    @property
+    def lock_stale_ms(self) -> int:
+        return self.broker.offload_lock_stale_seconds * 1000

@@ -1,0 +1,121 @@
+"""Reading a topic's entries from whichever tier holds each ledger (pulsar-format-facts §7.6).
+
+* the current (OPEN) ledger: from its file, read-only (a recovery scan, nothing changed), so
+  a topic can be read while another process produces to it;
+* a CLOSED ledger whose offload is complete: from the object store (``ReadHandle``) under
+  ``tiered-storage-first`` (Pulsar's default), or from the local file under ``local-first``
+  while it exists; once the local copy is deleted, always from the object store;
+* any other CLOSED ledger: from its local file (``ClosedLedgerReader``); if the file vanished
+  meanwhile (the deletion lag ran) the read switches to the object store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Literal
+
+from offloader.errors import LedgerNotFound, NotFound
+from offloader.ledgers.reader import read_entries
+from offloader.ledgers.scan import read_closed, scan
+from offloader.managed_ledger import ManagedLedger
+from offloader.metadata.base import LedgerRecord
+from offloader.read_handle import ReadHandle
+
+Tier = Literal["local", "offloaded"]
+BATCH = 256
+
+__all__ = ["Tier", "read_entries_from", "read_ledger"]
+
+
+def _read_open(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
+    path = ml.rt.ledgers.ledger_path(ml.topic, ledger_id)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        layout = read_closed(fd, str(path)) or scan(fd, str(path))
+        count = len(layout.offsets)
+        for start in range(first, count, BATCH):
+            last = min(start + BATCH, count) - 1
+            got = read_entries(fd, str(path), layout.offsets, layout.data_end, start, last)
+            yield from enumerate(got, start)
+    finally:
+        os.close(fd)
+
+
+def _read_offloaded(
+    ml: ManagedLedger, record: LedgerRecord, first: int
+) -> Iterator[tuple[int, bytes]]:
+    assert record.offload is not None
+    rt = ml.rt
+    with ReadHandle.open(rt.store, record.ledger_id, record.offload.uuid,
+                         rt.broker.offload) as handle:
+        last_id = handle.last_add_confirmed
+        for start in range(first, last_id + 1, BATCH):
+            for entry in handle.read(start, min(start + BATCH - 1, last_id)):
+                yield entry.entry_id, entry.payload
+
+
+def _read_local(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
+    with ml.rt.ledgers.open_reader(ml.topic, ledger_id) as reader:
+        last_id = reader.last_entry_id
+        for start in range(first, last_id + 1, BATCH):
+            got = reader.read(start, min(start + BATCH - 1, last_id))
+            yield from enumerate(got, start)
+
+
+def read_ledger(
+    ml: ManagedLedger, record: LedgerRecord, first: int, prefer_local: bool
+) -> Iterator[tuple[int, bytes, Tier]]:
+    """Entries ``first..`` of one ledger as ``(entry_id, payload, tier)``."""
+    if record.state == "OPEN":
+        for entry_id, payload in _read_open(ml, record.ledger_id, first):
+            yield entry_id, payload, "local"
+        return
+    offloaded = record.offload_complete
+    if offloaded and (record.local_deleted or not prefer_local):
+        for entry_id, payload in _read_offloaded(ml, record, first):
+            yield entry_id, payload, "offloaded"
+        return
+    try:
+        reader = _read_local(ml, record.ledger_id, first)
+        entry_id, payload = next(reader)
+    except StopIteration:
+        return
+    except LedgerNotFound:
+        try:
+            record = ml.rt.meta.get_ledger(record.ledger_id)  # deleted after its offload?
+        except NotFound:
+            return
+        if not record.offload_complete:
+            raise
+        for entry_id, payload in _read_offloaded(ml, record, first):
+            yield entry_id, payload, "offloaded"
+        return
+    yield entry_id, payload, "local"
+    for entry_id, payload in reader:
+        yield entry_id, payload, "local"
+
+
+def read_entries_from(
+    ml: ManagedLedger, start: tuple[int, int] | None, count: int | None
+) -> Iterator[tuple[int, int, bytes, Tier]]:
+    """``(ledger_id, entry_id, payload, tier)`` from ``start`` (default: the first entry), at
+    most ``count``; the ledger list is read once, at the start."""
+    if count is not None and count <= 0:
+        return
+    prefer_local = ml.rt.policies(ml.namespace).prefers_local
+    produced = 0
+    for record in ml.ledgers():
+        if start is not None and record.ledger_id < start[0]:
+            continue
+        first = start[1] if start is not None and record.ledger_id == start[0] else 0
+        if record.state != "OPEN" and first >= record.entries:
+            continue
+        for entry_id, payload, tier in read_ledger(ml, record, first, prefer_local):
+            yield record.ledger_id, entry_id, payload, tier
+            produced += 1
+            if count is not None and produced >= count:
+                return
