@@ -1,0 +1,331 @@
+"""``offloader namespaces``: create namespaces and set their offload and retention policies.
+
+Flags and output mirror ``pulsar-admin namespaces`` (pulsar-format-facts §8.2):
+``get-offload-threshold`` prints ``offloadThresholdInBytes: X`` and
+``offloadThresholdInSeconds: Y``; ``get-offload-deletion-lag`` prints ``<minutes> minute(s)``
+or ``Unset for namespace. Defaulting to broker setting.``; ``get-policies`` prints JSON.
+
+JSON objects (``--json``, one per line): ``{namespace, created_ms, policies}`` for ``create``
+and each namespace of ``list``; ``{namespace, policies}`` for the setters and ``get-policies``;
+``{namespace, offload_threshold_bytes, offload_threshold_seconds}`` for
+``get-offload-threshold``; ``{namespace, offload_deletion_lag_ms}`` (null when unset) for
+``get-offload-deletion-lag``. ``policies`` holds :class:`~offloader.policies.NamespacePolicies`'
+fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.render import echo_json, echo_table
+from cli.settings import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE, open_offloader
+from offloader.metadata.base import NamespaceRecord
+from offloader.policies import NamespacePolicies
+
+
+@click.group()
+def namespaces() -> None:
+    """Create namespaces and set their offload and retention policies.
+
+    \b
+    Examples:
+      offloader namespaces create public/default
+      offloader namespaces set-offload-threshold public/default --size 10M
+      offloader namespaces set-offload-deletion-lag public/default --lag 4h
+      offloader namespaces get-policies public/default
+    """
+
+
+def policies_record(policies: NamespacePolicies) -> dict[str, Any]:
+    return dataclasses.asdict(policies)
+
+
+def namespace_record(record: NamespaceRecord) -> dict[str, Any]:
+    return {
+        "namespace": record.name,
+        "created_ms": record.created_ms,
+        "policies": policies_record(record.policies),
+    }
+
+
+def _echo_policies(cli: CliContext, namespace: str, policies: NamespacePolicies, text: str) -> None:
+    if cli.json:
+        echo_json({"namespace": namespace, "policies": policies_record(policies)})
+    else:
+        click.echo(text)
+
+
+@namespaces.command()
+@click.argument("namespace")
+@pass_cli
+def create(cli: CliContext, namespace: str) -> None:
+    """Create NAMESPACE (tenant/ns) with default policies.
+
+    \b
+    Example:
+      offloader namespaces create my-tenant/my-ns
+    """
+    with open_offloader(cli) as offloader:
+        record = offloader.create_namespace(namespace)
+    if cli.json:
+        echo_json(namespace_record(record))
+    else:
+        click.echo(f"Created namespace {record.name}")
+
+
+@namespaces.command("list")
+@pass_cli
+def list_namespaces(cli: CliContext) -> None:
+    """List namespaces with their offload thresholds and deletion lag.
+
+    \b
+    Examples:
+      offloader namespaces list
+      offloader --json namespaces list
+    """
+    with open_offloader(cli) as offloader:
+        records = offloader.list_namespaces()
+    if cli.json:
+        for record in records:
+            echo_json(namespace_record(record))
+        return
+    echo_table(
+        ("NAMESPACE", "OFFLOAD_THRESHOLD", "THRESHOLD_SECONDS", "DELETION_LAG_MS"),
+        [
+            (
+                r.name,
+                r.policies.offload_threshold_bytes,
+                r.policies.offload_threshold_seconds,
+                r.policies.offload_deletion_lag_ms,
+            )
+            for r in records
+        ],
+    )
+
+
+@namespaces.command("set-offload-threshold")
+@click.argument("namespace")
+@click.option(
+    "-s",
+    "--size",
+    type=SIZE_OR_MINUS_ONE,
+    required=True,
+    help="Bytes to keep local before automatic offload (e.g. 10M, 5G; 0 = offload as soon "
+    "as possible; -1 = off).",
+)
+@click.option(
+    "-t",
+    "--time",
+    "seconds",
+    type=DURATION_OR_MINUS_ONE,
+    default="-1",
+    show_default=True,
+    help="Also offload ledgers closed this long ago (e.g. 1h, 2d; -1 = off).",
+)
+@pass_cli
+def set_offload_threshold(cli: CliContext, namespace: str, size: int, seconds: int) -> None:
+    """Set NAMESPACE's automatic offload thresholds.
+
+    When a ledger closes (and on every service pass), the newest closed ledgers up to SIZE
+    stay local and older ones are offloaded; with --time, ledgers closed longer ago are
+    offloaded too.
+
+    \b
+    Examples:
+      offloader namespaces set-offload-threshold public/default --size 10M
+      offloader namespaces set-offload-threshold public/default --size -1 --time 1h
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.set_offload_threshold(namespace, size, seconds)
+    _echo_policies(
+        cli,
+        namespace,
+        policies,
+        f"offloadThresholdInBytes: {policies.offload_threshold_bytes}\n"
+        f"offloadThresholdInSeconds: {policies.offload_threshold_seconds}",
+    )
+
+
+@namespaces.command("get-offload-threshold")
+@click.argument("namespace")
+@pass_cli
+def get_offload_threshold(cli: CliContext, namespace: str) -> None:
+    """Show NAMESPACE's automatic offload thresholds (-1 = off).
+
+    \b
+    Example:
+      offloader namespaces get-offload-threshold public/default
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.get_policies(namespace)
+    if cli.json:
+        echo_json(
+            {
+                "namespace": namespace,
+                "offload_threshold_bytes": policies.offload_threshold_bytes,
+                "offload_threshold_seconds": policies.offload_threshold_seconds,
+            }
+        )
+        return
+    click.echo(f"offloadThresholdInBytes: {policies.offload_threshold_bytes}")
+    click.echo(f"offloadThresholdInSeconds: {policies.offload_threshold_seconds}")
+
+
+@namespaces.command("set-offload-deletion-lag")
+@click.argument("namespace")
+@click.option(
+    "-l",
+    "--lag",
+    type=DURATION_OR_MINUS_ONE,
+    required=True,
+    help="How long after an offload the local copy is deleted (e.g. 10m, 4h, 3d, 2w; "
+    "0 = at the next service pass; -1 = never).",
+)
+@pass_cli
+def set_offload_deletion_lag(cli: CliContext, namespace: str, lag: int) -> None:
+    """Set how long NAMESPACE keeps local copies of offloaded ledgers.
+
+    The service (offloader service run) deletes them once the lag has passed.
+
+    \b
+    Examples:
+      offloader namespaces set-offload-deletion-lag public/default --lag 4h
+      offloader namespaces set-offload-deletion-lag public/default --lag 0
+    """
+    lag_ms = lag * 1000 if lag >= 0 else -1
+    with open_offloader(cli) as offloader:
+        policies = offloader.set_offload_deletion_lag(namespace, lag_ms)
+    _echo_policies(cli, namespace, policies, _lag_text(policies.offload_deletion_lag_ms))
+
+
+def _lag_text(lag_ms: int | None) -> str:
+    if lag_ms is None:
+        return "Unset for namespace. Defaulting to broker setting."
+    if lag_ms < 0:
+        return "-1 (local copies are never deleted)"
+    return f"{lag_ms // 60_000} minute(s)"
+
+
+@namespaces.command("get-offload-deletion-lag")
+@click.argument("namespace")
+@pass_cli
+def get_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
+    """Show NAMESPACE's offload deletion lag in minutes.
+
+    \b
+    Example:
+      offloader namespaces get-offload-deletion-lag public/default
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.get_policies(namespace)
+    if cli.json:
+        echo_json(
+            {"namespace": namespace, "offload_deletion_lag_ms": policies.offload_deletion_lag_ms}
+        )
+    else:
+        click.echo(_lag_text(policies.offload_deletion_lag_ms))
+
+
+@namespaces.command("clear-offload-deletion-lag")
+@click.argument("namespace")
+@pass_cli
+def clear_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
+    """Unset NAMESPACE's deletion lag: the broker default (4h) applies.
+
+    \b
+    Example:
+      offloader namespaces clear-offload-deletion-lag public/default
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.set_offload_deletion_lag(namespace, None)
+    _echo_policies(cli, namespace, policies, _lag_text(policies.offload_deletion_lag_ms))
+
+
+@namespaces.command("set-retention")
+@click.argument("namespace")
+@click.option(
+    "-s",
+    "--size",
+    type=SIZE_OR_MINUS_ONE,
+    help="Keep at most this much per topic, oldest ledgers trimmed first (e.g. 10G; "
+    "0 or -1 = no limit). Default: unchanged.",
+)
+@click.option(
+    "-t",
+    "--time",
+    "seconds",
+    type=DURATION_OR_MINUS_ONE,
+    help="Trim ledgers closed longer ago than this (e.g. 3d; 0 or -1 = no limit). "
+    "Default: unchanged.",
+)
+@pass_cli
+def set_retention(cli: CliContext, namespace: str, size: int | None, seconds: int | None) -> None:
+    """Set NAMESPACE's retention: how much and how long topics keep their ledgers.
+
+    \b
+    Examples:
+      offloader namespaces set-retention public/default --size 10G --time 7d
+      offloader namespaces set-retention public/default --time -1
+    """
+    if size is None and seconds is None:
+        raise click.UsageError("give --size, --time or both")
+    with open_offloader(cli) as offloader:
+        current = offloader.get_policies(namespace)
+        policies = offloader.set_retention(
+            namespace,
+            current.retention_size_bytes if size is None else size,
+            current.retention_time_seconds if seconds is None else seconds,
+        )
+    _echo_policies(
+        cli,
+        namespace,
+        policies,
+        f"retentionSizeInBytes: {policies.retention_size_bytes}\n"
+        f"retentionTimeInSeconds: {policies.retention_time_seconds}",
+    )
+
+
+@namespaces.command("set-offloaded-read-priority")
+@click.argument("namespace")
+@click.option(
+    "-p",
+    "--priority",
+    type=click.Choice(["tiered-storage-first", "bookkeeper-first", "local-first"]),
+    required=True,
+    help="Which copy reads use while both exist.",
+)
+@pass_cli
+def set_offloaded_read_priority(cli: CliContext, namespace: str, priority: str) -> None:
+    """Set whether reads prefer S3 or the local copy of an offloaded ledger.
+
+    \b
+    Example:
+      offloader namespaces set-offloaded-read-priority public/default -p bookkeeper-first
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.set_read_priority(namespace, priority)
+    _echo_policies(cli, namespace, policies, f"offloadedReadPriority: {policies.read_priority}")
+
+
+@namespaces.command("get-policies")
+@click.argument("namespace")
+@pass_cli
+def get_policies(cli: CliContext, namespace: str) -> None:
+    """Print NAMESPACE's policies as JSON (one line with --json, indented otherwise).
+
+    \b
+    Example:
+      offloader namespaces get-policies public/default
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.get_policies(namespace)
+    record = {"namespace": namespace, "policies": policies_record(policies)}
+    if cli.json:
+        echo_json(record)
+    else:
+        click.echo(json.dumps(record["policies"], indent=2))

@@ -1,0 +1,200 @@
+"""``offloader objects verify | orphans | gc``: audit the object store against the metadata.
+
+These commands join the ``objects`` group of :mod:`cli.objects` (``inspect``/``encode`` work on
+local files; these talk to the store). ``verify`` reads a ledger's stored objects back and checks
+them against what the metadata recorded (sizes, index, and with ``--verify-checksums`` every
+block's CRC32C); ``orphans`` lists objects no ledger claims, unfinished multipart uploads and
+claimed objects that are missing; ``gc`` deletes the orphans (not the missing: that needs a
+person).
+
+JSON objects (``--json``): verify prints one ``{topic, ledger_id, uuid, ok, data_size,
+index_size, checked_checksums, problem}`` per ledger; orphans and gc print one
+``{clean, removed, dry_run, objects: [{key, size, reason, last_modified_ms}], uploads: [{key,
+upload_id, initiated_ms}], missing: [{topic, ledger_id, uuid, key}]}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.objects import objects
+from cli.render import Progress, echo_json, echo_table, progress_enabled
+from cli.settings import DURATION, broker_options, open_offloader
+from offloader.api import Offloader, OrphanReport, VerifyResult
+from offloader.errors import VerificationError
+from offloader.units import format_size
+
+
+def _verify_with_progress(
+    offloader: Offloader, topic: str | None, checksums: bool, progress: Progress
+) -> list[VerifyResult]:
+    """Verify ledger by ledger so that the bar can move (only when a person is watching)."""
+    names = [topic] if topic is not None else offloader.list_topics()
+    targets = [
+        (name, ledger.ledger_id, ledger.size_bytes)
+        for name in names
+        for ledger in offloader.topic_info(name).ledgers
+        if ledger.offload_complete
+    ]
+    progress.total = sum(size for _, _, size in targets)
+    results: list[VerifyResult] = []
+    for name, ledger_id, size in targets:
+        results.extend(offloader.verify(name, ledger_id=ledger_id, checksums=checksums))
+        progress.advance(size)
+    return results
+
+
+@objects.command()
+@click.argument("topic", required=False)
+@click.option("--ledger", "ledger_id", type=click.IntRange(min=0), help="Only this ledger.")
+@click.option(
+    "--verify-checksums",
+    is_flag=True,
+    help="Read every block back and check its CRC32C (slower; reads all the data).",
+)
+@broker_options
+@pass_cli
+def verify(
+    cli: CliContext, topic: str | None, ledger_id: int | None, verify_checksums: bool
+) -> None:
+    """Check offloaded ledgers' objects against the metadata (all topics, or TOPIC).
+
+    Exits 1 when any ledger fails, naming the first problem.
+
+    \b
+    Examples:
+      offloader objects verify
+      offloader objects verify persistent://public/default/t1 --ledger 12 --verify-checksums
+    """
+    enabled = progress_enabled(cli)
+    with open_offloader(cli) as offloader, Progress("verify", enabled=enabled) as progress:
+        if enabled and ledger_id is None:
+            results = _verify_with_progress(offloader, topic, verify_checksums, progress)
+        else:
+            results = offloader.verify(topic, ledger_id=ledger_id, checksums=verify_checksums)
+    if cli.json:
+        for result in results:
+            echo_json(dataclasses.asdict(result))
+    else:
+        echo_table(
+            ("TOPIC", "LEDGER", "UUID", "DATA", "INDEX", "CHECKSUMS", "RESULT"),
+            [
+                (
+                    r.topic,
+                    r.ledger_id,
+                    r.uuid,
+                    r.data_size,
+                    r.index_size,
+                    r.checked_checksums,
+                    "ok" if r.ok else r.problem or "failed",
+                )
+                for r in results
+            ],
+        )
+    failed = [r for r in results if not r.ok]
+    if failed:
+        first = failed[0]
+        raise VerificationError(
+            f"{len(failed)} of {len(results)} offloaded ledgers failed verification; "
+            f"ledger {first.ledger_id} of {first.topic}: {first.problem}"
+        )
+    if not cli.json:
+        click.echo(f"{len(results)} offloaded ledger(s) verified, all ok")
+
+
+def report_record(report: OrphanReport, *, dry_run: bool = False) -> dict[str, Any]:
+    return {
+        "clean": report.clean,
+        "removed": report.removed,
+        "dry_run": dry_run,
+        "objects": [dataclasses.asdict(o) for o in report.objects],
+        "uploads": [dataclasses.asdict(u) for u in report.uploads],
+        "missing": [dataclasses.asdict(m) for m in report.missing],
+    }
+
+
+def _echo_report(report: OrphanReport) -> None:
+    """One table per kind of finding, each followed by a blank line."""
+    if report.objects:
+        echo_table(
+            ("ORPHANED OBJECT", "SIZE", "REASON", "LAST_MODIFIED_MS"),
+            [(o.key, o.size, o.reason, o.last_modified_ms) for o in report.objects],
+        )
+        click.echo("")
+    if report.uploads:
+        echo_table(
+            ("UNFINISHED UPLOAD", "UPLOAD_ID", "INITIATED_MS"),
+            [(u.key, u.upload_id, u.initiated_ms) for u in report.uploads],
+        )
+        click.echo("")
+    if report.missing:
+        echo_table(
+            ("MISSING OBJECT", "TOPIC", "LEDGER", "UUID"),
+            [(m.key, m.topic, m.ledger_id, m.uuid) for m in report.missing],
+        )
+        click.echo("")
+
+
+_MIN_AGE_HELP = (
+    "Only objects older than this (e.g. 1h; default: the broker's orphan_min_age, 1h): "
+    "younger ones may belong to a running offload."
+)
+
+
+@objects.command()
+@click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
+@pass_cli
+def orphans(cli: CliContext, min_age: int | None) -> None:
+    """List stored objects no ledger claims, unfinished uploads and missing objects.
+
+    \b
+    Examples:
+      offloader objects orphans
+      offloader --json objects orphans --min-age 0
+    """
+    with open_offloader(cli) as offloader:
+        report = offloader.orphans(min_age_seconds=min_age)
+    if cli.json:
+        echo_json(report_record(report))
+        return
+    if report.clean:
+        click.echo("No orphaned objects, unfinished uploads or missing objects")
+        return
+    _echo_report(report)
+    orphan_bytes = sum(o.size for o in report.objects)
+    click.echo(
+        f"{len(report.objects)} orphaned object(s) ({format_size(orphan_bytes)}), "
+        f"{len(report.uploads)} unfinished upload(s), {len(report.missing)} missing object(s)"
+    )
+
+
+@objects.command()
+@click.option("--dry-run", is_flag=True, help="Only show what would be removed.")
+@click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
+@pass_cli
+def gc(cli: CliContext, dry_run: bool, min_age: int | None) -> None:
+    """Delete orphaned objects and abort unfinished uploads (missing objects are reported).
+
+    \b
+    Examples:
+      offloader objects gc --dry-run
+      offloader objects gc --min-age 2h
+    """
+    with open_offloader(cli) as offloader:
+        report = offloader.gc(dry_run=dry_run, min_age_seconds=min_age)
+    if cli.json:
+        echo_json(report_record(report, dry_run=dry_run))
+        return
+    _echo_report(report)
+    verb = "Would remove" if dry_run else "Removed"
+    orphan_bytes = sum(o.size for o in report.objects)
+    click.echo(
+        f"{verb} {len(report.objects)} object(s) ({format_size(orphan_bytes)}) and "
+        f"{'abort' if dry_run else 'aborted'} {len(report.uploads)} upload(s)"
+    )
+    if report.missing:
+        click.echo(f"{len(report.missing)} claimed object(s) are missing: not repaired by gc")

@@ -1,0 +1,162 @@
+"""``offloader service run``: the background loop, in the foreground of a terminal or a unit.
+
+Each pass rolls ledgers over by age, applies the namespaces' offload thresholds, deletes local
+copies whose deletion lag has passed, trims by retention, retries failed offloads and sweeps
+orphans (:meth:`~offloader.api.Offloader.service_tick`). SIGTERM and SIGINT set a flag the loop
+checks (``should_stop``), so the pass in progress finishes and the command exits 0; the previous
+signal handlers are restored afterwards.
+
+Output: one line per pass that did something (every pass with ``--once`` or ``--json``); in
+``--json`` mode ``{rolled_over, offloaded, offload_failures: [{ledger_id, error}],
+local_deleted, trimmed, orphans_removed, verification_failures: [{ledger_id, error}], errors}``.
+Problems inside a pass (a failed offload, a step's error) are reported and the loop carries on:
+the exit code stays 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.render import echo_json
+from cli.settings import DURATION, broker_options, open_offloader
+from offloader.api import TickReport
+from offloader.logs import get_logger
+
+log = get_logger(__name__)
+
+
+@click.group()
+def service() -> None:
+    """Run the background service (rollover, thresholds, deletion lag, retention, orphans).
+
+    \b
+    Examples:
+      offloader service run --interval 30s
+      offloader service run --once
+    """
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; passed to the loop as ``should_stop``."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signal_name: str | None = None
+
+    def set(self, signal_name: str | None = None) -> None:
+        self.signal_name = signal_name
+        self._event.set()
+
+    def __call__(self) -> bool:
+        return self._event.is_set()
+
+
+@contextmanager
+def stop_on_signals(flag: StopFlag) -> Iterator[StopFlag]:
+    """Install SIGTERM/SIGINT handlers that set ``flag`` (main thread only); restore after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        # only set the flag: logging here could deadlock on the log stream's lock, which the
+        # interrupted main thread may be holding
+        flag.set(signal.Signals(signum).name)
+
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def tick_record(report: TickReport) -> dict[str, Any]:
+    return {
+        "rolled_over": list(report.rolled_over),
+        "offloaded": list(report.offloaded),
+        "offload_failures": [
+            {"ledger_id": lid, "error": error} for lid, error in report.offload_failures
+        ],
+        "local_deleted": list(report.local_deleted),
+        "trimmed": list(report.trimmed),
+        "orphans_removed": report.orphans_removed,
+        "verification_failures": [
+            {"ledger_id": lid, "error": error} for lid, error in report.verification_failures
+        ],
+        "errors": list(report.errors),
+    }
+
+
+def _ids(ids: tuple[int, ...]) -> str:
+    return ", ".join(map(str, ids)) if ids else "none"
+
+
+def tick_text(report: TickReport) -> str:
+    """One line per pass, then one line per problem (failed offloads, kept local copies)."""
+    lines = [
+        f"rolled over: {_ids(report.rolled_over)}; offloaded: {_ids(report.offloaded)}; "
+        f"local copies deleted: {_ids(report.local_deleted)}; "
+        f"trimmed: {_ids(report.trimmed)}; orphans removed: {report.orphans_removed}"
+    ]
+    lines += [f"  offload of ledger {lid} failed: {e}" for lid, e in report.offload_failures]
+    lines += [
+        f"  ledger {lid} kept locally, its objects failed verification: {e}"
+        for lid, e in report.verification_failures
+    ]
+    lines += [f"  error: {error}" for error in report.errors]
+    return "\n".join(lines)
+
+
+def _is_idle(report: TickReport) -> bool:
+    return not any(tick_record(report)[key] for key in tick_record(report))
+
+
+@service.command()
+@click.option("--once", is_flag=True, help="Run one pass and exit.")
+@click.option(
+    "--interval",
+    type=DURATION,
+    default="30s",
+    show_default=True,
+    help="Time between passes (e.g. 30s, 5m; at least 1s).",
+)
+@broker_options
+@pass_cli
+def run(cli: CliContext, once: bool, interval: int) -> None:
+    """Run the background service until SIGTERM or Ctrl-C (or one pass with --once).
+
+    Prints a line for every pass that did something; logs go to stderr.
+
+    \b
+    Examples:
+      offloader service run --interval 30s
+      offloader --json service run --once
+      offloader -v --log-format json service run
+    """
+
+    def on_tick(report: TickReport) -> None:
+        if cli.json:
+            echo_json(tick_record(report))
+        elif once or not _is_idle(report):
+            click.echo(tick_text(report))
+
+    with stop_on_signals(StopFlag()) as flag, open_offloader(cli) as offloader:
+        log.info("service.start", interval_seconds=interval, once=once)
+        offloader.run_service(
+            interval_seconds=float(max(interval, 1)),
+            once=once,
+            should_stop=flag,
+            on_tick=on_tick,
+        )
+    log.info("service.stopped", signal=flag.signal_name)

@@ -1,0 +1,430 @@
+"""The end-to-end demo: ``make demo`` (moto) or ``make demo S3=ceph`` (a throwaway Ceph RGW).
+
+    python -m examples.demo [--s3 moto|ceph] [--store s3://bucket/prefix] [--home DIR]
+
+With no configuration it starts an S3 server of its own (moto's server on a free loopback port,
+or with ``--s3 ceph`` a single-node Ceph RADOS Gateway from ``tests/servers/ceph_rgw.py``; that
+needs Ceph installed, which ``make rgw-deps`` does as root). If ``AWS_ENDPOINT_URL`` or
+``--store s3://...`` is configured it uses that server and the standard AWS credentials instead.
+
+Then it drives the real ``offloader`` command, printing each command and its output: creates
+namespaces (one with an automatic offload threshold), produces enough data for several ledgers,
+runs ``offload-prefix`` and an automatic offload, shows ``offload-status`` and ``topics info``,
+reads every entry back from S3 and checks it, verifies the objects' checksums, runs the Spark
+job (``examples/spark_count.py``) when PySpark and Java are available, deletes the local copies
+with a deletion lag of 0 and ends with ``objects orphans`` showing nothing orphaned. It exits 1
+as soon as a step fails, and takes well under two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BUCKET = "ledger-offloader-demo"
+MANUAL_TOPIC = "persistent://demo/manual/orders"
+AUTO_TOPIC = "persistent://demo/auto/events"
+ENTRIES = 9000  # 6 ledgers of 1500 entries
+ENTRY_SIZE = 4000  # bytes per entry: about 6 MB per ledger, two 5M blocks
+MAX_ENTRIES_PER_LEDGER = 1500
+CLI = [sys.executable, "-m", "cli.main"]
+
+
+class StepFailed(Exception):
+    """A demo step did not do what it should."""
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """Where the demo's objects go, and the environment that reaches it."""
+
+    store_url: str
+    env: dict[str, str]
+    description: str
+
+
+# --- S3 servers ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def embedded_moto() -> Iterator[S3Target]:
+    """moto's S3 server on a free loopback port, in this process (threads)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    try:
+        env = _aws_env(url, "demo-access-key", "demo-secret-key")
+        _create_bucket(env)
+        yield S3Target(f"s3://{BUCKET}/pulsar", env, f"embedded moto server at {url}")
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def embedded_ceph(base: Path) -> Iterator[S3Target]:
+    """A throwaway single-node Ceph RGW (a dev tool: the demo may use the test helper)."""
+    from tests.servers import ceph_rgw
+
+    reason = ceph_rgw.unavailable_reason()
+    if reason is not None:
+        raise StepFailed(f"Ceph RGW cannot run here: {reason} (as root: make rgw-deps)")
+    print("starting a throwaway Ceph RADOS Gateway (one mon, one memstore OSD, radosgw) ...")
+    with ceph_rgw.start_rgw(base) as endpoint:
+        env = _aws_env(endpoint.url, endpoint.access_key, endpoint.secret_key)
+        _create_bucket(env)
+        yield S3Target(f"s3://{BUCKET}/pulsar", env, f"Ceph RGW at {endpoint.url}")
+
+
+@contextlib.contextmanager
+def configured_s3(store_url: str | None) -> Iterator[S3Target]:
+    """The S3 the environment points at (AWS_ENDPOINT_URL and the AWS credential chain)."""
+    store = store_url or f"s3://{BUCKET}/pulsar"
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "the AWS default endpoint")
+    env: dict[str, str] = {}
+    _create_bucket(env, store.split("/")[2])
+    yield S3Target(store, env, f"configured S3 ({endpoint})")
+
+
+def _aws_env(url: str, access_key: str, secret_key: str) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": access_key,
+        "AWS_SECRET_ACCESS_KEY": secret_key,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+
+
+def _create_bucket(env: dict[str, str], bucket: str = BUCKET) -> None:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
+        try:
+            client.head_bucket(Bucket=bucket)
+        except ClientError:
+            client.create_bucket(Bucket=bucket)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# --- running the CLI -----------------------------------------------------------------------
+class Demo:
+    """Runs ``offloader`` commands against one home directory and S3 target."""
+
+    def __init__(self, home: Path, target: S3Target) -> None:
+        self.home = home
+        self.target = target
+        self.env = {**os.environ, **target.env, "OFFLOADER_HOME": str(home)}
+        self.env.pop("OFFLOADER_STORE", None)  # the store is in offloader.toml
+        self.step_number = 0
+
+    def step(self, title: str) -> None:
+        self.step_number += 1
+        print(f"\n=== {self.step_number}. {title}", flush=True)
+
+    def offloader(
+        self,
+        *args: str,
+        expect: str | None = None,
+        show: int | None = None,
+        quiet: bool = False,
+    ) -> str:
+        """Run ``offloader ARGS``; print the command and (the first ``show`` lines of) its
+        output; fail unless it exits 0 (and prints ``expect``, when given)."""
+        print(f"$ offloader {shlex.join(args)}", flush=True)
+        proc = subprocess.run(
+            [*CLI, *args],
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if not quiet:
+            lines = proc.stdout.splitlines()
+            for line in lines if show is None else lines[:show]:
+                print(f"  {line}")
+            if show is not None and len(lines) > show:
+                print(f"  ... ({len(lines) - show} more lines)")
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr)
+            raise StepFailed(f"`offloader {shlex.join(args)}` exited {proc.returncode}")
+        if expect is not None and expect not in proc.stdout:
+            raise StepFailed(f"`offloader {shlex.join(args)}` did not print {expect!r}")
+        return proc.stdout
+
+    def json(self, *args: str, **kwargs: Any) -> list[dict[str, Any]]:
+        out = self.offloader("--json", *args, **kwargs)
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise StepFailed(message)
+    print(f"  ok: {message}")
+
+
+def write_entries(path: Path) -> list[str]:
+    """ENTRIES lines of ENTRY_SIZE printable bytes; returns each line's SHA-256."""
+    rng = random.Random(42)
+    digests = []
+    with path.open("wb") as out:
+        for n in range(ENTRIES):
+            body = base64.b64encode(rng.randbytes(ENTRY_SIZE))[: ENTRY_SIZE - 16]
+            line = f"order-{n:09d} ".encode() + body
+            line = line.ljust(ENTRY_SIZE, b".")
+            digests.append(hashlib.sha256(line).hexdigest())
+            out.write(line + b"\n")
+    return digests
+
+
+# --- the steps -----------------------------------------------------------------------------
+def configure(demo: Demo) -> None:
+    demo.step("Configure the home directory (offloader.toml)")
+    config = (
+        f'store = "{demo.target.store_url}"\n\n'
+        "[broker]\n"
+        f"max_entries_per_ledger = {MAX_ENTRIES_PER_LEDGER}\n"
+        'min_rollover_time = "0"  # roll over as soon as a ledger is full\n'
+        'max_block_size = "5M"\n'
+        "offload_concurrency = 4\n"
+    )
+    (demo.home / "offloader.toml").write_text(config)
+    print(f"  OFFLOADER_HOME={demo.home}   (S3: {demo.target.description})")
+    for line in config.splitlines():
+        print(f"  {line}")
+
+
+def namespaces(demo: Demo) -> None:
+    demo.step("Create namespaces; demo/auto offloads automatically above 8M")
+    demo.offloader("namespaces", "create", "demo/manual")
+    demo.offloader("namespaces", "create", "demo/auto")
+    demo.offloader("namespaces", "set-offload-threshold", "demo/auto", "--size", "8M")
+    demo.offloader(
+        "namespaces",
+        "get-offload-threshold",
+        "demo/auto",
+        expect="offloadThresholdInBytes: 8388608",
+    )
+
+
+def produce_and_offload_prefix(demo: Demo, data_file: Path) -> None:
+    demo.step(f"Produce {ENTRIES} entries of {ENTRY_SIZE} bytes to {MANUAL_TOPIC}")
+    demo.offloader("topics", "produce", MANUAL_TOPIC, "--file", str(data_file), expect="Produced")
+    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
+    check(len(info["ledgers"]) >= 5, f"{len(info['ledgers'])} ledgers")
+
+    demo.step("Offload all but the newest 10M (pulsar-admin topics offload -s 10M)")
+    demo.offloader(
+        "topics",
+        "offload-prefix",
+        MANUAL_TOPIC,
+        "--size-threshold",
+        "10M",
+        expect="Offload triggered for",
+    )
+    demo.offloader("topics", "offload-status", MANUAL_TOPIC, expect="Offload was a success")
+    demo.offloader("topics", "info", MANUAL_TOPIC)
+    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
+    offloaded = [ledger for ledger in info["ledgers"] if ledger["offloaded"]]
+    check(len(offloaded) >= 3, f"{len(offloaded)} ledgers offloaded to S3")
+
+
+def automatic_offload(demo: Demo) -> None:
+    demo.step(f"Automatic offload: produce 6000 entries of 4K to {AUTO_TOPIC}")
+    demo.offloader(
+        "topics",
+        "produce",
+        AUTO_TOPIC,
+        "--synthetic",
+        "6000",
+        "--size",
+        "4K",
+        expect="Offloaded automatically",
+    )
+    demo.offloader("topics", "info", AUTO_TOPIC)
+    info = demo.json("topics", "info", AUTO_TOPIC, quiet=True)[0]
+    kept_local = sum(
+        ledger["size_bytes"]
+        for ledger in info["ledgers"]
+        if not ledger["offloaded"] and ledger["state"] == "CLOSED"
+    )
+    offloaded = [ledger["ledger_id"] for ledger in info["ledgers"] if ledger["offloaded"]]
+    check(bool(offloaded), f"ledgers {offloaded} offloaded by the 8M threshold")
+    check(kept_local <= 8 * 1024 * 1024, f"{kept_local} bytes of closed ledgers kept local")
+
+
+def read_back(demo: Demo, digests: list[str]) -> None:
+    demo.step("Read the entries back (offloaded ledgers come from S3) and check them")
+    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
+    first_offloaded = next(ledger for ledger in info["ledgers"] if ledger["offloaded"])
+    demo.offloader(
+        "topics",
+        "read",
+        MANUAL_TOPIC,
+        "--from",
+        f"{first_offloaded['ledger_id']}:0",
+        "--count",
+        "3",
+    )
+    entries = demo.json("topics", "read", MANUAL_TOPIC, show=2)
+    check(len(entries) == ENTRIES, f"{len(entries)} entries read back")
+    mismatched = [e for e, d in zip(entries, digests, strict=False) if e["sha256"] != d]
+    check(not mismatched, "every entry's SHA-256 matches what was produced")
+    from_s3 = sum(1 for e in entries if e["tier"] == "offloaded")
+    check(from_s3 > 0, f"{from_s3} entries were read from S3")
+
+    demo.step("Verify the stored objects: sizes, index, every block's CRC32C")
+    demo.offloader("objects", "verify", "--verify-checksums", expect="all ok")
+
+
+def spark(demo: Demo) -> None:
+    demo.step("Count entries per ledger with Spark (examples/spark_count.py)")
+    script = REPO_ROOT / "examples" / "spark_count.py"
+    if not script.exists():
+        print("  skipped: examples/spark_count.py does not exist yet")
+        return
+    if importlib.util.find_spec("pyspark") is None:
+        print("  skipped: PySpark is not installed (pip install -e '.[spark]')")
+        return
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("  skipped: Spark needs Java, and no java is on PATH")
+        return
+    args = [
+        "--home",
+        str(demo.home),
+        "--store",
+        demo.target.store_url,
+        "--topics",
+        MANUAL_TOPIC,
+        AUTO_TOPIC,
+    ]
+    print(f"$ python -m examples.spark_count {shlex.join(args)}", flush=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "examples.spark_count", *args],
+        cwd=REPO_ROOT,
+        env=demo.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        print(f"  {line}")
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise StepFailed(f"the Spark job exited {proc.returncode}")
+
+
+def deletion_lag(demo: Demo) -> None:
+    demo.step("Delete local copies of offloaded ledgers: deletion lag 0, one service pass")
+    demo.offloader("namespaces", "set-offload-deletion-lag", "demo/manual", "--lag", "0")
+    demo.offloader("namespaces", "get-offload-deletion-lag", "demo/manual", expect="0 minute(s)")
+    demo.offloader("service", "run", "--once", expect="local copies deleted")
+    demo.offloader("topics", "info", MANUAL_TOPIC)
+    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
+    offloaded = [ledger for ledger in info["ledgers"] if ledger["offloaded"]]
+    check(
+        all(ledger["local_deleted"] for ledger in offloaded),
+        f"local copies of {len(offloaded)} offloaded ledgers deleted",
+    )
+    first = offloaded[0]["ledger_id"]
+    entries = demo.json("topics", "read", MANUAL_TOPIC, "--from", f"{first}:0", "--count", "1")
+    check(entries[0]["tier"] == "offloaded", f"ledger {first} is now read from S3 only")
+
+
+def orphans(demo: Demo) -> None:
+    demo.step("Audit the bucket: nothing orphaned, nothing missing")
+    demo.offloader("objects", "orphans", "--min-age", "0", expect="No orphaned objects")
+    report = demo.json("objects", "orphans", "--min-age", "0", quiet=True)[0]
+    check(report["clean"], "no orphaned objects, unfinished uploads or missing objects")
+
+
+def run_demo(demo: Demo, work: Path) -> None:
+    configure(demo)
+    namespaces(demo)
+    data_file = work / "orders.txt"
+    digests = write_entries(data_file)
+    produce_and_offload_prefix(demo, data_file)
+    automatic_offload(demo)
+    read_back(demo, digests)
+    spark(demo)
+    deletion_lag(demo)
+    orphans(demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--s3",
+        choices=["moto", "ceph"],
+        default="moto",
+        help="embedded S3 server to start when none is configured (default: moto)",
+    )
+    parser.add_argument("--store", help="use this s3://bucket/prefix (AWS credential chain)")
+    parser.add_argument("--home", type=Path, help="home directory (default: a fresh temp dir)")
+    args = parser.parse_args(argv)
+    if args.store and not args.store.startswith("s3://"):
+        parser.error("--store must be an s3:// URL")
+
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="offloader-demo.")))
+        home = args.home or work / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        try:
+            if args.store or os.environ.get("AWS_ENDPOINT_URL"):
+                target = stack.enter_context(configured_s3(args.store))
+            elif args.s3 == "ceph":
+                target = stack.enter_context(embedded_ceph(work))
+            else:
+                target = stack.enter_context(embedded_moto())
+            print(f"ledger-offloader demo on {target.description}")
+            run_demo(Demo(home, target), work)
+        except StepFailed as exc:
+            print(f"\ndemo FAILED: {exc}", file=sys.stderr)
+            return 1
+        except Exception as exc:  # a server that did not start, a timeout: say so, exit 1
+            print(f"\ndemo FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+    print(f"\ndemo finished OK in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Tests of the ``offloader`` command line (click's CliRunner)."""
