@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 
 from formats.extension import crc32c
 from formats.keys import data_key, index_key
+from offloader.crashpoints import crash_point
 from offloader.errors import (
     MetadataError,
     NotFound,
@@ -59,6 +60,7 @@ def delete_objects(rt: Runtime, data: str, index: str) -> None:
         if upload.key == data:
             rt.store.abort_multipart_upload(upload.key, upload.upload_id)
     rt.store.delete(index)
+    crash_point("cleanup.between_deletes")
     rt.store.delete(data)
 
 
@@ -90,9 +92,11 @@ def offload_one(
     ledger_id = ledger.ledger_id
     attempt = str(uuidlib.uuid4())
     dkey, ikey = data_key(attempt, ledger_id), index_key(attempt, ledger_id)
+    crash_point("offload.before_begin")
     previous = rt.meta.begin_offload(
         ledger_id, attempt, rt.driver, rt.now_ms(), data_key=dkey, index_key=ikey
     )
+    crash_point("offload.after_begin")
     if previous is not None:
         clean_attempt(rt, previous.uuid, previous.data_key, previous.index_key,
                        "Previous failed offload")
@@ -110,8 +114,9 @@ def offload_one(
             with contextlib.suppress(StoreError):
                 delete_objects(rt, dkey, ikey)
         raise
+    crash_point("offload.before_complete")
     try:
-        return rt.meta.complete_offload(
+        completed = rt.meta.complete_offload(
             ledger_id,
             attempt,
             rt.now_ms(),
@@ -120,6 +125,8 @@ def offload_one(
             block_crc32c=result.block_crc32c,
             index_crc32c=index_crc,
         )
+        crash_point("offload.after_complete")
+        return completed
     except OffloadConflict as exc:
         log.warning("offload lost the compare-and-set; deleting its objects",
                     ledger_id=ledger_id, uuid=attempt, error=str(exc))

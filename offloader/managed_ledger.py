@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from offloader.crashpoints import crash_point
 from offloader.errors import LedgerClosedError, LedgerNotFound, LedgerStoreError
 from offloader.ledgers import LedgerWriter
 from offloader.logs import get_logger
@@ -115,6 +116,7 @@ class ManagedLedger:
         rt = self.rt
         ledger_id = rt.meta.allocate_ledger_id()
         rt.meta.add_ledger(self.name, ledger_id, rt.now_ms())
+        crash_point("rollover.after_add_ledger")
         writer = rt.ledgers.create_ledger(self.topic, ledger_id)
         log.debug("ledger created", topic=self.name, ledger_id=ledger_id)
         return writer
@@ -132,8 +134,10 @@ class ManagedLedger:
     def _roll(self, writer: LedgerWriter) -> int:
         """Close the current ledger (file, then metadata); the caller opens the next."""
         info = writer.close()
+        crash_point("rollover.after_file_close")
         assert info.closed_ms is not None
         self.rt.meta.close_ledger(info.ledger_id, info.closed_ms, info.entry_count, info.length)
+        crash_point("rollover.after_meta_close")
         log.info("ledger rolled over", topic=self.name, ledger_id=info.ledger_id,
                  entries=info.entry_count, size=info.length)
         return info.ledger_id
@@ -177,8 +181,10 @@ class ManagedLedger:
                     if batch:
                         start = writer.entry_count
                         end = writer.append_batch(batch)
+                        crash_point("produce.after_append")
                         rt.meta.update_ledger_stats(writer.ledger_id, writer.entry_count,
                                                     writer.length)
+                        crash_point("produce.after_stats")
                         first = first or (writer.ledger_id, start)
                         last = (writer.ledger_id, end)
                         count += len(batch)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from offloader.crashpoints import crash_point
 from offloader.errors import (
     MetadataError,
     NotFound,
@@ -258,12 +259,15 @@ def delete_local_copies(
             log.error("offloaded objects failed verification; local copy kept", topic=ml.name,
                       ledger_id=ledger_id, uuid=record.offload.uuid, problem=check.problem)
             continue
+        crash_point("deletion.before_mark")
         try:
             rt.meta.mark_local_deleted(ledger_id, record.offload.uuid)
         except (OffloadConflict, NotFound, MetadataError) as exc:
             log.warning("local copy kept", topic=ml.name, ledger_id=ledger_id, error=str(exc))
             continue
+        crash_point("deletion.after_mark")
         rt.ledgers.delete_ledger(ml.topic, ledger_id)
+        crash_point("deletion.after_unlink")
         deleted.append(ledger_id)
         log.info("local copy deleted after the deletion lag", topic=ml.name,
                  ledger_id=ledger_id, uuid=record.offload.uuid)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from formats.keys import parse_key
+from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, NotFound, ObjectNotFound, OffloadConflict
 from offloader.logs import get_logger
 from offloader.runtime import Runtime
@@ -145,11 +146,13 @@ def collect_garbage(rt: Runtime, audit: Audit, *, dry_run: bool) -> int:
         if orphan.uuid is not None and orphan.uuid in claimed:
             continue
         rt.store.delete(orphan.key)
+        crash_point("gc.after_object_delete")
         removed += 1
         if orphan.uuid is not None:
             uuids.add(orphan.uuid)
     for upload in audit.uploads:
         rt.store.abort_multipart_upload(upload.key, upload.upload_id)
+        crash_point("gc.after_upload_abort")
         removed += 1
         if upload.uuid is not None and upload.uuid not in claimed:
             uuids.add(upload.uuid)
