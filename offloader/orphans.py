@@ -8,7 +8,8 @@
   objects whose key is not an offloaded-ledger key at all (``not-an-offload-key``);
 * incomplete multipart uploads, unless their UUID is the *incomplete* offload of a live ledger
   (a running attempt);
-* complete offloads whose data or index object is missing (needs a person: never "fixed").
+* complete offloads whose data or index object is missing (needs a person: never "fixed");
+* for the local ``file://`` store, leftovers of writes killed mid-way (``stale-temporary``).
 
 Only objects and uploads older than ``min_age_ms`` (wall clock against the store's
 ``last_modified``/``initiated``) are reported, so an offload that is starting right now, whose
@@ -32,6 +33,9 @@ from offloader.logs import get_logger
 from offloader.runtime import Runtime
 
 log = get_logger(__name__)
+
+#: reason of a crash leftover of the local store (``.tmp-*``), reclaimed by gc after min age
+STALE_TEMPORARY = "stale-temporary"
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,11 @@ def find_orphans(rt: Runtime, min_age_ms: int) -> Audit:
             continue
         reason = "not-an-offload-key" if uuid is None else _reason(rt, uuid)
         audit.objects.append(Orphan(info.key, info.size, reason, when, uuid))
+    list_temporaries = getattr(rt.store, "list_temporaries", None)
+    for info in list_temporaries() if list_temporaries is not None else ():
+        when = _ms(info.last_modified)
+        if _old_enough(when, now, min_age_ms):
+            audit.objects.append(Orphan(info.key, info.size, STALE_TEMPORARY, when, None))
     for upload in uploads:
         uuid = _uuid_of(upload.key)
         owner = claimed.get(uuid) if uuid is not None else None
@@ -145,7 +154,10 @@ def collect_garbage(rt: Runtime, audit: Audit, *, dry_run: bool) -> int:
     for orphan in audit.objects:
         if orphan.uuid is not None and orphan.uuid in claimed:
             continue
-        rt.store.delete(orphan.key)
+        if orphan.reason == STALE_TEMPORARY:
+            rt.store.remove_temporary(orphan.key)  # type: ignore[attr-defined]
+        else:
+            rt.store.delete(orphan.key)
         crash_point("gc.after_object_delete")
         removed += 1
         if orphan.uuid is not None:

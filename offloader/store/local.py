@@ -361,6 +361,60 @@ class LocalObjectStore:
         uploads.sort(key=lambda u: (u.key, u.initiated or datetime.min, u.upload_id))
         return uploads
 
+    # --- crash leftovers ---------------------------------------------------------------------
+    def list_temporaries(self) -> builtins.list[ObjectInfo]:
+        """Leftovers of writes, uploads and completes killed mid-way (``.tmp-*`` files and
+        directories, anywhere under the root): invisible to :meth:`list`, found here so that
+        ``objects orphans``/``gc`` can reclaim their space. ``key`` is the path relative to the
+        root; ``last_modified`` lets callers keep young ones (an operation still running)."""
+        found: builtins.list[ObjectInfo] = []
+        with self._os_errors("list_temporaries", ""):
+            for dirpath, dirnames, filenames in os.walk(self._root):
+                base = Path(dirpath)
+                for name in [*filenames, *dirnames]:
+                    if not name.startswith(TMP_PREFIX):
+                        continue
+                    path = base / name
+                    try:
+                        st = os.lstat(path)
+                    except FileNotFoundError:
+                        continue
+                    size = st.st_size
+                    if path.is_dir():
+                        size = sum(
+                            f.stat().st_size for f in path.rglob("*") if f.is_file()
+                        )
+                    found.append(
+                        ObjectInfo(
+                            key=path.relative_to(self._root).as_posix(),
+                            size=size,
+                            last_modified=_mtime(st),
+                        )
+                    )
+                dirnames[:] = [d for d in dirnames if not d.startswith(TMP_PREFIX)]
+        found.sort(key=lambda i: i.key)
+        return found
+
+    def remove_temporary(self, key: str) -> None:
+        """Delete one leftover named by :meth:`list_temporaries` (nothing else)."""
+        segments = key.split("/")
+        if (
+            not segments[-1].startswith(TMP_PREFIX)
+            or any(s in ("", ".", "..") for s in segments)
+            or "\\" in key
+            or "\x00" in key
+        ):
+            raise InvalidStoreKey(f"{key!r} is not a temporary file of this store")
+        path = self._root.joinpath(*segments)
+        if self._root not in path.parents:
+            raise InvalidStoreKey(f"{key!r} is outside the store")
+        with self._os_errors("remove_temporary", key):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with suppress(FileNotFoundError):
+                    os.unlink(path)
+
     # --- paths ----------------------------------------------------------------------------
     def _path(self, key: str) -> Path:
         """The file of ``key``; refuses keys that are invalid, reserved or lead outside."""

@@ -243,8 +243,8 @@ def check_metadata(off: Offloader, scenario: str, *, strict: bool) -> list[Ledge
 
 def local_store_tmp_leftovers(store_url: str) -> list[str]:
     """Temporary files and directories (``.tmp-*``) in a ``file://`` store: what a kill in the
-    middle of a local-store write leaves. No listing shows them (by design), so neither the
-    orphan audit nor gc removes them; the harness reports them."""
+    middle of a local-store write leaves. No listing shows them; the orphan audit reports them
+    (``stale-temporary``) and gc removes them, so none may be left after gc."""
     if not store_url.startswith("file://"):
         return []
     root = Path(store_url.removeprefix("file://"))
@@ -308,6 +308,8 @@ def run_scenario(
         check_metadata(off, name, strict=True)
         check_clean_store(off, name)
     result.store_tmp_leftovers = local_store_tmp_leftovers(url)
+    if result.store_tmp_leftovers:
+        raise _fail(name, f"gc left local-store temporaries: {result.store_tmp_leftovers}")
     result.acked = len(acked)
     result.entries_checked += len(acked)
     return result
