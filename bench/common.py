@@ -1,0 +1,226 @@
+"""Shared pieces of the offload and read benchmarks: servers, synthetic ledgers, workers.
+
+* Servers: Ceph RGW (``tests/servers/ceph_rgw.py``) by default and moto's server as a second
+  column. moto runs as a separate ``moto_server`` process (never in the benchmark's process,
+  whose GIL it would share). When RGW cannot start, the run falls back to moto and every JSON
+  line says so (``server_note``).
+* :class:`SyntheticLedger`: a LedgerReader of ``count`` entries of ``entry_size`` bytes whose
+  payloads are views into a 16 MiB random pool, so a 512 MiB ledger costs no memory.
+* Workers: each measured variant runs in a fresh interpreter (``python -m bench.<mod> --worker
+  JSON``) so that its peak RSS (``ru_maxrss``) is its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from formats.ledger_metadata import LedgerMetadata
+from offloader.config import OffloadSettings
+from tests.servers.endpoint import S3Endpoint
+
+POOL_SIZE = 16 * 1024 * 1024
+BENCH_UUID = "5b1e0c2a-7d3f-4c55-9e0a-3f6a1b2c4d5e"
+BENCH_LEDGER = 1
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running S3 server for one benchmark column."""
+
+    name: str  # "rgw" or "moto"
+    endpoint: S3Endpoint
+    note: str = ""
+
+
+def endpoint_to_json(endpoint: S3Endpoint) -> dict[str, str]:
+    return {"name": endpoint.name, "url": endpoint.url, "access_key": endpoint.access_key,
+            "secret_key": endpoint.secret_key, "region": endpoint.region}
+
+
+def endpoint_from_json(data: dict[str, str]) -> S3Endpoint:
+    return S3Endpoint(**data)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def moto_process() -> Iterator[S3Endpoint]:
+    """``moto_server`` in its own process on a free port; stopped by its pid."""
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
+        "moto_server")
+    if exe is None:
+        raise RuntimeError("moto_server is not installed (pip install 'moto[server]')")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("moto_server did not start")
+            time.sleep(0.1)
+        yield S3Endpoint(name="moto", url=f"http://127.0.0.1:{port}", access_key="testing",
+                         secret_key="testing")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def server(name: str) -> Iterator[Server]:
+    """Start one server by name; ``rgw`` falls back to moto (with a note) if it cannot run."""
+    if name == "rgw":
+        from tests.servers import ceph_rgw
+
+        reason = ceph_rgw.unavailable_reason()
+        if reason is None:
+            with tempfile.TemporaryDirectory(prefix="bench-rgw.") as base:
+                try:
+                    cm = ceph_rgw.start_rgw(Path(base))
+                    endpoint = cm.__enter__()
+                except Exception as exc:  # any start failure -> moto fallback
+                    reason = f"RGW failed to start: {type(exc).__name__}"
+                else:
+                    try:
+                        yield Server("rgw", endpoint)
+                    finally:
+                        cm.__exit__(None, None, None)
+                    return
+        with moto_process() as endpoint:
+            yield Server("moto", endpoint, note=f"RGW unavailable ({reason}); ran on moto")
+        return
+    if name != "moto":
+        raise ValueError(f"unknown server {name!r}: use rgw or moto")
+    with moto_process() as endpoint:
+        yield Server("moto", endpoint, note="moto: ranged GETs read the whole object server-side")
+
+
+class SyntheticLedger:
+    """A closed ledger of ``count`` entries of ``entry_size`` bytes (views into a random
+    pool; payload ``i`` starts at a different pool offset for every entry)."""
+
+    def __init__(self, ledger_id: int, count: int, entry_size: int, seed: int = 1) -> None:
+        self._ledger_id = ledger_id
+        self._count = count
+        self._size = entry_size
+        rng = random.Random(seed)
+        self._pool = memoryview(rng.randbytes(POOL_SIZE + entry_size))
+        self._metadata = LedgerMetadata.closed_default(last_entry_id=count - 1,
+                                                       length=count * entry_size)
+
+    @property
+    def ledger_id(self) -> int:
+        return self._ledger_id
+
+    @property
+    def last_entry_id(self) -> int:
+        return self._count - 1
+
+    @property
+    def length(self) -> int:
+        return self._count * self._size
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._metadata
+
+    def entry_lengths(self) -> list[int]:
+        return [self._size] * self._count
+
+    def payload(self, entry_id: int) -> memoryview:
+        start = (entry_id * 4099) % POOL_SIZE
+        return self._pool[start : start + self._size]
+
+    def read(self, first: int, last: int) -> Sequence[bytes]:
+        # views, not copies: the writer only takes len() and copies each payload once into
+        # its block buffer, so a memoryview serves where the Protocol says bytes
+        return cast(Sequence[bytes], [self.payload(i) for i in range(first, last + 1)])
+
+
+def quiet_logs() -> None:
+    """Warnings only, on stderr: stdout carries the JSON result lines."""
+    from offloader.logs import configure
+
+    configure(level=logging.WARNING)
+
+
+def ledger_for(total: int, entry_size: int) -> SyntheticLedger:
+    return SyntheticLedger(BENCH_LEDGER, max(1, total // entry_size), entry_size)
+
+
+def store_for(endpoint: S3Endpoint, bucket: str, settings: OffloadSettings) -> Any:
+    from offloader.store.s3 import S3ObjectStore
+
+    return S3ObjectStore(bucket, endpoint_url=endpoint.url, region=endpoint.region,
+                         settings=settings, aws_access_key_id=endpoint.access_key,
+                         aws_secret_access_key=endpoint.secret_key)
+
+
+def raw_client(endpoint: S3Endpoint, pool: int = 16) -> Any:
+    """A plain boto3 client configured like our store (path style, no default checksums)."""
+    return endpoint.client(max_pool_connections=pool, connect_timeout=10, read_timeout=60)
+
+
+def empty_bucket(endpoint: S3Endpoint, bucket: str) -> None:
+    client = raw_client(endpoint)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            client.delete_object(Bucket=bucket, Key=obj["Key"])
+    for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+        client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
+                                      UploadId=upload["UploadId"])
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB: ``VmHWM`` from /proc (``ru_maxrss`` would
+    include the parent's high-water mark, which Linux carries across fork and exec)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
+def run_worker(module: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``python -m module --worker JSON`` in a fresh interpreter; its last stdout line is
+    the JSON result."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", module, "--worker", json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=3600, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {module} {spec.get('variant')} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]

@@ -1,0 +1,156 @@
+"""Offload throughput vs a raw boto3 multipart upload, on Ceph RGW (default) and moto.
+
+For every server and entry size: our writer offloads a synthetic ledger (default 512 MiB of
+1 KiB and of 100 KiB entries; 128 MiB on moto, whose server is slow and memory-hungry) with
+64 MiB blocks and ``offload_concurrency`` 4; the baseline uploads the same number of bytes,
+in parts of the same sizes, with plain boto3 ``upload_part`` calls on the same number of
+threads, to the same server, in the same run. Each variant runs in a fresh process, so its peak
+RSS is its own (goal: <= concurrency x block size + 150 MB). Best of ``--repeat`` runs.
+
+    python -m bench offload [--size 512M] [--moto-size 128M] [--entries 1K,100K]
+                            [--servers rgw,moto] [--concurrency 4] [--block 64M] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bench import note, report
+from bench.common import (
+    BENCH_UUID,
+    endpoint_from_json,
+    endpoint_to_json,
+    ledger_for,
+    peak_rss_mb,
+    quiet_logs,
+    raw_client,
+    run_worker,
+    server,
+    store_for,
+)
+from formats.layout import plan_blocks
+from offloader.config import OffloadSettings
+from offloader.units import parse_size
+from tests.servers.endpoint import S3Endpoint
+
+GOAL_RATIO = 0.9
+RSS_SLACK_MB = 150.0
+
+
+def _ours(spec: dict[str, Any]) -> dict[str, Any]:
+    from offloader.writer import offload_ledger
+
+    endpoint = endpoint_from_json(spec["endpoint"])
+    settings = OffloadSettings(max_block_size=spec["block"],
+                               offload_concurrency=spec["concurrency"])
+    store = store_for(endpoint, spec["bucket"], settings)
+    ledger = ledger_for(spec["size"], spec["entry"])
+    start = time.perf_counter()
+    result = offload_ledger(ledger, store, BENCH_UUID, settings)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "bytes": result.data_size, "rss_mb": peak_rss_mb(),
+            "blocks": result.block_count}
+
+
+def _raw(spec: dict[str, Any]) -> dict[str, Any]:
+    endpoint = endpoint_from_json(spec["endpoint"])
+    concurrency, block = spec["concurrency"], spec["block"]
+    ledger = ledger_for(spec["size"], spec["entry"])
+    sizes = [p.size for p in plan_blocks(ledger.entry_lengths(), block)]
+    client = raw_client(endpoint, pool=concurrency * 2 + 2)
+    # the same bytes our writer sends: part sizes of the plan, from concurrency+1 buffers
+    source = bytes(ledger.payload(0)) * (block // max(1, spec["entry"]) + 1)
+    buffers = [bytearray(source[:block]) for _ in range(concurrency + 1)]
+    bucket, key = spec["bucket"], f"raw-{time.time_ns()}"
+    start = time.perf_counter()
+    upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def put(number: int, size: int) -> dict[str, Any]:
+        buf = buffers[number % len(buffers)]
+        body = buf if size == len(buf) else bytes(memoryview(buf)[:size])
+        resp = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                  PartNumber=number, Body=body)
+        return {"PartNumber": number, "ETag": resp["ETag"]}
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        parts = list(pool.map(put, range(1, len(sizes) + 1), sizes))
+    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                     MultipartUpload={"Parts": parts})
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "bytes": sum(sizes), "rss_mb": peak_rss_mb(),
+            "blocks": len(sizes)}
+
+
+def _worker(spec: dict[str, Any]) -> None:
+    result = _ours(spec) if spec["variant"] == "ours" else _raw(spec)
+    print(json.dumps(result), flush=True)
+
+
+def _measure(spec: dict[str, Any], repeat: int, cleanup: Any) -> dict[str, Any]:
+    best: dict[str, Any] | None = None
+    for _ in range(repeat):
+        got = run_worker("bench.offload", spec)
+        cleanup()
+        if best is None or got["seconds"] < best["seconds"]:
+            best = {**got, "rss_mb": max(got["rss_mb"], best["rss_mb"] if best else 0.0)}
+    assert best is not None
+    return best
+
+
+def main(argv: list[str]) -> int:
+    quiet_logs()
+    if argv[:1] == ["--worker"]:
+        _worker(json.loads(argv[1]))
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m bench offload", description=__doc__)
+    parser.add_argument("--size", default="512M", help="ledger payload size on RGW (512M)")
+    parser.add_argument("--moto-size", default="128M", help="ledger size on moto (128M)")
+    parser.add_argument("--entries", default="1K,100K", help="entry sizes (1K,100K)")
+    parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--block", default="64M", help="max block size (64M)")
+    parser.add_argument("--repeat", type=int, default=2, help="best of N runs (2)")
+    args = parser.parse_args(argv)
+    block = parse_size(args.block)
+    from bench.common import empty_bucket
+
+    for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
+        with server(name) as srv:
+            endpoint = srv.endpoint
+            bucket = endpoint.new_bucket()
+            size = parse_size(args.moto_size if srv.name == "moto" else args.size)
+            for entry in [parse_size(e) for e in args.entries.split(",")]:
+                spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket,
+                        "size": size, "entry": entry, "block": block,
+                        "concurrency": args.concurrency}
+
+                def cleanup(e: S3Endpoint = endpoint, b: str = bucket) -> None:
+                    empty_bucket(e, b)
+
+                raw = _measure({**spec, "variant": "raw"}, args.repeat, cleanup)
+                ours = _measure({**spec, "variant": "ours"}, args.repeat, cleanup)
+                mb = ours["bytes"] / 1e6
+                rss_goal = args.concurrency * block / 1e6 + RSS_SLACK_MB
+                record = report(
+                    f"offload.{srv.name}.{entry // 1024}KiB", mb / ours["seconds"],
+                    raw["bytes"] / 1e6 / raw["seconds"], "MB/s", server=srv.name,
+                    server_note=srv.note, bytes=ours["bytes"], blocks=ours["blocks"],
+                    entry_size=entry, block_size=block, concurrency=args.concurrency,
+                    goal_ratio=GOAL_RATIO, peak_rss_mb=round(ours["rss_mb"], 1),
+                    baseline_peak_rss_mb=round(raw["rss_mb"], 1),
+                    rss_goal_mb=round(rss_goal, 1), rss_ok=ours["rss_mb"] <= rss_goal,
+                    repeat=args.repeat,
+                )
+                note(f"offload {srv.name} {entry}B entries: {record['ours']:.1f} MB/s vs raw "
+                     f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}), peak RSS "
+                     f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
