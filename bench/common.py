@@ -48,8 +48,13 @@ class Server:
 
 
 def endpoint_to_json(endpoint: S3Endpoint) -> dict[str, str]:
-    return {"name": endpoint.name, "url": endpoint.url, "access_key": endpoint.access_key,
-            "secret_key": endpoint.secret_key, "region": endpoint.region}
+    return {
+        "name": endpoint.name,
+        "url": endpoint.url,
+        "access_key": endpoint.access_key,
+        "secret_key": endpoint.secret_key,
+        "region": endpoint.region,
+    }
 
 
 def endpoint_from_json(data: dict[str, str]) -> S3Endpoint:
@@ -66,12 +71,16 @@ def _free_port() -> int:
 def moto_process() -> Iterator[S3Endpoint]:
     """``moto_server`` in its own process on a free port; stopped by its pid."""
     exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
-        "moto_server")
+        "moto_server"
+    )
     if exe is None:
         raise RuntimeError("moto_server is not installed (pip install 'moto[server]')")
     port = _free_port()
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -80,8 +89,9 @@ def moto_process() -> Iterator[S3Endpoint]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("moto_server did not start")
             time.sleep(0.1)
-        yield S3Endpoint(name="moto", url=f"http://127.0.0.1:{port}", access_key="testing",
-                         secret_key="testing")
+        yield S3Endpoint(
+            name="moto", url=f"http://127.0.0.1:{port}", access_key="testing", secret_key="testing"
+        )
     finally:
         proc.terminate()
         try:
@@ -130,8 +140,9 @@ class SyntheticLedger:
         self._size = entry_size
         rng = random.Random(seed)
         self._pool = memoryview(rng.randbytes(POOL_SIZE + entry_size))
-        self._metadata = LedgerMetadata.closed_default(last_entry_id=count - 1,
-                                                       length=count * entry_size)
+        self._metadata = LedgerMetadata.closed_default(
+            last_entry_id=count - 1, length=count * entry_size
+        )
 
     @property
     def ledger_id(self) -> int:
@@ -176,9 +187,14 @@ def ledger_for(total: int, entry_size: int) -> SyntheticLedger:
 def store_for(endpoint: S3Endpoint, bucket: str, settings: OffloadSettings) -> Any:
     from offloader.store.s3 import S3ObjectStore
 
-    return S3ObjectStore(bucket, endpoint_url=endpoint.url, region=endpoint.region,
-                         settings=settings, aws_access_key_id=endpoint.access_key,
-                         aws_secret_access_key=endpoint.secret_key)
+    return S3ObjectStore(
+        bucket,
+        endpoint_url=endpoint.url,
+        region=endpoint.region,
+        settings=settings,
+        aws_access_key_id=endpoint.access_key,
+        aws_secret_access_key=endpoint.secret_key,
+    )
 
 
 def raw_client(endpoint: S3Endpoint, pool: int = 16) -> Any:
@@ -192,8 +208,7 @@ def empty_bucket(endpoint: S3Endpoint, bucket: str) -> None:
         for obj in page.get("Contents", []):
             client.delete_object(Bucket=bucket, Key=obj["Key"])
     for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-        client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
-                                      UploadId=upload["UploadId"])
+        client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
 
 
 def peak_rss_mb() -> float:
@@ -210,8 +225,14 @@ def run_worker(module: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Run ``python -m module --worker JSON`` in a fresh interpreter; its last stdout line is
     the JSON result."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-m", module, "--worker", json.dumps(spec)],
-                          capture_output=True, text=True, env=env, timeout=3600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--worker", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"worker {module} {spec.get('variant')} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

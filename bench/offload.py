@@ -46,15 +46,20 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     from offloader.writer import offload_ledger
 
     endpoint = endpoint_from_json(spec["endpoint"])
-    settings = OffloadSettings(max_block_size=spec["block"],
-                               offload_concurrency=spec["concurrency"])
+    settings = OffloadSettings(
+        max_block_size=spec["block"], offload_concurrency=spec["concurrency"]
+    )
     store = store_for(endpoint, spec["bucket"], settings)
     ledger = ledger_for(spec["size"], spec["entry"])
     start = time.perf_counter()
     result = offload_ledger(ledger, store, BENCH_UUID, settings)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": result.data_size, "rss_mb": peak_rss_mb(),
-            "blocks": result.block_count}
+    return {
+        "seconds": seconds,
+        "bytes": result.data_size,
+        "rss_mb": peak_rss_mb(),
+        "blocks": result.block_count,
+    }
 
 
 def _raw(spec: dict[str, Any]) -> dict[str, Any]:
@@ -73,17 +78,18 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     def put(number: int, size: int) -> dict[str, Any]:
         buf = buffers[number % len(buffers)]
         body = buf if size == len(buf) else bytes(memoryview(buf)[:size])
-        resp = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
-                                  PartNumber=number, Body=body)
+        resp = client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+        )
         return {"PartNumber": number, "ETag": resp["ETag"]}
 
     with ThreadPoolExecutor(concurrency) as pool:
         parts = list(pool.map(put, range(1, len(sizes) + 1), sizes))
-    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                     MultipartUpload={"Parts": parts})
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": sum(sizes), "rss_mb": peak_rss_mb(),
-            "blocks": len(sizes)}
+    return {"seconds": seconds, "bytes": sum(sizes), "rss_mb": peak_rss_mb(), "blocks": len(sizes)}
 
 
 def _worker(spec: dict[str, Any]) -> None:
@@ -125,9 +131,14 @@ def main(argv: list[str]) -> int:
             bucket = endpoint.new_bucket()
             size = parse_size(args.moto_size if srv.name == "moto" else args.size)
             for entry in [parse_size(e) for e in args.entries.split(",")]:
-                spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket,
-                        "size": size, "entry": entry, "block": block,
-                        "concurrency": args.concurrency}
+                spec = {
+                    "endpoint": endpoint_to_json(endpoint),
+                    "bucket": bucket,
+                    "size": size,
+                    "entry": entry,
+                    "block": block,
+                    "concurrency": args.concurrency,
+                }
 
                 def cleanup(e: S3Endpoint = endpoint, b: str = bucket) -> None:
                     empty_bucket(e, b)
@@ -137,18 +148,29 @@ def main(argv: list[str]) -> int:
                 mb = ours["bytes"] / 1e6
                 rss_goal = args.concurrency * block / 1e6 + RSS_SLACK_MB
                 record = report(
-                    f"offload.{srv.name}.{entry // 1024}KiB", mb / ours["seconds"],
-                    raw["bytes"] / 1e6 / raw["seconds"], "MB/s", server=srv.name,
-                    server_note=srv.note, bytes=ours["bytes"], blocks=ours["blocks"],
-                    entry_size=entry, block_size=block, concurrency=args.concurrency,
-                    goal_ratio=GOAL_RATIO, peak_rss_mb=round(ours["rss_mb"], 1),
+                    f"offload.{srv.name}.{entry // 1024}KiB",
+                    mb / ours["seconds"],
+                    raw["bytes"] / 1e6 / raw["seconds"],
+                    "MB/s",
+                    server=srv.name,
+                    server_note=srv.note,
+                    bytes=ours["bytes"],
+                    blocks=ours["blocks"],
+                    entry_size=entry,
+                    block_size=block,
+                    concurrency=args.concurrency,
+                    goal_ratio=GOAL_RATIO,
+                    peak_rss_mb=round(ours["rss_mb"], 1),
                     baseline_peak_rss_mb=round(raw["rss_mb"], 1),
-                    rss_goal_mb=round(rss_goal, 1), rss_ok=ours["rss_mb"] <= rss_goal,
+                    rss_goal_mb=round(rss_goal, 1),
+                    rss_ok=ours["rss_mb"] <= rss_goal,
                     repeat=args.repeat,
                 )
-                note(f"offload {srv.name} {entry}B entries: {record['ours']:.1f} MB/s vs raw "
-                     f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}), peak RSS "
-                     f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f})")
+                note(
+                    f"offload {srv.name} {entry}B entries: {record['ours']:.1f} MB/s vs raw "
+                    f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}), peak RSS "
+                    f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f})"
+                )
     return 0
 
 

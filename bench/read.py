@@ -70,8 +70,13 @@ def _seq_ours(spec: dict[str, Any]) -> dict[str, Any]:
             total += len(entry.payload)
         size, gets = handle.index.data_object_length, handle.data_gets
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": size, "payload": total, "gets": gets,
-            "rss_mb": peak_rss_mb()}
+    return {
+        "seconds": seconds,
+        "bytes": size,
+        "payload": total,
+        "gets": gets,
+        "rss_mb": peak_rss_mb(),
+    }
 
 
 def _seq_raw(spec: dict[str, Any]) -> dict[str, Any]:
@@ -91,8 +96,9 @@ def _random(spec: dict[str, Any]) -> dict[str, Any]:
     settings = _settings(spec)
     store = store_for(endpoint_from_json(spec["endpoint"]), spec["bucket"], settings)
     rng = random.Random(7)
-    with ReadHandle.open(store, BENCH_LEDGER, BENCH_UUID, settings,
-                         emulate_pulsar=spec["variant"] == "random-pulsar") as handle:
+    with ReadHandle.open(
+        store, BENCH_LEDGER, BENCH_UUID, settings, emulate_pulsar=spec["variant"] == "random-pulsar"
+    ) as handle:
         ids = [rng.randrange(handle.last_add_confirmed + 1) for _ in range(spec["count"])]
         latencies, gets = [], []
         for entry_id in ids:
@@ -101,10 +107,14 @@ def _random(spec: dict[str, Any]) -> dict[str, Any]:
             handle.read(entry_id, entry_id)
             latencies.append(time.perf_counter() - start)
             gets.append(handle.data_gets - before)
-    return {"count": len(ids), "p50_ms": percentile(latencies, 50) * 1e3,
-            "p99_ms": percentile(latencies, 99) * 1e3,
-            "mean_ms": sum(latencies) / len(latencies) * 1e3,
-            "gets_per_read": sum(gets) / len(gets), "max_gets": max(gets)}
+    return {
+        "count": len(ids),
+        "p50_ms": percentile(latencies, 50) * 1e3,
+        "p99_ms": percentile(latencies, 99) * 1e3,
+        "mean_ms": sum(latencies) / len(latencies) * 1e3,
+        "gets_per_read": sum(gets) / len(gets),
+        "max_gets": max(gets),
+    }
 
 
 def _worker(spec: dict[str, Any]) -> None:
@@ -135,10 +145,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
     parser.add_argument("--block", default="64M", help="max block size (64M)")
     parser.add_argument("--random", type=int, default=1000, help="random reads, ours (1000)")
-    parser.add_argument("--pulsar-random", type=int, default=100,
-                        help="random reads with Pulsar's algorithm (100)")
-    parser.add_argument("--moto-random", type=int, default=50,
-                        help="random reads per variant on moto (50)")
+    parser.add_argument(
+        "--pulsar-random", type=int, default=100, help="random reads with Pulsar's algorithm (100)"
+    )
+    parser.add_argument(
+        "--moto-random", type=int, default=50, help="random reads per variant on moto (50)"
+    )
     parser.add_argument("--repeat", type=int, default=2, help="best of N sequential runs (2)")
     args = parser.parse_args(argv)
     block = parse_size(args.block)
@@ -154,38 +166,62 @@ def main(argv: list[str]) -> int:
                 settings = OffloadSettings(max_block_size=block)
                 store = store_for(endpoint, bucket, settings)
                 offload_ledger(ledger_for(size, entry), store, BENCH_UUID, settings)
-                spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket,
-                        "block": block}
-                common: dict[str, Any] = {"server": srv.name, "server_note": srv.note,
-                                          "entry_size": entry, "block_size": block}
+                spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket, "block": block}
+                common: dict[str, Any] = {
+                    "server": srv.name,
+                    "server_note": srv.note,
+                    "entry_size": entry,
+                    "block_size": block,
+                }
                 raw = _best({**spec, "variant": "seq-raw"}, args.repeat)
                 ours = _best({**spec, "variant": "seq-ours"}, args.repeat)
                 record = report(
                     f"read.sequential.{srv.name}.{entry // 1024}KiB",
-                    ours["bytes"] / 1e6 / ours["seconds"], raw["bytes"] / 1e6 / raw["seconds"],
-                    "MB/s", bytes=ours["bytes"], gets=ours["gets"], goal_ratio=GOAL_RATIO,
+                    ours["bytes"] / 1e6 / ours["seconds"],
+                    raw["bytes"] / 1e6 / raw["seconds"],
+                    "MB/s",
+                    bytes=ours["bytes"],
+                    gets=ours["gets"],
+                    goal_ratio=GOAL_RATIO,
                     peak_rss_mb=round(ours["rss_mb"], 1),
-                    baseline_peak_rss_mb=round(raw["rss_mb"], 1), **common)
-                note(f"read seq {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
-                     f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})")
+                    baseline_peak_rss_mb=round(raw["rss_mb"], 1),
+                    **common,
+                )
+                note(
+                    f"read seq {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
+                    f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
+                )
                 n_ours = args.moto_random if on_moto else args.random
-                n_pulsar = min(args.moto_random, args.pulsar_random) if on_moto else (
-                    args.pulsar_random)
-                mine = run_worker("bench.read", {**spec, "variant": "random-ours",
-                                                 "count": n_ours})
-                pulsar = run_worker("bench.read", {**spec, "variant": "random-pulsar",
-                                                   "count": n_pulsar})
-                extra = {"ours_reads": mine["count"], "pulsar_reads": pulsar["count"],
-                         "ours_gets_per_read": round(mine["gets_per_read"], 3),
-                         "pulsar_gets_per_read": round(pulsar["gets_per_read"], 3),
-                         "ours_max_gets": mine["max_gets"], **common}
+                n_pulsar = (
+                    min(args.moto_random, args.pulsar_random) if on_moto else (args.pulsar_random)
+                )
+                mine = run_worker("bench.read", {**spec, "variant": "random-ours", "count": n_ours})
+                pulsar = run_worker(
+                    "bench.read", {**spec, "variant": "random-pulsar", "count": n_pulsar}
+                )
+                extra = {
+                    "ours_reads": mine["count"],
+                    "pulsar_reads": pulsar["count"],
+                    "ours_gets_per_read": round(mine["gets_per_read"], 3),
+                    "pulsar_gets_per_read": round(pulsar["gets_per_read"], 3),
+                    "ours_max_gets": mine["max_gets"],
+                    **common,
+                }
                 for stat in ("p50_ms", "p99_ms"):
-                    report(f"read.random.{stat}.{srv.name}.{entry // 1024}KiB", mine[stat],
-                           pulsar[stat], "ms", higher_is_better=False, **extra)
-                note(f"read random {srv.name} {entry}B: ours {mine['gets_per_read']:.2f} GETs/"
-                     f"read p50 {mine['p50_ms']:.1f} ms p99 {mine['p99_ms']:.1f} ms; Pulsar "
-                     f"{pulsar['gets_per_read']:.1f} GETs/read p50 {pulsar['p50_ms']:.1f} ms "
-                     f"p99 {pulsar['p99_ms']:.1f} ms")
+                    report(
+                        f"read.random.{stat}.{srv.name}.{entry // 1024}KiB",
+                        mine[stat],
+                        pulsar[stat],
+                        "ms",
+                        higher_is_better=False,
+                        **extra,
+                    )
+                note(
+                    f"read random {srv.name} {entry}B: ours {mine['gets_per_read']:.2f} GETs/"
+                    f"read p50 {mine['p50_ms']:.1f} ms p99 {mine['p99_ms']:.1f} ms; Pulsar "
+                    f"{pulsar['gets_per_read']:.1f} GETs/read p50 {pulsar['p50_ms']:.1f} ms "
+                    f"p99 {pulsar['p99_ms']:.1f} ms"
+                )
                 store.close()
                 empty_bucket(endpoint, bucket)
     return 0

@@ -54,9 +54,10 @@ def _server(kind: str) -> Iterator[Any]:
     else:
         from tests.servers.ceph_rgw import start_rgw
 
-        with tempfile.TemporaryDirectory(prefix="bench-rgw-") as tmp, start_rgw(
-            Path(tmp)
-        ) as endpoint:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-rgw-") as tmp,
+            start_rgw(Path(tmp)) as endpoint,
+        ):
             yield endpoint
 
 
@@ -87,12 +88,17 @@ def _upload(
             )
             uid = str(uuid_mod.uuid4())
             name = f"public/default/persistent/bench-{lid}"
-            store.put(data_key(uid, lid), enc.data, object_user_metadata(
-                "data", managed_ledger_name=name))
-            store.put(index_key(uid, lid), enc.index, object_user_metadata(
-                "index", managed_ledger_name=name))
-            results.append(Uploaded(lid, uid, data_key(uid, lid), len(enc.data),
-                                    len(enc.plans), len(blob)))
+            store.put(
+                data_key(uid, lid), enc.data, object_user_metadata("data", managed_ledger_name=name)
+            )
+            store.put(
+                index_key(uid, lid),
+                enc.index,
+                object_user_metadata("index", managed_ledger_name=name),
+            )
+            results.append(
+                Uploaded(lid, uid, data_key(uid, lid), len(enc.data), len(enc.plans), len(blob))
+            )
     return results
 
 
@@ -102,7 +108,8 @@ def _session() -> Any:
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("bench-spark")
+        SparkSession.builder.master("local[2]")
+        .appName("bench-spark")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -131,8 +138,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--entry", default="4K")
     parser.add_argument("--ledgers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--read-buffer", action="append", default=None,
-                        help="ranged GET size(s) to scan with (default: 1M and the block size)")
+    parser.add_argument(
+        "--read-buffer",
+        action="append",
+        default=None,
+        help="ranged GET size(s) to scan with (default: 1M and the block size)",
+    )
     args = parser.parse_args(argv)
     total, block, entry = parse_size(args.total), parse_size(args.block), parse_size(args.entry)
     buffers = [parse_size(b) for b in (args.read_buffer or ["1M", args.block])]
@@ -141,8 +152,10 @@ def main(argv: list[str]) -> int:
         for key, value in endpoint.env().items():
             os.environ[key] = value
         bucket = endpoint.new_bucket()
-        note(f"bench spark: offloading {args.ledgers} ledgers, {args.total} in {args.block} "
-             f"blocks of {args.entry} entries to {args.s3}")
+        note(
+            f"bench spark: offloading {args.ledgers} ledgers, {args.total} in {args.block} "
+            f"blocks of {args.entry} entries to {args.s3}"
+        )
         results = _upload(endpoint, bucket, args.ledgers, total // args.ledgers, entry, block)
         data_bytes = sum(r.data_size for r in results)
         blocks = sum(r.block_count for r in results)
@@ -163,9 +176,14 @@ def main(argv: list[str]) -> int:
             ledgers_opt = ",".join(f"{r.ledger_id}:{r.uuid}" for r in results)
 
             def scan(read_buffer: str) -> int:
-                df = (spark.read.format("offloaded-ledger").option("store", f"s3://{bucket}")
-                      .option("endpoint", endpoint.url).option("ledgers", ledgers_opt)
-                      .option("read_buffer", read_buffer).load())
+                df = (
+                    spark.read.format("offloaded-ledger")
+                    .option("store", f"s3://{bucket}")
+                    .option("endpoint", endpoint.url)
+                    .option("ledgers", ledgers_opt)
+                    .option("read_buffer", read_buffer)
+                    .load()
+                )
                 row = df.agg(F.sum(F.length("payload")).alias("n"), F.count("*").alias("c"))
                 return int(row.collect()[0]["n"])
 
@@ -192,18 +210,38 @@ def main(argv: list[str]) -> int:
         assert downloaded == data_bytes
 
     baseline = data_bytes / 1e6 / base_s
-    report("spark_session_start", startup, 0.0, "s", higher_is_better=False,
-           first_job_s=round(first_job, 3), s3=args.s3)
+    report(
+        "spark_session_start",
+        startup,
+        0.0,
+        "s",
+        higher_is_better=False,
+        first_job_s=round(first_job, 3),
+        s3=args.s3,
+    )
     for read_buffer, ours_s in timings.items():
         rec = report(
-            "spark_scan", data_bytes / 1e6 / ours_s, baseline, "MB/s", s3=args.s3,
-            read_buffer=read_buffer, bytes=data_bytes, blocks=blocks, ledgers=args.ledgers,
-            entry=entry, block=block, partitions=blocks, goal_ratio=GOAL_RATIO,
-            ours_s=round(ours_s, 3), baseline_s=round(base_s, 3),
+            "spark_scan",
+            data_bytes / 1e6 / ours_s,
+            baseline,
+            "MB/s",
+            s3=args.s3,
+            read_buffer=read_buffer,
+            bytes=data_bytes,
+            blocks=blocks,
+            ledgers=args.ledgers,
+            entry=entry,
+            block=block,
+            partitions=blocks,
+            goal_ratio=GOAL_RATIO,
+            ours_s=round(ours_s, 3),
+            baseline_s=round(base_s, 3),
         )
         if rec["ratio"] is not None and rec["ratio"] < GOAL_RATIO:
-            note(f"bench spark: read_buffer {read_buffer}: ratio {rec['ratio']} is below the "
-                 f"goal {GOAL_RATIO}")
+            note(
+                f"bench spark: read_buffer {read_buffer}: ratio {rec['ratio']} is below the "
+                f"goal {GOAL_RATIO}"
+            )
     return 0
 
 

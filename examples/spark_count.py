@@ -23,7 +23,8 @@ def _session() -> Any:
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("offloader-spark-count")
+        SparkSession.builder.master("local[2]")
+        .appName("offloader-spark-count")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -52,8 +53,16 @@ def count_table(spark: Any, options: dict[str, str]) -> list[tuple[str, int, int
         .orderBy("topic", "ledger_id")
         .collect()
     )
-    return [(r["topic"] or "-", r["ledger_id"], r["entries"], r["bytes"] or 0,
-             df.rdd.getNumPartitions()) for r in rows]
+    return [
+        (
+            r["topic"] or "-",
+            r["ledger_id"],
+            r["entries"],
+            r["bytes"] or 0,
+            df.rdd.getNumPartitions(),
+        )
+        for r in rows
+    ]
 
 
 def format_table(rows: list[tuple[str, int, int, int, int]]) -> str:
@@ -69,8 +78,11 @@ def format_table(rows: list[tuple[str, int, int, int, int]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.spark_count", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.spark_count",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--store", help="s3://bucket[/prefix] or file:///dir")
     parser.add_argument("--endpoint-url", default=None)
     parser.add_argument("--home", default=None, help="metadata store home (with --topics)")

@@ -447,15 +447,38 @@ class Offloader:
                     continue
                 if not record.offload_complete:
                     if ledger_id is not None:
-                        results.append(VerifyResult(name, record.ledger_id, "", False, None, None,
-                                                    False, f"ledger {ledger_id} is not offloaded"))
+                        results.append(
+                            VerifyResult(
+                                name,
+                                record.ledger_id,
+                                "",
+                                False,
+                                None,
+                                None,
+                                False,
+                                f"ledger {ledger_id} is not offloaded",
+                            )
+                        )
                     continue
                 assert record.offload is not None
-                check = check_offload(self._rt.store, record, checksums=checksums,
-                                      read_buffer=self._rt.broker.offload.read_buffer_size)
-                results.append(VerifyResult(name, record.ledger_id, record.offload.uuid, check.ok,
-                                            check.data_size, check.index_size,
-                                            check.checked_checksums, check.problem))
+                check = check_offload(
+                    self._rt.store,
+                    record,
+                    checksums=checksums,
+                    read_buffer=self._rt.broker.offload.read_buffer_size,
+                )
+                results.append(
+                    VerifyResult(
+                        name,
+                        record.ledger_id,
+                        record.offload.uuid,
+                        check.ok,
+                        check.data_size,
+                        check.index_size,
+                        check.checked_checksums,
+                        check.problem,
+                    )
+                )
         return results
 
     def _audit(self, min_age_seconds: int | None) -> Audit:
@@ -465,12 +488,13 @@ class Offloader:
     @staticmethod
     def _report(audit: Audit, removed: bool) -> OrphanReport:
         return OrphanReport(
-            objects=tuple(OrphanObject(o.key, o.size, o.reason, o.last_modified_ms)
-                          for o in audit.objects),
-            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms)
-                          for u in audit.uploads),
-            missing=tuple(MissingObject(m.topic, m.ledger_id, m.uuid, m.key)
-                          for m in audit.missing),
+            objects=tuple(
+                OrphanObject(o.key, o.size, o.reason, o.last_modified_ms) for o in audit.objects
+            ),
+            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms) for u in audit.uploads),
+            missing=tuple(
+                MissingObject(m.topic, m.ledger_id, m.uuid, m.key) for m in audit.missing
+            ),
             removed=removed,
         )
 

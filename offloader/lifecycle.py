@@ -69,8 +69,12 @@ def clean_attempt(rt: Runtime, attempt_uuid: str, data: str, index: str, reason:
     try:
         delete_objects(rt, data, index)
     except StoreError as exc:
-        log.warning("could not delete offloaded objects; the orphan audit will find them",
-                    uuid=attempt_uuid, reason=reason, error=str(exc))
+        log.warning(
+            "could not delete offloaded objects; the orphan audit will find them",
+            uuid=attempt_uuid,
+            reason=reason,
+            error=str(exc),
+        )
         return False
     with contextlib.suppress(OffloadConflict, NotFound):
         rt.meta.mark_attempt_cleaned(attempt_uuid, rt.now_ms())
@@ -98,12 +102,19 @@ def offload_one(
     )
     crash_point("offload.after_begin")
     if previous is not None:
-        clean_attempt(rt, previous.uuid, previous.data_key, previous.index_key,
-                       "Previous failed offload")
+        clean_attempt(
+            rt, previous.uuid, previous.data_key, previous.index_key, "Previous failed offload"
+        )
     try:
         with rt.ledgers.open_reader(ledger.topic, ledger_id) as reader:
-            result = offload_ledger(reader, rt.store, attempt, rt.broker.offload,
-                                    managed_ledger_name=managed_ledger_name, progress=progress)
+            result = offload_ledger(
+                reader,
+                rt.store,
+                attempt,
+                rt.broker.offload,
+                managed_ledger_name=managed_ledger_name,
+                progress=progress,
+            )
         index_crc = crc32c(rt.store.get(ikey).data)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -128,8 +139,12 @@ def offload_one(
         crash_point("offload.after_complete")
         return completed
     except OffloadConflict as exc:
-        log.warning("offload lost the compare-and-set; deleting its objects",
-                    ledger_id=ledger_id, uuid=attempt, error=str(exc))
+        log.warning(
+            "offload lost the compare-and-set; deleting its objects",
+            ledger_id=ledger_id,
+            uuid=attempt,
+            error=str(exc),
+        )
         clean_attempt(rt, attempt, dkey, ikey, "Offload conflict")
         raise
 

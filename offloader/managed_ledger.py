@@ -94,21 +94,32 @@ class ManagedLedger:
                     f"ledger {ledger_id} of {self.name} holds {record.entries} entries in the "
                     "metadata but its file is missing"
                 ) from None
-            log.info("creating the missing file of the current ledger", topic=self.name,
-                     ledger_id=ledger_id)
+            log.info(
+                "creating the missing file of the current ledger",
+                topic=self.name,
+                ledger_id=ledger_id,
+            )
             return rt.ledgers.create_ledger(self.topic, ledger_id)
         except LedgerClosedError:
             info = rt.ledgers.info(self.topic, ledger_id)
             assert info.closed_ms is not None
             rt.meta.close_ledger(ledger_id, info.closed_ms, info.entry_count, info.length)
-            log.info("closed ledger recorded after a crash", topic=self.name, ledger_id=ledger_id,
-                     entries=info.entry_count)
+            log.info(
+                "closed ledger recorded after a crash",
+                topic=self.name,
+                ledger_id=ledger_id,
+                entries=info.entry_count,
+            )
             return None
         if (writer.entry_count, writer.length) != (record.entries, record.size_bytes):
-            log.info("ledger stats reconciled with the file", topic=self.name,
-                     ledger_id=ledger_id, metadata_entries=record.entries,
-                     file_entries=writer.entry_count,
-                     dropped_bytes=writer.recovery.dropped_bytes if writer.recovery else 0)
+            log.info(
+                "ledger stats reconciled with the file",
+                topic=self.name,
+                ledger_id=ledger_id,
+                metadata_entries=record.entries,
+                file_entries=writer.entry_count,
+                dropped_bytes=writer.recovery.dropped_bytes if writer.recovery else 0,
+            )
             rt.meta.update_ledger_stats(ledger_id, writer.entry_count, writer.length)
         return writer
 
@@ -138,8 +149,13 @@ class ManagedLedger:
         assert info.closed_ms is not None
         self.rt.meta.close_ledger(info.ledger_id, info.closed_ms, info.entry_count, info.length)
         crash_point("rollover.after_meta_close")
-        log.info("ledger rolled over", topic=self.name, ledger_id=info.ledger_id,
-                 entries=info.entry_count, size=info.length)
+        log.info(
+            "ledger rolled over",
+            topic=self.name,
+            ledger_id=info.ledger_id,
+            entries=info.entry_count,
+            size=info.length,
+        )
         return info.ledger_id
 
     @staticmethod
@@ -182,8 +198,9 @@ class ManagedLedger:
                         start = writer.entry_count
                         end = writer.append_batch(batch)
                         crash_point("produce.after_append")
-                        rt.meta.update_ledger_stats(writer.ledger_id, writer.entry_count,
-                                                    writer.length)
+                        rt.meta.update_ledger_stats(
+                            writer.ledger_id, writer.entry_count, writer.length
+                        )
                         crash_point("produce.after_stats")
                         first = first or (writer.ledger_id, start)
                         last = (writer.ledger_id, end)
@@ -204,8 +221,11 @@ class ManagedLedger:
                     at_count = writer.entry_count + len(batch) == policy.max_entries
                     size = policy.max_size_bytes
                     at_size = writer.length < size <= writer.length + batch_bytes
-                    if at_count or at_size or len(batch) >= BATCH_ENTRIES or (
-                        batch_bytes >= BATCH_BYTES
+                    if (
+                        at_count
+                        or at_size
+                        or len(batch) >= BATCH_ENTRIES
+                        or (batch_bytes >= BATCH_BYTES)
                     ):
                         flush()
                 flush()

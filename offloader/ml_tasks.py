@@ -98,8 +98,11 @@ def offload_lock(ml: ManagedLedger) -> Iterator[Callable[[], None]]:
         # stale timeout; a racing taker-over loses at its next heartbeat
         if not dead or not rt.meta.try_acquire_offload_lock(ml.name, rt.owner, rt.now_ms(), -1):
             raise OffloadInProgress(f"Offload operation already running for {ml.name}")
-        log.warning("offload lock of a dead process taken over", topic=ml.name,
-                    previous_owner=holder.owner if holder else None)
+        log.warning(
+            "offload lock of a dead process taken over",
+            topic=ml.name,
+            previous_owner=holder.owner if holder else None,
+        )
     last = time.monotonic()
 
     def heartbeat() -> None:
@@ -139,8 +142,9 @@ def _offload_ledgers(
             continue  # trimmed, or offloaded meanwhile
         share = record.size_bytes
 
-        def ledger_progress(done: int, total: int, _base: int = done_before,
-                            _share: int = share) -> None:
+        def ledger_progress(
+            done: int, total: int, _base: int = done_before, _share: int = share
+        ) -> None:
             heartbeat()
             if progress is not None and total > 0:
                 progress(_base + done * _share // total, grand_total)
@@ -155,14 +159,16 @@ def _offload_ledgers(
             raise
         except OffloaderError as exc:
             failed.append((ledger_id, f"{type(exc).__name__}: {exc}"))
-            log.warning("ledger offload failed", topic=ml.name, ledger_id=ledger_id,
-                        error=failed[-1][1])
+            log.warning(
+                "ledger offload failed", topic=ml.name, ledger_id=ledger_id, error=failed[-1][1]
+            )
         done_before += share
         if progress is not None:
             progress(done_before, grand_total)
     if failed:
-        rt.meta.set_offload_status(ml.name, "ERROR", rt.now_ms(),
-                                   f"ledger {failed[0][0]}: {failed[0][1]}")
+        rt.meta.set_offload_status(
+            ml.name, "ERROR", rt.now_ms(), f"ledger {failed[0][0]}: {failed[0][1]}"
+        )
     else:
         rt.meta.set_offload_status(ml.name, "SUCCESS", rt.now_ms())
     return offloaded, failed
@@ -193,8 +199,9 @@ def offload_prefix(
         offloaded, failed = _offload_ledgers(ml, plan.ledger_ids, heartbeat, progress)
         if not plan.ledger_ids:
             ml.rt.meta.set_offload_status(ml.name, "SUCCESS", ml.rt.now_ms())
-    return OffloadRun(tuple(plan.ledger_ids), tuple(offloaded), tuple(failed),
-                      plan.first_retained_ledger_id)
+    return OffloadRun(
+        tuple(plan.ledger_ids), tuple(offloaded), tuple(failed), plan.first_retained_ledger_id
+    )
 
 
 def _check_position(
@@ -205,8 +212,9 @@ def _check_position(
     by_id = {r.ledger_id: r for r in records}
     record = by_id.get(ledger_id)
     current = records[-1].ledger_id if records else None
-    valid = record is not None and 0 <= entry_id < max(record.entries, 1 if (
-        ledger_id == current) else 0)
+    valid = record is not None and 0 <= entry_id < max(
+        record.entries, 1 if (ledger_id == current) else 0
+    )
     if not valid:
         raise OffloadError(f"invalid position {ledger_id}:{entry_id} for {ml.name}")
 
@@ -218,10 +226,12 @@ def auto_offload(ml: ManagedLedger, now_ms: int) -> OffloadRun:
     def candidates() -> list[int]:
         records = ml.ledgers()
         policies = rt.policies(ml.namespace)
-        chosen = set(select_ledgers_for_auto_offload([r.view() for r in records], policies,
-                                                     now_ms))
-        chosen |= {r.ledger_id for r in records if r.state == "CLOSED" and r.offload is not None
-                   and not r.offload.complete}
+        chosen = set(select_ledgers_for_auto_offload([r.view() for r in records], policies, now_ms))
+        chosen |= {
+            r.ledger_id
+            for r in records
+            if r.state == "CLOSED" and r.offload is not None and not r.offload.complete
+        }
         by_id = {r.ledger_id: r for r in records}
         return sorted(i for i in chosen if retry_due(rt, by_id[i], now_ms))
 
@@ -237,9 +247,7 @@ def auto_offload(ml: ManagedLedger, now_ms: int) -> OffloadRun:
     return OffloadRun(tuple(chosen), tuple(offloaded), tuple(failed))
 
 
-def delete_local_copies(
-    ml: ManagedLedger, now_ms: int
-) -> tuple[list[int], list[tuple[int, str]]]:
+def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list[tuple[int, str]]]:
     """The deletion lag: ``(deleted, problems)``; a ledger whose objects fail verification
     keeps its local copy and is listed in ``problems``."""
     rt = ml.rt
@@ -252,12 +260,21 @@ def delete_local_copies(
     for ledger_id in due:
         record = by_id[ledger_id]
         assert record.offload is not None
-        check = check_offload(rt.store, record, checksums=rt.broker.verify_checksums,
-                              read_buffer=rt.broker.offload.read_buffer_size)
+        check = check_offload(
+            rt.store,
+            record,
+            checksums=rt.broker.verify_checksums,
+            read_buffer=rt.broker.offload.read_buffer_size,
+        )
         if not check.ok:
             problems.append((ledger_id, check.problem or "verification failed"))
-            log.error("offloaded objects failed verification; local copy kept", topic=ml.name,
-                      ledger_id=ledger_id, uuid=record.offload.uuid, problem=check.problem)
+            log.error(
+                "offloaded objects failed verification; local copy kept",
+                topic=ml.name,
+                ledger_id=ledger_id,
+                uuid=record.offload.uuid,
+                problem=check.problem,
+            )
             continue
         crash_point("deletion.before_mark")
         try:
@@ -269,8 +286,12 @@ def delete_local_copies(
         rt.ledgers.delete_ledger(ml.topic, ledger_id)
         crash_point("deletion.after_unlink")
         deleted.append(ledger_id)
-        log.info("local copy deleted after the deletion lag", topic=ml.name,
-                 ledger_id=ledger_id, uuid=record.offload.uuid)
+        log.info(
+            "local copy deleted after the deletion lag",
+            topic=ml.name,
+            ledger_id=ledger_id,
+            uuid=record.offload.uuid,
+        )
     return deleted, problems
 
 
@@ -281,8 +302,7 @@ def trim_for_retention(ml: ManagedLedger, now_ms: int) -> list[int]:
     records = ml.ledgers()
     policies = rt.policies(ml.namespace)
     trimmed: list[int] = []
-    for ledger_id in ledgers_to_trim_for_retention([r.view() for r in records], policies,
-                                                   now_ms):
+    for ledger_id in ledgers_to_trim_for_retention([r.view() for r in records], policies, now_ms):
         before = rt.meta.mark_ledger_deleted(ledger_id)
         if before.state == "DELETED":
             continue

@@ -192,9 +192,7 @@ class RangedStream:
         while pos < target:
             got = self._take_pending(pos)
             if got is None:
-                end = target if target - pos <= self._single_get_max else min(
-                    pos + fetch, target
-                )
+                end = target if target - pos <= self._single_get_max else min(pos + fetch, target)
                 got = self._get(pos, end)
             chunks.append(got)
             pos += len(got)

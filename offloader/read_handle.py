@@ -130,11 +130,19 @@ class ReadHandle:
             ) from exc
         if not use_extension and index.extension is not None:
             index = dataclasses.replace(index, extension=None)
-        cache = offsets_cache if offsets_cache is not None else OffsetsCache(
-            settings.offsets_cache_size
+        cache = (
+            offsets_cache
+            if offsets_cache is not None
+            else OffsetsCache(settings.offsets_cache_size)
         )
-        log.debug("read handle opened", ledger_id=ledger_id, uuid=uuid, store=store.url,
-                  blocks=index.block_count, extension=index.extension is not None)
+        log.debug(
+            "read handle opened",
+            ledger_id=ledger_id,
+            uuid=uuid,
+            store=store.url,
+            blocks=index.block_count,
+            extension=index.extension is not None,
+        )
         return cls(store, ledger_id, uuid, index, settings, cache, emulate_pulsar=emulate_pulsar)
 
     # --- what Pulsar's ReadHandle exposes -------------------------------------------------
@@ -251,7 +259,9 @@ class ReadHandle:
                     # the block ended before the entry the index places in it: a wrong
                     # cached offset, or corrupt data; re-seek (bounded) like Pulsar
                     reseeks = self._spend_reseek(
-                        reseeks, budget, f"block {block} ends at {pos} before entry {expected}",
+                        reseeks,
+                        budget,
+                        f"block {block} ends at {pos} before entry {expected}",
                         pos,
                     )
                     cache.discard(ledger, expected)
@@ -320,8 +330,9 @@ class ReadHandle:
             raise CorruptDataError(
                 f"{self._what}: {reason}; gave up after {reseeks} re-seeks", offset=offset
             )
-        log.warning("unexpected data, re-seeking", ledger_id=self._ledger_id, reason=reason,
-                    offset=offset)
+        log.warning(
+            "unexpected data, re-seeking", ledger_id=self._ledger_id, reason=reason, offset=offset
+        )
         return reseeks + 1
 
     def _seek(

@@ -82,12 +82,18 @@ def plan(
     items = [source] if isinstance(source, str) else list(source)
     if all(isinstance(i, str) for i in items):
         return plan_topics(
-            home or DEFAULT_HOME, [str(i) for i in items], settings, store_url=store_url,
-            endpoint_url=endpoint_url, region=region, entry_filter=entry_filter,
+            home or DEFAULT_HOME,
+            [str(i) for i in items],
+            settings,
+            store_url=store_url,
+            endpoint_url=endpoint_url,
+            region=region,
+            entry_filter=entry_filter,
         )
     if all(isinstance(i, tuple | list) and len(i) == 2 for i in items):
-        spec = StoreSpec(_need_store(store_url, "(ledger_id, uuid) pairs"), endpoint_url,
-                         region, settings)
+        spec = StoreSpec(
+            _need_store(store_url, "(ledger_id, uuid) pairs"), endpoint_url, region, settings
+        )
         pairs = [(int(i[0]), str(i[1])) for i in items]
         return list(plan_pairs(spec, pairs, entry_filter=entry_filter))
     raise ConfigError(
@@ -117,9 +123,7 @@ def tasks_rdd(
 
     def read_partition(part: Iterable[Task]) -> Iterator[Record]:
         on_gets = get_counter.add if get_counter is not None else None
-        return itertools.chain.from_iterable(
-            read_task(task, flt, on_gets=on_gets) for task in part
-        )
+        return itertools.chain.from_iterable(read_task(task, flt, on_gets=on_gets) for task in part)
 
     rdd = sc.parallelize(list(tasks), numSlices=len(tasks))
     return rdd.mapPartitions(read_partition, preservesPartitioning=True)
@@ -148,8 +152,13 @@ def offloaded_rdd(
     flt = EntryFilter.from_options(ledger_ids, entry_range)
     propagate_aws_env(sc)
     tasks = plan(
-        source, settings, store_url=store_url, endpoint_url=endpoint_url, region=region,
-        home=home, entry_filter=flt,
+        source,
+        settings,
+        store_url=store_url,
+        endpoint_url=endpoint_url,
+        region=region,
+        home=home,
+        entry_filter=flt,
     )
     return tasks_rdd(sc, tasks, flt, get_counter=get_counter)
 

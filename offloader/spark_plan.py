@@ -53,8 +53,6 @@ __all__ = [
 ]
 
 
-
-
 #: ``(topic, ledger_id, entry_id, payload)``; topic is None when nothing records it
 Record = tuple[str | None, int, int, bytes]
 
@@ -323,9 +321,7 @@ def discover_ledgers(store: ObjectStore) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def plan_discover(
-    spec: StoreSpec, *, entry_filter: EntryFilter | None = None
-) -> list[BlockTask]:
+def plan_discover(spec: StoreSpec, *, entry_filter: EntryFilter | None = None) -> list[BlockTask]:
     """Tasks for every ledger whose index is in the store (no metadata store needed)."""
     with_store = spec.open()
     try:
@@ -405,7 +401,11 @@ def _local_tasks(
     per = -(-int(rec.entries) // chunks)
     for first in range(0, rec.entries, per):
         yield LocalLedgerTask(
-            home, topic, rec.ledger_id, first, min(first + per, rec.entries) - 1,
+            home,
+            topic,
+            rec.ledger_id,
+            first,
+            min(first + per, rec.entries) - 1,
             settings.ledger_read_batch_entries,
         )
 

@@ -170,8 +170,13 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         if chosen[0] == "topics":
             topics = [t.strip() for t in str(opts["topics"]).split(",") if t.strip()]
             return plan_topics(
-                str(opts.get("home") or ".offloader"), topics, self.settings,
-                store_url=store, endpoint_url=endpoint, region=region, entry_filter=flt,
+                str(opts.get("home") or ".offloader"),
+                topics,
+                self.settings,
+                store_url=store,
+                endpoint_url=endpoint,
+                region=region,
+                entry_filter=flt,
             )
         if not store:
             raise ConfigError(f"{SOURCE_NAME}: option store (s3://bucket[/prefix]) is required")

@@ -50,8 +50,9 @@ def _read_offloaded(
 ) -> Iterator[tuple[int, bytes]]:
     assert record.offload is not None
     rt = ml.rt
-    with ReadHandle.open(rt.store, record.ledger_id, record.offload.uuid,
-                         rt.broker.offload) as handle:
+    with ReadHandle.open(
+        rt.store, record.ledger_id, record.offload.uuid, rt.broker.offload
+    ) as handle:
         last_id = handle.last_add_confirmed
         for start in range(first, last_id + 1, BATCH):
             for entry in handle.read(start, min(start + BATCH - 1, last_id)):

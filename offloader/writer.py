@@ -146,8 +146,9 @@ class _LedgerEntries:
         planned = self._lengths[first : last + 1]
         actual = list(map(len, got))
         if actual != planned:
-            entry_id = first + next(i for i, (a, b) in enumerate(zip(actual, planned,
-                                                                     strict=True)) if a != b)
+            entry_id = first + next(
+                i for i, (a, b) in enumerate(zip(actual, planned, strict=True)) if a != b
+            )
             raise IndexInconsistentError(
                 f"ledger {self._reader.ledger_id}: entry {entry_id} is "
                 f"{actual[entry_id - first]} bytes now, {planned[entry_id - first]} when the "
@@ -223,19 +224,32 @@ def offload_ledger(
     total = plans[-1].offset + plans[-1].size
     payload_total = sum(lengths)
     if reader.length != payload_total:
-        log.warning("ledger metadata length differs from its entries; using the entries",
-                    ledger_id=ledger_id, metadata_length=reader.length, entries=payload_total)
-    log.info("offload start", ledger_id=ledger_id, uuid=uuid, store=store.url,
-             entries=len(lengths), data_size=total, blocks=len(plans),
-             block_size=settings.max_block_size, concurrency=settings.offload_concurrency)
+        log.warning(
+            "ledger metadata length differs from its entries; using the entries",
+            ledger_id=ledger_id,
+            metadata_length=reader.length,
+            entries=payload_total,
+        )
+    log.info(
+        "offload start",
+        ledger_id=ledger_id,
+        uuid=uuid,
+        store=store.url,
+        entries=len(lengths),
+        data_size=total,
+        blocks=len(plans),
+        block_size=settings.max_block_size,
+        concurrency=settings.offload_concurrency,
+    )
     job = _Offload(reader, store, dkey, ikey, settings, lengths, plans, progress)
     try:
         crcs, entries = job.upload_data(managed_ledger_name)
         index_size = job.put_index(crcs, managed_ledger_name)
     except BaseException as exc:
         job.clean_up()
-        log.warning("offload failed", ledger_id=ledger_id, uuid=uuid,
-                    error=f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "offload failed", ledger_id=ledger_id, uuid=uuid, error=f"{type(exc).__name__}: {exc}"
+        )
         if isinstance(exc, OffloaderError) or not isinstance(exc, Exception):
             raise
         raise OffloadError(
@@ -255,9 +269,16 @@ def offload_ledger(
         payload_bytes=entries.payload_bytes,
         elapsed=elapsed,
     )
-    log.info("offload finished", ledger_id=ledger_id, uuid=uuid, data_size=total,
-             index_size=index_size, blocks=len(plans), seconds=round(elapsed, 3),
-             mb_per_s=round(result.mb_per_s, 1))
+    log.info(
+        "offload finished",
+        ledger_id=ledger_id,
+        uuid=uuid,
+        data_size=total,
+        index_size=index_size,
+        blocks=len(plans),
+        seconds=round(elapsed, 3),
+        mb_per_s=round(result.mb_per_s, 1),
+    )
     return result
 
 
@@ -295,7 +316,8 @@ class _Offload:
         settings, store, plans = self.settings, self.store, self.plans
         total = plans[-1].offset + plans[-1].size
         metadata = object_user_metadata(
-            ROLE_DATA, managed_ledger_name=managed_ledger_name,
+            ROLE_DATA,
+            managed_ledger_name=managed_ledger_name,
             software_version=settings.software_version,
         )
         self.upload_id = store.create_multipart_upload(self.dkey, metadata)
@@ -316,8 +338,9 @@ class _Offload:
             nonlocal done_bytes
             if not in_flight:
                 return
-            finished, _ = wait(list(in_flight), timeout=None if block else 0,
-                               return_when=FIRST_COMPLETED)
+            finished, _ = wait(
+                list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED
+            )
             for future in finished:
                 writer, size = in_flight.pop(future)
                 parts.append(future.result())  # raises the part's error
@@ -337,14 +360,16 @@ class _Offload:
                 if plan.size < buffer_size:
                     # a buffer of the exact size: the S3 client then sends it without a copy
                     writer = BlockWriter(plan.size)
-            block = writer.write_block(plan.first_entry_id, _BlockPayloads(entries, plan),
-                                       plan.size)
+            block = writer.write_block(
+                plan.first_entry_id, _BlockPayloads(entries, plan), plan.size
+            )
             crc = crc32c(block)
             crcs.append(crc)
             while len(in_flight) >= window:
                 harvest(block=True)
-            future = self.pool.submit(store.upload_part, self.dkey, upload_id,
-                                      plan.part_number, _part_body(block), crc)
+            future = self.pool.submit(
+                store.upload_part, self.dkey, upload_id, plan.part_number, _part_body(block), crc
+            )
             in_flight[future] = (writer, plan.size)
         while in_flight:
             harvest(block=True)
@@ -367,13 +392,16 @@ class _Offload:
         settings = self.settings
         extension = None
         if settings.write_index_extension:
-            extension = IndexExtension(tuple(crcs),
-                                       tuple(fine_offsets_for(self.plans, self.lengths)))
-        index = index_from_plans(metadata_for_entries(self.reader.metadata, self.lengths),
-                                 self.plans, extension)
+            extension = IndexExtension(
+                tuple(crcs), tuple(fine_offsets_for(self.plans, self.lengths))
+            )
+        index = index_from_plans(
+            metadata_for_entries(self.reader.metadata, self.lengths), self.plans, extension
+        )
         body = encode_index(index, with_extension=settings.write_index_extension)
         metadata = object_user_metadata(
-            ROLE_INDEX, managed_ledger_name=managed_ledger_name,
+            ROLE_INDEX,
+            managed_ledger_name=managed_ledger_name,
             software_version=settings.software_version,
         )
         self.index_attempted = True
@@ -391,17 +419,24 @@ class _Offload:
             try:
                 self.pool.shutdown(wait=True, cancel_futures=True)
             except BaseException as exc:  # pragma: no cover - interrupted while draining
-                log.error("offload cleanup: upload threads not drained", key=self.dkey,
-                          error=type(exc).__name__)
+                log.error(
+                    "offload cleanup: upload threads not drained",
+                    key=self.dkey,
+                    error=type(exc).__name__,
+                )
             self.pool = None
         store = self.store
         if self.upload_id is not None and not self.completed:
             try:
                 store.abort_multipart_upload(self.dkey, self.upload_id)
             except BaseException as exc:
-                log.error("offload cleanup: abort of the multipart upload failed; an "
-                          "incomplete upload may remain", key=self.dkey,
-                          upload_id=self.upload_id, error=f"{type(exc).__name__}: {exc}")
+                log.error(
+                    "offload cleanup: abort of the multipart upload failed; an "
+                    "incomplete upload may remain",
+                    key=self.dkey,
+                    upload_id=self.upload_id,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
         if self.complete_attempted:  # a lost answer to complete may have created it
             self._delete(self.dkey)
         if self.index_attempted and not self.index_refused:
@@ -411,5 +446,8 @@ class _Offload:
         try:
             self.store.delete(key)
         except BaseException as exc:
-            log.error("offload cleanup: delete failed; the object may remain", key=key,
-                      error=f"{type(exc).__name__}: {exc}")
+            log.error(
+                "offload cleanup: delete failed; the object may remain",
+                key=key,
+                error=f"{type(exc).__name__}: {exc}",
+            )

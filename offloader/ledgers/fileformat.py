@@ -111,11 +111,13 @@ class Footer:
         return self.data_end + 4 + 8 * self.entry_count + FOOTER_SIZE
 
 
-def encode_trailer(offsets: array[int], total_length: int, data_end: int, ctime_ms: int,
-                   closed_ms: int) -> bytes:
+def encode_trailer(
+    offsets: array[int], total_length: int, data_end: int, ctime_ms: int, closed_ms: int
+) -> bytes:
     index = offsets_to_bytes(offsets)
-    body = FOOTER.pack(len(offsets), total_length, data_end, ctime_ms, closed_ms,
-                       crc32c(index), 0, END_MAGIC)[:44]
+    body = FOOTER.pack(
+        len(offsets), total_length, data_end, ctime_ms, closed_ms, crc32c(index), 0, END_MAGIC
+    )[:44]
     return b"".join((MARKER_BYTES, index, body, LENGTH.pack(crc32c(body)), END_MAGIC))
 
 

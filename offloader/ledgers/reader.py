@@ -25,9 +25,7 @@ def read_entries(
     """Payloads of entries ``first..last`` (inclusive), verified, with one ``pread``."""
     count = len(offsets)
     if first < 0 or last < first or last >= count:
-        raise EntryOutOfRange(
-            f"{path}: entries {first}..{last} are not inside 0..{count - 1}"
-        )
+        raise EntryOutOfRange(f"{path}: entries {first}..{last} are not inside 0..{count - 1}")
     start = offsets[first]
     end = offsets[last + 1] if last + 1 < count else data_end
     data = pread_exact(fd, end - start, start)

@@ -179,9 +179,7 @@ def scan(fd: int, path: str) -> LedgerLayout:
                 break
         finally:
             mv.release()
-    if footer is not None and (
-        footer.entry_count != len(offsets) or footer.total_length != total
-    ):
+    if footer is not None and (footer.entry_count != len(offsets) or footer.total_length != total):
         raise CorruptLedgerError("close footer contradicts the records", path=path, offset=pos)
     torn = 0 if footer is not None else size - pos
     return LedgerLayout(header, offsets, pos, total, footer, torn)

@@ -176,8 +176,14 @@ class LedgerStore:
         finally:
             os.close(fd)
         closed_ms = None if layout.footer is None else layout.footer.closed_ms
-        return LedgerInfo(ledger_id, len(layout.offsets), layout.total_length,
-                          layout.header.ctime_ms, closed_ms, size)
+        return LedgerInfo(
+            ledger_id,
+            len(layout.offsets),
+            layout.total_length,
+            layout.header.ctime_ms,
+            closed_ms,
+            size,
+        )
 
     def list_ledgers(self, topic: TopicName | str) -> list[int]:
         """Ids of the topic's ledger files, ascending (empty if the topic has none)."""
@@ -231,8 +237,14 @@ class LedgerStore:
         policy = fsync or self.fsync
         if policy not in FSYNC_POLICIES:
             raise LedgerStoreError(f"fsync policy {policy!r} is not one of {FSYNC_POLICIES}")
-        return LedgerWriter(fd, str(path), layout, fsync=policy,
-                            buffer_bytes=self.buffer_bytes, clock_ms=self._clock_ms)
+        return LedgerWriter(
+            fd,
+            str(path),
+            layout,
+            fsync=policy,
+            buffer_bytes=self.buffer_bytes,
+            clock_ms=self._clock_ms,
+        )
 
     def _make_dirs(self, directory: Path) -> None:
         missing = []
@@ -268,7 +280,8 @@ class LedgerStore:
         if layout.header.ledger_id != ledger_id:
             raise CorruptLedgerError(
                 f"header says ledger {layout.header.ledger_id}, file name says {ledger_id}",
-                path=str(path), offset=0,
+                path=str(path),
+                offset=0,
             )
 
     def _recover_open(
@@ -281,6 +294,7 @@ class LedgerStore:
         if layout.torn_bytes:
             os.ftruncate(fd, layout.data_end)
             os.fsync(fd)
-        report = RecoveryReport(ledger_id, len(layout.offsets), layout.total_length,
-                                layout.torn_bytes, False)
+        report = RecoveryReport(
+            ledger_id, len(layout.offsets), layout.total_length, layout.torn_bytes, False
+        )
         return layout, report

@@ -180,12 +180,19 @@ class LedgerWriter:
             fd = self._check_writable()
             self._write_out()
             closed_ms = self._clock_ms()
-            trailer = encode_trailer(self._offsets, self._total, self._end, self._ctime_ms,
-                                     closed_ms)
+            trailer = encode_trailer(
+                self._offsets, self._total, self._end, self._ctime_ms, closed_ms
+            )
             self._pwrite_all(trailer, self._end)
             self._sync()
-            info = LedgerInfo(self._ledger_id, len(self._offsets), self._total, self._ctime_ms,
-                              closed_ms, self._end + len(trailer))
+            info = LedgerInfo(
+                self._ledger_id,
+                len(self._offsets),
+                self._total,
+                self._ctime_ms,
+                closed_ms,
+                self._end + len(trailer),
+            )
             self._closed_info = info
             self._fd = None
             os.close(fd)

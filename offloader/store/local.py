@@ -381,9 +381,7 @@ class LocalObjectStore:
                         continue
                     size = st.st_size
                     if path.is_dir():
-                        size = sum(
-                            f.stat().st_size for f in path.rglob("*") if f.is_file()
-                        )
+                        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
                     found.append(
                         ObjectInfo(
                             key=path.relative_to(self._root).as_posix(),

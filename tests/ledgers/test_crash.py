@@ -20,7 +20,10 @@ def run_and_kill(home: Path, seed: int, acks_wanted: int) -> tuple[int, int]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.ledgers._appender", str(home), str(seed)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None

@@ -19,12 +19,18 @@ from offloader.naming import NamespaceName, TopicName, java_url_encode
         ("persistent://acme/orders/t1", "persistent://acme/orders/t1", "acme/orders/persistent/t1"),
         ("acme/orders/t1", "persistent://acme/orders/t1", "acme/orders/persistent/t1"),
         ("t1", "persistent://public/default/t1", "public/default/persistent/t1"),
-        ("persistent://a-b/c=d:e.f/x y", "persistent://a-b/c=d:e.f/x y",
-         "a-b/c=d:e.f/persistent/x+y"),
+        (
+            "persistent://a-b/c=d:e.f/x y",
+            "persistent://a-b/c=d:e.f/x y",
+            "a-b/c=d:e.f/persistent/x+y",
+        ),
         ("persistent://t/n/ü~*", "persistent://t/n/ü~*", "t/n/persistent/%C3%BC%7E*"),
         ("persistent://t/n/a%2Fb", "persistent://t/n/a%2Fb", "t/n/persistent/a%252Fb"),
-        ("persistent://t/n/t-partition-3", "persistent://t/n/t-partition-3",
-         "t/n/persistent/t-partition-3"),
+        (
+            "persistent://t/n/t-partition-3",
+            "persistent://t/n/t-partition-3",
+            "t/n/persistent/t-partition-3",
+        ),
     ],
 )
 def test_parse_valid(text: str, full: str, ml_name: str) -> None:
@@ -105,8 +111,17 @@ def test_255_bytes_is_allowed() -> None:
 
 @pytest.mark.parametrize(
     ("name", "encoded"),
-    [("orders", "orders"), ("a.b", "a.b"), (".x", "%2Ex"), ("..", "%2E."), ("a/b", "a%2Fb"),
-     ("a%2Fb", "a%252Fb"), ("x:y=z", "x%3Ay%3Dz"), ("ü", "%C3%BC"), ("a\x00", "a%00")],
+    [
+        ("orders", "orders"),
+        ("a.b", "a.b"),
+        (".x", "%2Ex"),
+        ("..", "%2E."),
+        ("a/b", "a%2Fb"),
+        ("a%2Fb", "a%252Fb"),
+        ("x:y=z", "x%3Ay%3Dz"),
+        ("ü", "%C3%BC"),
+        ("a\x00", "a%00"),
+    ],
 )
 def test_encode_component(name: str, encoded: str) -> None:
     assert encode_component(name) == encoded
@@ -152,8 +167,14 @@ def test_escape_attempts_refused(tmp_path: Path) -> None:
     from offloader.ledgers import LedgerStore
 
     store = LedgerStore(tmp_path)
-    for bad in ["../../etc", "persistent://t/n/../x", "persistent://../n/x", "a\x00b",
-                "persistent://t/n/" + "a" * 1000, "persistent://t/n/..\\x"]:
+    for bad in [
+        "../../etc",
+        "persistent://t/n/../x",
+        "persistent://../n/x",
+        "a\x00b",
+        "persistent://t/n/" + "a" * 1000,
+        "persistent://t/n/..\\x",
+    ]:
         with pytest.raises(InvalidName):
             store.create_ledger(bad, 1)
     with pytest.raises(InvalidName):

@@ -143,8 +143,12 @@ def test_closed_ledger_read_checks_crc(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path, closed=True)
     entry = 9
     assert len(PAYLOADS[entry]) > 0
-    for offset in (STARTS[entry], STARTS[entry] + 5, STARTS[entry] + RECORD_HEADER_SIZE,
-                   ENDS[entry] - 1):
+    for offset in (
+        STARTS[entry],
+        STARTS[entry] + 5,
+        STARTS[entry] + RECORD_HEADER_SIZE,
+        ENDS[entry] - 1,
+    ):
         ledger.put(flip(ledger.data, offset))
         with ledger.store.open_reader(TOPIC, 1) as reader:
             assert reader.read(0, entry - 1) == PAYLOADS[:entry]
@@ -157,8 +161,11 @@ def test_closed_ledger_read_checks_crc(tmp_path: Path) -> None:
 @pytest.mark.parametrize("where", ["marker", "index", "footer"])
 def test_damaged_trailer_is_recovered_by_reclosing(tmp_path: Path, where: str) -> None:
     ledger = Ledger(tmp_path, closed=True)
-    offset = {"marker": DATA_END, "index": DATA_END + 4 + 3,
-              "footer": len(ledger.data) - FOOTER_SIZE + 2}[where]
+    offset = {
+        "marker": DATA_END,
+        "index": DATA_END + 4 + 3,
+        "footer": len(ledger.data) - FOOTER_SIZE + 2,
+    }[where]
     ledger.put(flip(ledger.data, offset))
     with pytest.raises(LedgerNotClosedError):
         ledger.store.open_reader(TOPIC, 1)
@@ -176,7 +183,10 @@ def test_recover_closes_a_crashed_ledger(tmp_path: Path) -> None:
     ledger.put(ledger.data[:-3])
     report = ledger.store.recover(TOPIC, 1)
     assert (report.entry_count, report.dropped_bytes, report.was_closed) == (
-        len(PAYLOADS) - 1, ENDS[-1] - STARTS[-1] - 3, False)
+        len(PAYLOADS) - 1,
+        ENDS[-1] - STARTS[-1] - 3,
+        False,
+    )
     reader = ledger.store.open_reader(TOPIC, 1)
     assert reader.read(0, reader.last_entry_id) == PAYLOADS[:-1]
     assert reader.length == sum(map(len, PAYLOADS[:-1]))

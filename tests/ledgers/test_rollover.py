@@ -12,8 +12,9 @@ from offloader.ledgers import RolloverPolicy
 GiB = 1024**3
 DEFAULT = RolloverPolicy()
 NO_MIN = RolloverPolicy(min_rollover_seconds=0)
-SMALL = RolloverPolicy(max_entries=10, max_size_bytes=1000, min_rollover_seconds=0,
-                       max_rollover_seconds=60)
+SMALL = RolloverPolicy(
+    max_entries=10, max_size_bytes=1000, min_rollover_seconds=0, max_rollover_seconds=60
+)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +54,13 @@ def test_defaults_are_pulsars() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"max_entries": 0}, {"max_size_bytes": 0}, {"min_rollover_seconds": -1},
-     {"max_rollover_seconds": 0}, {"min_rollover_seconds": 100, "max_rollover_seconds": 50}],
+    [
+        {"max_entries": 0},
+        {"max_size_bytes": 0},
+        {"min_rollover_seconds": -1},
+        {"max_rollover_seconds": 0},
+        {"min_rollover_seconds": 100, "max_rollover_seconds": 50},
+    ],
 )
 def test_invalid(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):

@@ -38,12 +38,18 @@ def make_store(home: Path, **kwargs: object) -> LedgerStore:
 payload_lists = st.lists(st.binary(min_size=0, max_size=3000), max_size=60)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(payloads=payload_lists, policy=st.sampled_from(["always", "batch", "never"]),
-       splits=st.lists(st.integers(0, 10), max_size=30), buffer=st.sampled_from([1, 64, 1 << 20]))
-def test_round_trip(tmp_path: Path, payloads: list[bytes], policy: str, splits: list[int],
-                    buffer: int) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    payloads=payload_lists,
+    policy=st.sampled_from(["always", "batch", "never"]),
+    splits=st.lists(st.integers(0, 10), max_size=30),
+    buffer=st.sampled_from([1, 64, 1 << 20]),
+)
+def test_round_trip(
+    tmp_path: Path, payloads: list[bytes], policy: str, splits: list[int], buffer: int
+) -> None:
     home = tmp_path / os.urandom(6).hex()
     store = make_store(home, fsync=policy, buffer_bytes=buffer)
     writer = store.create_ledger(TOPIC, 3)

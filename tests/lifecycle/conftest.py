@@ -18,9 +18,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture()
-def make_offloader(
-    tmp_path: Path, clock: FakeClock
-) -> Iterator[Callable[..., Offloader]]:
+def make_offloader(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., Offloader]]:
     """Build Offloaders on ``tmp_path/home`` (several may share it, like processes)."""
     opened: list[Offloader] = []
 
@@ -28,7 +26,10 @@ def make_offloader(
         *, broker: BrokerSettings | None = None, store_url: str | None = None, **kwargs: object
     ) -> Offloader:
         off = Offloader.from_settings(
-            tmp_path / "home", store_url, broker=broker or small_broker(), clock_ms=clock,
+            tmp_path / "home",
+            store_url,
+            broker=broker or small_broker(),
+            clock_ms=clock,
             **kwargs,  # type: ignore[arg-type]
         )
         opened.append(off)

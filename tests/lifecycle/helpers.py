@@ -29,12 +29,18 @@ class FakeClock:
 def small_broker(**changes: object) -> BrokerSettings:
     """Tiny ledgers and blocks, no minimum rollover time, no deletion (lag -1)."""
     offload = OffloadSettings(
-        max_block_size=1024, read_buffer_size=1024, enforce_min_block_size=False,
+        max_block_size=1024,
+        read_buffer_size=1024,
+        enforce_min_block_size=False,
         offload_concurrency=2,
     )
     base = BrokerSettings(
-        max_entries_per_ledger=5, min_rollover_seconds=0, fsync="batch", offload=offload,
-        default_deletion_lag_ms=-1, orphan_min_age_seconds=0,
+        max_entries_per_ledger=5,
+        min_rollover_seconds=0,
+        fsync="batch",
+        offload=offload,
+        default_deletion_lag_ms=-1,
+        orphan_min_age_seconds=0,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

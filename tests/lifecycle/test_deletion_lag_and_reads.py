@@ -29,9 +29,7 @@ def offload_two(off: Offloader) -> None:
     assert off.offload_prefix(TOPIC, position=Position(2, 0)).offloaded == (0, 1)
 
 
-def test_lag_zero_deletes_local_copies_after_verification(
-    off: Offloader, clock: FakeClock
-) -> None:
+def test_lag_zero_deletes_local_copies_after_verification(off: Offloader, clock: FakeClock) -> None:
     off.set_offload_deletion_lag(NS, 0)
     offload_two(off)
     before = read_all(off)

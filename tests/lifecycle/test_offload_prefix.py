@@ -130,7 +130,10 @@ def test_concurrent_offload_prefix_from_two_processes(tmp_path: Path) -> None:
         off.produce(TOPIC, payloads(12))
         child = subprocess.Popen(
             [sys.executable, "-c", SLOW_OFFLOAD, str(home)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         try:
             deadline = time.monotonic() + 20
@@ -172,7 +175,8 @@ def test_failure_sets_error_status_and_the_service_retries_with_backoff(
     assert off.service_tick().offloaded == (0,)
     assert off.offload_status(TOPIC).status == "SUCCESS"
     assert [a.state for a in off.runtime.meta.list_attempts(ledger_id=0)] == [
-        "CLEANED", "COMPLETED"
+        "CLEANED",
+        "COMPLETED",
     ]
 
 
@@ -181,8 +185,9 @@ def test_previous_incomplete_attempt_is_cleaned_on_retry(off: Offloader) -> None
     rt = off.runtime
     old = str(uuid.uuid4())
     # a process that crashed mid-offload: attempt recorded, a stray object and an upload
-    rt.meta.begin_offload(0, old, rt.driver, rt.now_ms(), data_key=data_key(old, 0),
-                          index_key=index_key(old, 0))
+    rt.meta.begin_offload(
+        0, old, rt.driver, rt.now_ms(), data_key=data_key(old, 0), index_key=index_key(old, 0)
+    )
     rt.store.put(index_key(old, 0), b"partial index", {})
     upload_id = rt.store.create_multipart_upload(data_key(old, 0), {})
     rt.store.upload_part(data_key(old, 0), upload_id, 1, b"part", crc32c(b"part"))
@@ -201,12 +206,21 @@ def test_cas_conflict_deletes_the_new_objects(off: Offloader) -> None:
     rival = str(uuid.uuid4())
 
     def rival_begins(**_: Any) -> None:  # another process takes the ledger over meanwhile
-        rt.meta.begin_offload(0, rival, rt.driver, rt.now_ms(), data_key=data_key(rival, 0),
-                              index_key=index_key(rival, 0))
+        rt.meta.begin_offload(
+            0,
+            rival,
+            rt.driver,
+            rt.now_ms(),
+            data_key=data_key(rival, 0),
+            index_key=index_key(rival, 0),
+        )
 
-    wrap_store(off, FaultPlan().fail(
-        "put", lambda: rival_begins(), match=lambda a: str(a["key"]).endswith("-index"), times=1
-    ))  # type: ignore[arg-type, return-value]
+    wrap_store(
+        off,
+        FaultPlan().fail(
+            "put", lambda: rival_begins(), match=lambda a: str(a["key"]).endswith("-index"), times=1
+        ),
+    )  # type: ignore[arg-type, return-value]
     trigger = off.offload_prefix(TOPIC, position=Position(1, 0))
     assert trigger.offloaded == () and "OffloadConflict" in trigger.failed[0][1]
     assert store_keys(off) == [] and uploads(off) == []

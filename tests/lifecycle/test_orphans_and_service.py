@@ -68,17 +68,27 @@ def test_superseded_attempt_objects_are_reported(off: Offloader) -> None:
     off.produce(TOPIC, payloads(7))
     rt = off.runtime
     old = str(uuid.uuid4())
-    rt.meta.begin_offload(0, old, rt.driver, rt.now_ms(), data_key=data_key(old, 0),
-                          index_key=data_key(old, 0) + "-index")
+    rt.meta.begin_offload(
+        0,
+        old,
+        rt.driver,
+        rt.now_ms(),
+        data_key=data_key(old, 0),
+        index_key=data_key(old, 0) + "-index",
+    )
     new = str(uuid.uuid4())
-    rt.meta.begin_offload(0, new, rt.driver, rt.now_ms(), data_key=data_key(new, 0),
-                          index_key=data_key(new, 0) + "-index")
+    rt.meta.begin_offload(
+        0,
+        new,
+        rt.driver,
+        rt.now_ms(),
+        data_key=data_key(new, 0),
+        index_key=data_key(new, 0) + "-index",
+    )
     rt.store.put(data_key(old, 0), b"x", {})
     rt.store.put(data_key(new, 0), b"x", {})  # claimed (a running attempt): not an orphan
     report = off.orphans(min_age_seconds=0)
-    assert [(o.key, o.reason) for o in report.objects] == [
-        (data_key(old, 0), "superseded-attempt")
-    ]
+    assert [(o.key, o.reason) for o in report.objects] == [(data_key(old, 0), "superseded-attempt")]
 
 
 def test_service_tick_does_the_whole_lifecycle(off: Offloader, clock: FakeClock) -> None:
@@ -108,6 +118,7 @@ def test_run_service_once_and_stop(make_offloader: Callable[..., Offloader]) -> 
     assert len(ticks) == 1
     calls = iter([False, False, True])
     stops: list[object] = []
-    off.run_service(interval_seconds=0.01, should_stop=lambda: next(calls, True),
-                    on_tick=stops.append)
+    off.run_service(
+        interval_seconds=0.01, should_stop=lambda: next(calls, True), on_tick=stops.append
+    )
     assert len(stops) <= 1

@@ -19,7 +19,11 @@ def test_produce_rolls_over_by_entry_count(off: Offloader) -> None:
     assert result.ledgers_closed == (0, 1, 2, 3)
     info = off.topic_info(TOPIC)
     assert [(r.ledger_id, r.entries, r.state) for r in info.ledgers] == [
-        (0, 5, "CLOSED"), (1, 5, "CLOSED"), (2, 5, "CLOSED"), (3, 5, "CLOSED"), (4, 3, "OPEN")
+        (0, 5, "CLOSED"),
+        (1, 5, "CLOSED"),
+        (2, 5, "CLOSED"),
+        (3, 5, "CLOSED"),
+        (4, 3, "OPEN"),
     ]
     assert info.entries == 23 and info.size_bytes == 2300 and info.local_size_bytes == 2300
     assert info.managed_ledger_name == "public/default/persistent/t1"
@@ -52,10 +56,12 @@ def test_rollover_by_size(make_offloader: Callable[..., Offloader]) -> None:
     assert [r.entries for r in off.topic_info(TOPIC).ledgers] == [3, 3, 1]
 
 
-def test_rollover_by_age_and_minimum(make_offloader: Callable[..., Offloader],
-                                     clock: FakeClock) -> None:
-    broker = small_broker(max_entries_per_ledger=1000, min_rollover_seconds=10,
-                          max_rollover_seconds=60)
+def test_rollover_by_age_and_minimum(
+    make_offloader: Callable[..., Offloader], clock: FakeClock
+) -> None:
+    broker = small_broker(
+        max_entries_per_ledger=1000, min_rollover_seconds=10, max_rollover_seconds=60
+    )
     off = make_offloader(broker=broker)
     off.create_namespace(NS)
     off.produce(TOPIC, payloads(3))
@@ -110,7 +116,8 @@ def test_crash_after_the_file_close_before_the_metadata_close(off: Offloader) ->
     assert result.first == Position(1, 0)
     ledgers = off.topic_info(TOPIC).ledgers
     assert [(r.ledger_id, r.state, r.entries) for r in ledgers] == [
-        (0, "CLOSED", 3), (1, "OPEN", 1)
+        (0, "CLOSED", 3),
+        (1, "OPEN", 1),
     ]
 
 

@@ -39,8 +39,9 @@ def test_retention_by_time_on_rollover_also_removes_failed_attempts(
     off.produce(TOPIC, payloads(10))  # ledgers 0, 1 closed at t0; 2 current
     rt = off.runtime
     stale = str(uuid.uuid4())  # an attempt that crashed after writing an object
-    rt.meta.begin_offload(0, stale, rt.driver, rt.now_ms(), data_key=data_key(stale, 0),
-                          index_key=index_key(stale, 0))
+    rt.meta.begin_offload(
+        0, stale, rt.driver, rt.now_ms(), data_key=data_key(stale, 0), index_key=index_key(stale, 0)
+    )
     rt.store.put(data_key(stale, 0), b"half", {})
     off.set_retention(NS, 0, 60)
     clock.advance(61)

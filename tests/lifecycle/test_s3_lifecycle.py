@@ -26,12 +26,22 @@ def s3_off(
 ) -> Offloader:
     for name, value in s3_endpoint.env().items():
         monkeypatch.setenv(name, value)
-    broker = BrokerSettings(max_entries_per_ledger=5, min_rollover_seconds=0, fsync="batch",
-                            default_deletion_lag_ms=0, verify_checksums=True,
-                            orphan_min_age_seconds=0)
-    off = Offloader.from_settings(tmp_path / "home", f"s3://{s3_bucket}/offload",
-                                  endpoint_url=s3_endpoint.url, region=s3_endpoint.region,
-                                  broker=broker, clock_ms=FakeClock())
+    broker = BrokerSettings(
+        max_entries_per_ledger=5,
+        min_rollover_seconds=0,
+        fsync="batch",
+        default_deletion_lag_ms=0,
+        verify_checksums=True,
+        orphan_min_age_seconds=0,
+    )
+    off = Offloader.from_settings(
+        tmp_path / "home",
+        f"s3://{s3_bucket}/offload",
+        endpoint_url=s3_endpoint.url,
+        region=s3_endpoint.region,
+        broker=broker,
+        clock_ms=FakeClock(),
+    )
     off.create_namespace(NS)
     yield off  # type: ignore[misc]
     off.close()

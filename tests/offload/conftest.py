@@ -31,8 +31,11 @@ from offloader.store.local import LocalObjectStore
 from tests.servers.endpoint import S3Endpoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-STORE_KINDS = ["local", pytest.param("moto", marks=pytest.mark.s3),
-               pytest.param("rgw", marks=[pytest.mark.s3, pytest.mark.rgw])]
+STORE_KINDS = [
+    "local",
+    pytest.param("moto", marks=pytest.mark.s3),
+    pytest.param("rgw", marks=[pytest.mark.s3, pytest.mark.rgw]),
+]
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,10 @@ class GoldenCase:
         out: list[bytes] = []
         for block in range(idx.block_count):
             start, end = idx.block_span(block)
-            out.extend(bytes(e.payload) for e in iter_block_entries(self.data[start:end],
-                                                                   base_offset=start))
+            out.extend(
+                bytes(e.payload)
+                for e in iter_block_entries(self.data[start:end], base_offset=start)
+            )
         assert [sha256(p) for p in out] == list(self.entry_sha256)
         return out
 
@@ -95,8 +100,11 @@ def golden_case(name: str) -> GoldenCase:
 
 def golden_names(expected: str | None = None) -> list[str]:
     """Cases that have objects on disk (optionally only those with this reader result)."""
-    return [c["name"] for c in manifest()["cases"]
-            if "files" in c and (expected is None or c["expected_reader_result"] == expected)]
+    return [
+        c["name"]
+        for c in manifest()["cases"]
+        if "files" in c and (expected is None or c["expected_reader_result"] == expected)
+    ]
 
 
 def new_uuid() -> str:
@@ -105,8 +113,11 @@ def new_uuid() -> str:
 
 def pulsar_metadata(role: str) -> dict[str, str]:
     """User metadata as Pulsar's offloader sets it."""
-    return {FORMAT_VERSION_KEY: "1", ROLE_KEY: role,
-            "ManagedLedgerName": "public/default/persistent/golden"}
+    return {
+        FORMAT_VERSION_KEY: "1",
+        ROLE_KEY: role,
+        "ManagedLedgerName": "public/default/persistent/golden",
+    }
 
 
 def settings_for(kind: str, block_size: int, **changes: Any) -> OffloadSettings:
@@ -120,9 +131,12 @@ def s3_store(endpoint: S3Endpoint, settings: OffloadSettings | None = None) -> O
     from offloader.store.s3 import S3ObjectStore
 
     return S3ObjectStore(
-        endpoint.new_bucket(), endpoint_url=endpoint.url, region=endpoint.region,
+        endpoint.new_bucket(),
+        endpoint_url=endpoint.url,
+        region=endpoint.region,
         settings=settings or OffloadSettings(max_attempts=2, read_timeout=30.0),
-        aws_access_key_id=endpoint.access_key, aws_secret_access_key=endpoint.secret_key,
+        aws_access_key_id=endpoint.access_key,
+        aws_secret_access_key=endpoint.secret_key,
     )
 
 

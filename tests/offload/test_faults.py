@@ -61,8 +61,9 @@ FAULTS: list[tuple[str, int, bool]] = [
 def test_fault_leaves_nothing(
     store: ObjectStore, store_kind: str, method: str, on_call: int, after: bool
 ) -> None:
-    faulty = FaultyObjectStore(store, FaultPlan().fail(method, timeout, on_call=on_call,
-                                                       after=after))
+    faulty = FaultyObjectStore(
+        store, FaultPlan().fail(method, timeout, on_call=on_call, after=after)
+    )
     ledger = _ledger(store_kind)
     settings = settings_for(store_kind, BLOCK, offload_concurrency=2)
     with pytest.raises(StoreUnavailable, match="injected"):
@@ -95,15 +96,19 @@ def test_every_part_fault_on_local_and_success_otherwise(tmp_path: Any) -> None:
         assert k == 4 and result.block_count == 3
         with ReadHandle.open(inner, ledger.ledger_id, uuid, settings) as handle:
             assert [e.payload for e in handle.read(0, ledger.last_entry_id)] == ledger.read(
-                0, ledger.last_entry_id)
+                0, ledger.last_entry_id
+            )
 
 
 def test_keyboard_interrupt_cleans_up_and_propagates(store: ObjectStore, store_kind: str) -> None:
-    faulty = FaultyObjectStore(store, FaultPlan().fail("upload_part", KeyboardInterrupt,
-                                                       on_call=2))
+    faulty = FaultyObjectStore(store, FaultPlan().fail("upload_part", KeyboardInterrupt, on_call=2))
     with pytest.raises(KeyboardInterrupt):
-        offload_ledger(_ledger(store_kind), faulty, new_uuid(),
-                       settings_for(store_kind, BLOCK, offload_concurrency=1))
+        offload_ledger(
+            _ledger(store_kind),
+            faulty,
+            new_uuid(),
+            settings_for(store_kind, BLOCK, offload_concurrency=1),
+        )
     assert faulty.calls["abort_multipart_upload"] == 1
     assert_empty(store)
 
@@ -150,11 +155,18 @@ def test_failed_abort_is_logged_not_raised(tmp_path: Any) -> None:
     from offloader.store.local import LocalObjectStore
 
     inner = LocalObjectStore(tmp_path)
-    plan = (FaultPlan().fail("upload_part", timeout, on_call=1)
-            .fail("abort_multipart_upload", StoreError("abort refused")))
+    plan = (
+        FaultPlan()
+        .fail("upload_part", timeout, on_call=1)
+        .fail("abort_multipart_upload", StoreError("abort refused"))
+    )
     with pytest.raises(StoreUnavailable):  # the original error, not the cleanup's
-        offload_ledger(_ledger("local"), FaultyObjectStore(inner, plan), new_uuid(),
-                       settings_for("local", BLOCK))
+        offload_ledger(
+            _ledger("local"),
+            FaultyObjectStore(inner, plan),
+            new_uuid(),
+            settings_for("local", BLOCK),
+        )
     assert [u.key for u in inner.list_multipart_uploads()] != []  # honest: it could not abort
 
 

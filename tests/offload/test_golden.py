@@ -46,13 +46,19 @@ def test_offload_golden_and_read_back(
 ) -> None:
     case = golden_case(name)
     ledger = InMemoryLedger(case.ledger_id, case.payloads, case.metadata)
-    settings = settings_for(store_kind, case.max_block_size, write_index_extension=extension,
-                            read_buffer_size=64 * 1024)
+    settings = settings_for(
+        store_kind, case.max_block_size, write_index_extension=extension, read_buffer_size=64 * 1024
+    )
     uuid = new_uuid()
     done: list[tuple[int, int]] = []
-    result = offload_ledger(ledger, store, uuid, settings,
-                            managed_ledger_name="public/default/persistent/golden",
-                            progress=lambda a, b: done.append((a, b)))
+    result = offload_ledger(
+        ledger,
+        store,
+        uuid,
+        settings,
+        managed_ledger_name="public/default/persistent/golden",
+        progress=lambda a, b: done.append((a, b)),
+    )
     assert result.entries == len(case.payloads)
     assert result.payload_bytes == sum(len(p) for p in case.payloads)
     assert done[-1] == (result.data_size, result.data_size)
@@ -111,8 +117,9 @@ def test_foreign_and_missing_objects(tmp_path: object) -> None:
         ReadHandle.open(store, case.ledger_id, uuid)
     # index present, data object missing: a typed error naming the ledger
     store.put(index_key(uuid, case.ledger_id), case.index, pulsar_metadata("index"))
-    with ReadHandle.open(store, case.ledger_id, uuid) as handle, pytest.raises(
-        ObjectNotFound, match=f"offloaded ledger {case.ledger_id}"
+    with (
+        ReadHandle.open(store, case.ledger_id, uuid) as handle,
+        pytest.raises(ObjectNotFound, match=f"offloaded ledger {case.ledger_id}"),
     ):
         handle.read(0, 0)
 

@@ -27,22 +27,38 @@ def ledgers(draw: st.DrawFn, min_block: int = 300) -> Case:
     """Payloads, block size, read buffer, extension on/off, ranges to read."""
     block = draw(st.integers(min_value=min_block, max_value=6000))
     biggest = min(max_entry_size(block), 2500)
-    sizes = draw(st.lists(st.one_of(st.just(0), st.integers(0, biggest)), min_size=1,
-                          max_size=80))
+    sizes = draw(st.lists(st.one_of(st.just(0), st.integers(0, biggest)), min_size=1, max_size=80))
     payloads = [bytes([(i * 7 + j) % 256 for j in range(n)]) for i, n in enumerate(sizes)]
     buffer = draw(st.sampled_from([1024, 1500, 4096, 65536]))
     extension = draw(st.booleans())
-    ranges = draw(st.lists(
-        st.tuples(st.integers(0, len(sizes) - 1), st.integers(0, len(sizes) - 1))
-        .map(lambda t: (min(t), max(t))), min_size=1, max_size=8))
+    ranges = draw(
+        st.lists(
+            st.tuples(st.integers(0, len(sizes) - 1), st.integers(0, len(sizes) - 1)).map(
+                lambda t: (min(t), max(t))
+            ),
+            min_size=1,
+            max_size=8,
+        )
+    )
     return payloads, block, buffer, extension, ranges
 
 
-def _round_trip(store: ObjectStore, payloads: list[bytes], block: int, buffer: int,
-                extension: bool, ranges: list[tuple[int, int]]) -> None:
-    config = OffloadSettings(enforce_min_block_size=False, max_block_size=block,
-                             read_buffer_size=buffer, write_index_extension=extension,
-                             offload_concurrency=3, ledger_read_batch_entries=7)
+def _round_trip(
+    store: ObjectStore,
+    payloads: list[bytes],
+    block: int,
+    buffer: int,
+    extension: bool,
+    ranges: list[tuple[int, int]],
+) -> None:
+    config = OffloadSettings(
+        enforce_min_block_size=False,
+        max_block_size=block,
+        read_buffer_size=buffer,
+        write_index_extension=extension,
+        offload_concurrency=3,
+        ledger_read_batch_entries=7,
+    )
     uuid = new_uuid()
     offload_ledger(InMemoryLedger(42, payloads), store, uuid, config)
     with ReadHandle.open(store, 42, uuid, config) as handle:

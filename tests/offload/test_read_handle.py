@@ -33,8 +33,9 @@ def _payloads(count: int = 1200, seed: int = 5) -> list[bytes]:
     return [rng.randbytes(rng.randint(0, 900)) for _ in range(count)]
 
 
-def _offload(store: ObjectStore, kind: str, payloads: list[bytes], *, block: int,
-             extension: bool = True) -> None:
+def _offload(
+    store: ObjectStore, kind: str, payloads: list[bytes], *, block: int, extension: bool = True
+) -> None:
     settings = settings_for(kind, block, write_index_extension=extension)
     offload_ledger(InMemoryLedger(9, payloads), store, UUID, settings)
 
@@ -111,8 +112,9 @@ def test_range_checks_and_close(tmp_path: Path) -> None:
         handle.read(0, 0)
 
 
-def _rewrite_data(store: ObjectStore, change: bytes | None = None, *, at: int = 0,
-                  cut: int | None = None) -> None:
+def _rewrite_data(
+    store: ObjectStore, change: bytes | None = None, *, at: int = 0, cut: int | None = None
+) -> None:
     key = data_key(UUID, 9)
     data = bytearray(store.get(key).data)
     if change is not None:
@@ -140,8 +142,9 @@ def test_truncated_data_object(tmp_path: Path) -> None:
     store = LocalObjectStore(tmp_path)
     _offload(store, "local", _payloads(100), block=4096)
     _rewrite_data(store, cut=5000)
-    with ReadHandle.open(store, 9, UUID) as handle, pytest.raises(
-        IndexInconsistentError, match="the index says"
+    with (
+        ReadHandle.open(store, 9, UUID) as handle,
+        pytest.raises(IndexInconsistentError, match="the index says"),
     ):
         handle.read(0, 99)
 
@@ -165,8 +168,9 @@ def test_padding_inside_promised_entries(tmp_path: Path) -> None:
     payloads = [bytes([i]) * 100 for i in range(30)]
     _offload(store, "local", payloads, block=4096, extension=False)
     _rewrite_data(store, b"\xfe\xdc\xde\xad", at=128 + 10 * 112)  # "end of block" at entry 10
-    with ReadHandle.open(store, 9, UUID) as handle, pytest.raises(
-        CorruptDataError, match=r"ends at .* before entry 10"
+    with (
+        ReadHandle.open(store, 9, UUID) as handle,
+        pytest.raises(CorruptDataError, match=r"ends at .* before entry 10"),
     ):
         handle.read(0, 29)
 
@@ -186,8 +190,14 @@ def test_ranged_stream_seek_inside_buffer_is_free(tmp_path: Path) -> None:
     store = FaultyObjectStore(LocalObjectStore(tmp_path))
     blob = bytes(range(256)) * 64  # 16 KiB
     store.put("blob", blob, {})
-    stream = RangedStream(store, "blob", object_length=len(blob), buffer_size=4096,
-                          read_ahead=True, single_get_max=4096)
+    stream = RangedStream(
+        store,
+        "blob",
+        object_length=len(blob),
+        buffer_size=4096,
+        read_ahead=True,
+        single_get_max=4096,
+    )
     assert stream.read(10) == blob[:10]
     stream.seek(3000)
     assert stream.read(100) == blob[3000:3100]

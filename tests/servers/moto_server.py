@@ -27,7 +27,8 @@ def start_moto() -> Iterator[S3Endpoint]:
     server.start()
     host, port = server.get_host_and_port()
     try:
-        yield S3Endpoint(name="moto", url=f"http://{host}:{port}", access_key="testing",
-                         secret_key="testing")
+        yield S3Endpoint(
+            name="moto", url=f"http://{host}:{port}", access_key="testing", secret_key="testing"
+        )
     finally:
         server.stop()

@@ -133,11 +133,14 @@ def upload_ledger(
         (index_key(uid, ledger_id), encoded.index, "index"),
     ):
         client.put_object(
-            Bucket=bucket, Key=key, Body=body,
+            Bucket=bucket,
+            Key=key,
+            Body=body,
             Metadata=object_user_metadata(role, managed_ledger_name=managed_ledger_name),
         )
-    blocks = [(p.first_entry_id, p.last_entry_id, p.offset, p.offset + p.size)
-              for p in encoded.plans]
+    blocks = [
+        (p.first_entry_id, p.last_entry_id, p.offset, p.offset + p.size) for p in encoded.plans
+    ]
     topic = None
     if managed_ledger_name is not None:
         topic = (TOPIC_A if managed_ledger_name == TOPIC_A[1] else TOPIC_B)[0]
@@ -161,15 +164,34 @@ def dataset(s3_endpoint: S3Endpoint) -> Dataset:
     bucket = s3_endpoint.new_bucket()
     ds = Dataset(s3_endpoint, bucket)
     ds.ledgers = [
-        upload_ledger(s3_endpoint, bucket, 3, payloads_of(3, 300, 1, 600), 4096,
-                      managed_ledger_name=TOPIC_A[1]),
-        upload_ledger(s3_endpoint, bucket, 5, payloads_of(5, 60, 0, 100, empty_every=3), 1024,
-                      managed_ledger_name=TOPIC_A[1]),
-        upload_ledger(s3_endpoint, bucket, 7, [os.urandom(10_000)], 64 * 1024,
-                      managed_ledger_name=TOPIC_B[1]),
-        upload_ledger(s3_endpoint, bucket, 8, [b""] * 20, 1024,
-                      managed_ledger_name=TOPIC_B[1]),
-        upload_ledger(s3_endpoint, bucket, 9, payloads_of(9, 40, 100, 300), 2048,
-                      managed_ledger_name=None, with_extension=False),
+        upload_ledger(
+            s3_endpoint,
+            bucket,
+            3,
+            payloads_of(3, 300, 1, 600),
+            4096,
+            managed_ledger_name=TOPIC_A[1],
+        ),
+        upload_ledger(
+            s3_endpoint,
+            bucket,
+            5,
+            payloads_of(5, 60, 0, 100, empty_every=3),
+            1024,
+            managed_ledger_name=TOPIC_A[1],
+        ),
+        upload_ledger(
+            s3_endpoint, bucket, 7, [os.urandom(10_000)], 64 * 1024, managed_ledger_name=TOPIC_B[1]
+        ),
+        upload_ledger(s3_endpoint, bucket, 8, [b""] * 20, 1024, managed_ledger_name=TOPIC_B[1]),
+        upload_ledger(
+            s3_endpoint,
+            bucket,
+            9,
+            payloads_of(9, 40, 100, 300),
+            2048,
+            managed_ledger_name=None,
+            with_extension=False,
+        ),
     ]
     return ds

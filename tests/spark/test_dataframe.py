@@ -14,8 +14,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
 def _reader(spark: Any, dataset: Dataset, **options: str) -> Any:
     register(spark)
-    r = (spark.read.format("offloaded-ledger").option("store", dataset.store_url)
-         .option("endpoint", dataset.endpoint.url))
+    r = (
+        spark.read.format("offloaded-ledger")
+        .option("store", dataset.store_url)
+        .option("endpoint", dataset.endpoint.url)
+    )
     for key, value in options.items():
         r = r.option(key, value)
     return r.load()
@@ -45,13 +48,12 @@ def test_discover_and_group_by(spark: Any, dataset: Dataset, aws_env: Any) -> No
     assert df.rdd.getNumPartitions() == dataset.block_count
     got = {
         r["ledger_id"]: (r["entries"], r["bytes"])
-        for r in df.groupBy("ledger_id").agg(
-            F.count("*").alias("entries"), F.sum(F.length("payload")).alias("bytes")
-        ).collect()
+        for r in df.groupBy("ledger_id")
+        .agg(F.count("*").alias("entries"), F.sum(F.length("payload")).alias("bytes"))
+        .collect()
     }
     assert got == {
-        lg.ledger_id: (len(lg.payloads), sum(len(p) for p in lg.payloads))
-        for lg in dataset.ledgers
+        lg.ledger_id: (len(lg.payloads), sum(len(p) for p in lg.payloads)) for lg in dataset.ledgers
     }
 
 
@@ -66,7 +68,8 @@ def test_pushdown_prunes_blocks_and_filters_rows(
     needed = [b for b in ledger.blocks if b[1] >= first and b[0] <= last]
     pruned = df.filter(
         (F.col("ledger_id") == ledger.ledger_id)
-        & (F.col("entry_id") >= first) & (F.col("entry_id") < last + 1)
+        & (F.col("entry_id") >= first)
+        & (F.col("entry_id") < last + 1)
     )
     assert pruned.rdd.getNumPartitions() == len(needed) < len(ledger.blocks)
     want = [r for r in dataset.expected([ledger.ledger_id]) if first <= r[2] <= last]
@@ -87,8 +90,12 @@ def test_pushdown_prunes_blocks_and_filters_rows(
 def test_option_pruning_without_pushdown(spark: Any, dataset: Dataset, aws_env: Any) -> None:
     ledger = dataset.ledgers[0]
     df = _reader(
-        spark, dataset, ledgers=_ledgers_option(dataset), pushdown="false",
-        ledger_ids=str(ledger.ledger_id), entry_range="0:49",
+        spark,
+        dataset,
+        ledgers=_ledgers_option(dataset),
+        pushdown="false",
+        ledger_ids=str(ledger.ledger_id),
+        entry_range="0:49",
     )
     needed = [b for b in ledger.blocks if b[0] <= 49]
     assert df.rdd.getNumPartitions() == len(needed)

@@ -25,10 +25,14 @@ def _upload_golden(endpoint: S3Endpoint, bucket: str, case: dict[str, Any]) -> s
     """PUT a case's objects under a fresh uuid, with only Pulsar's version metadata."""
     uid = str(uuid_mod.uuid4())
     client = endpoint.client()
-    for key, suffix in ((data_key(uid, case["ledger_id"]), "data"),
-                        (index_key(uid, case["ledger_id"]), "index")):
+    for key, suffix in (
+        (data_key(uid, case["ledger_id"]), "data"),
+        (index_key(uid, case["ledger_id"]), "index"),
+    ):
         client.put_object(
-            Bucket=bucket, Key=key, Body=(GOLDEN_DIR / f"{case['name']}.{suffix}").read_bytes(),
+            Bucket=bucket,
+            Key=key,
+            Body=(GOLDEN_DIR / f"{case['name']}.{suffix}").read_bytes(),
             Metadata={FORMAT_VERSION_KEY: "1"},
         )
     return uid
@@ -42,8 +46,9 @@ def golden(s3_endpoint: S3Endpoint) -> tuple[str, list[tuple[int, str]]]:
 
 
 def _expected_golden() -> list[tuple[Any, ...]]:
-    return sorted(("", c["ledger_id"], e["entry_id"], e["sha256"])
-                  for c in OK_CASES for e in c["entries"])
+    return sorted(
+        ("", c["ledger_id"], e["entry_id"], e["sha256"]) for c in OK_CASES for e in c["entries"]
+    )
 
 
 def test_golden_objects_via_pairs_and_discover(
@@ -51,14 +56,20 @@ def test_golden_objects_via_pairs_and_discover(
 ) -> None:
     bucket, pairs = golden
     blocks = sum(len(c["blocks"]) for c in OK_CASES)
-    rdd = offloaded_rdd(spark.sparkContext, pairs, store_url=f"s3://{bucket}",
-                        endpoint_url=aws_env.url)
+    rdd = offloaded_rdd(
+        spark.sparkContext, pairs, store_url=f"s3://{bucket}", endpoint_url=aws_env.url
+    )
     assert rdd.getNumPartitions() == blocks
     assert records_digest(rdd.collect()) == _expected_golden()
 
     register(spark)
-    df = (spark.read.format("offloaded-ledger").option("store", f"s3://{bucket}")
-          .option("endpoint", aws_env.url).option("discover", "true").load())
+    df = (
+        spark.read.format("offloaded-ledger")
+        .option("store", f"s3://{bucket}")
+        .option("endpoint", aws_env.url)
+        .option("discover", "true")
+        .load()
+    )
     assert df.rdd.getNumPartitions() == blocks
     assert records_digest([tuple(r) for r in df.collect()]) == _expected_golden()
 
@@ -79,13 +90,22 @@ def test_golden_error_case_fails_the_job(
     uid = _upload_golden(s3_endpoint, bucket, case)
     # the driver refuses the index (or, for damage only the data shows, the job fails)
     _fails_with(
-        lambda: offloaded_rdd(spark.sparkContext, [(case["ledger_id"], uid)],
-                              store_url=f"s3://{bucket}", endpoint_url=aws_env.url).collect(),
+        lambda: offloaded_rdd(
+            spark.sparkContext,
+            [(case["ledger_id"], uid)],
+            store_url=f"s3://{bucket}",
+            endpoint_url=aws_env.url,
+        ).collect(),
         "IndexInconsistentError",
     )
     register(spark)
-    df = (spark.read.format("offloaded-ledger").option("store", f"s3://{bucket}")
-          .option("endpoint", aws_env.url).option("discover", "true").load())
+    df = (
+        spark.read.format("offloaded-ledger")
+        .option("store", f"s3://{bucket}")
+        .option("endpoint", aws_env.url)
+        .option("discover", "true")
+        .load()
+    )
     _fails_with(df.collect, "IndexInconsistentError")
 
 
@@ -98,22 +118,27 @@ def corrupt(s3_endpoint: S3Endpoint) -> Dataset:
     key = data_key(ledger.uuid, ledger.ledger_id)
     data = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     data[ledger.blocks[1][2] + 128 + 12 + 3] ^= 0x40  # block 1, first entry's payload
-    client.put_object(Bucket=bucket, Key=key, Body=bytes(data),
-                      Metadata={FORMAT_VERSION_KEY: "1"})
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(data), Metadata={FORMAT_VERSION_KEY: "1"})
     return Dataset(s3_endpoint, bucket, [ledger])
 
 
 def test_corrupt_block_fails_rdd_job_with_typed_error(
     spark: Any, corrupt: Dataset, aws_env: S3Endpoint
 ) -> None:
-    rdd = offloaded_rdd(spark.sparkContext, corrupt.pairs, store_url=corrupt.store_url,
-                        endpoint_url=aws_env.url)
+    rdd = offloaded_rdd(
+        spark.sparkContext, corrupt.pairs, store_url=corrupt.store_url, endpoint_url=aws_env.url
+    )
     message = _fails_with(rdd.collect, "ChecksumMismatchError")
     assert "block 1 CRC32C" in message
     # the other blocks are intact: a read that skips block 1 succeeds
     _first_bad, last_bad = corrupt.ledgers[0].blocks[1][:2]
-    ok = offloaded_rdd(spark.sparkContext, corrupt.pairs, store_url=corrupt.store_url,
-                       endpoint_url=aws_env.url, entry_range=(last_bad + 1, 10_000))
+    ok = offloaded_rdd(
+        spark.sparkContext,
+        corrupt.pairs,
+        store_url=corrupt.store_url,
+        endpoint_url=aws_env.url,
+        entry_range=(last_bad + 1, 10_000),
+    )
     assert ok.count() == 60 - last_bad - 1
 
 
@@ -122,6 +147,11 @@ def test_corrupt_block_fails_dataframe_job_with_typed_error(
 ) -> None:
     register(spark)
     lid, uid = corrupt.pairs[0]
-    df = (spark.read.format("offloaded-ledger").option("store", corrupt.store_url)
-          .option("endpoint", aws_env.url).option("ledgers", f"{lid}:{uid}").load())
+    df = (
+        spark.read.format("offloaded-ledger")
+        .option("store", corrupt.store_url)
+        .option("endpoint", aws_env.url)
+        .option("ledgers", f"{lid}:{uid}")
+        .load()
+    )
     _fails_with(df.count, "ChecksumMismatchError")

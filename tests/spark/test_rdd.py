@@ -21,8 +21,11 @@ def test_pairs_read_every_entry_one_partition_per_block(
     spark: Any, dataset: Dataset, aws_env: Any
 ) -> None:
     rdd = offloaded_rdd(
-        spark.sparkContext, dataset.pairs, SMALL_BUFFER,
-        store_url=dataset.store_url, endpoint_url=dataset.endpoint.url,
+        spark.sparkContext,
+        dataset.pairs,
+        SMALL_BUFFER,
+        store_url=dataset.store_url,
+        endpoint_url=dataset.endpoint.url,
     )
     assert rdd.getNumPartitions() == dataset.block_count
     assert dataset.block_count > 30
@@ -34,7 +37,9 @@ def test_pairs_read_every_entry_one_partition_per_block(
 
 def test_discover_reads_every_ledger(spark: Any, dataset: Dataset, aws_env: Any) -> None:
     rdd = offloaded_rdd(
-        spark.sparkContext, "discover", store_url=dataset.store_url,
+        spark.sparkContext,
+        "discover",
+        store_url=dataset.store_url,
         endpoint_url=dataset.endpoint.url,
     )
     assert rdd.getNumPartitions() == dataset.block_count
@@ -51,9 +56,14 @@ def test_pruned_read_fetches_only_the_blocks_it_needs(
     assert 1 <= len(needed) < len(ledger.blocks) // 2
     gets = sc.accumulator(0)
     rdd = offloaded_rdd(
-        sc, dataset.pairs, SMALL_BUFFER, store_url=dataset.store_url,
-        endpoint_url=dataset.endpoint.url, ledger_ids=[ledger.ledger_id],
-        entry_range=(first, last), get_counter=gets,
+        sc,
+        dataset.pairs,
+        SMALL_BUFFER,
+        store_url=dataset.store_url,
+        endpoint_url=dataset.endpoint.url,
+        ledger_ids=[ledger.ledger_id],
+        entry_range=(first, last),
+        get_counter=gets,
     )
     assert rdd.getNumPartitions() == len(needed)
     got = records_digest(rdd.collect())
@@ -64,8 +74,12 @@ def test_pruned_read_fetches_only_the_blocks_it_needs(
 
     full = sc.accumulator(0)
     offloaded_rdd(
-        sc, dataset.pairs, SMALL_BUFFER, store_url=dataset.store_url,
-        endpoint_url=dataset.endpoint.url, get_counter=full,
+        sc,
+        dataset.pairs,
+        SMALL_BUFFER,
+        store_url=dataset.store_url,
+        endpoint_url=dataset.endpoint.url,
+        get_counter=full,
     ).count()
     assert full.value > 4 * gets.value
 
@@ -75,8 +89,11 @@ def test_default_read_buffer_is_one_get_per_small_block(
 ) -> None:
     gets = spark.sparkContext.accumulator(0)
     rdd = offloaded_rdd(
-        spark.sparkContext, dataset.pairs, store_url=dataset.store_url,
-        endpoint_url=dataset.endpoint.url, get_counter=gets,
+        spark.sparkContext,
+        dataset.pairs,
+        store_url=dataset.store_url,
+        endpoint_url=dataset.endpoint.url,
+        get_counter=gets,
     )
     assert rdd.count() == sum(len(lg.payloads) for lg in dataset.ledgers)
     assert gets.value == dataset.block_count

@@ -47,12 +47,20 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
             expected += [(topic, lid, i, sha(p)) for i, p in enumerate(payloads)]
             if kind == "local":
                 continue
-            up = upload_ledger(s3_endpoint, bucket, lid, payloads, 2048,
-                               managed_ledger_name=ml_name)
-            driver = DriverMetadata("aws-s3", {"store_url": f"s3://{bucket}",
-                                               "endpoint": s3_endpoint.url})
-            meta.begin_offload(lid, up.uuid, driver, NOW, data_key=data_key(up.uuid, lid),
-                               index_key=index_key(up.uuid, lid))
+            up = upload_ledger(
+                s3_endpoint, bucket, lid, payloads, 2048, managed_ledger_name=ml_name
+            )
+            driver = DriverMetadata(
+                "aws-s3", {"store_url": f"s3://{bucket}", "endpoint": s3_endpoint.url}
+            )
+            meta.begin_offload(
+                lid,
+                up.uuid,
+                driver,
+                NOW,
+                data_key=data_key(up.uuid, lid),
+                index_key=index_key(up.uuid, lid),
+            )
             meta.complete_offload(lid, up.uuid, NOW, data_size=up.blocks[-1][3], index_size=1)
             if kind == "offloaded":
                 meta.mark_local_deleted(lid, up.uuid)
@@ -65,16 +73,19 @@ def test_topics_read_completely_across_tiers(
     spark: Any, home: dict[str, Any], aws_env: S3Endpoint
 ) -> None:
     settings = OffloadSettings(max_block_size=8 * 1024, enforce_min_block_size=False)
-    rdd = offloaded_rdd(spark.sparkContext, [TOPIC_A[0], TOPIC_B[0]], settings,
-                        home=home["home"])
+    rdd = offloaded_rdd(spark.sparkContext, [TOPIC_A[0], TOPIC_B[0]], settings, home=home["home"])
     got = records_digest(rdd.collect())
     assert got == home["expected"]
     # 3 closed ledgers x 2 topics, each > 1 partition (2 KiB blocks / 8 KiB local chunks)
     assert rdd.getNumPartitions() > 12
 
     register(spark)
-    df = (spark.read.format("offloaded-ledger").option("home", home["home"])
-          .option("topics", f"{TOPIC_A[0]},{TOPIC_B[0]}").load())
+    df = (
+        spark.read.format("offloaded-ledger")
+        .option("home", home["home"])
+        .option("topics", f"{TOPIC_A[0]},{TOPIC_B[0]}")
+        .load()
+    )
     assert records_digest([tuple(r) for r in df.collect()]) == home["expected"]
 
 
@@ -82,8 +93,12 @@ def test_topic_with_pruning(spark: Any, home: dict[str, Any], aws_env: S3Endpoin
     from pyspark.sql import functions as F
 
     register(spark)
-    df = (spark.read.format("offloaded-ledger").option("home", home["home"])
-          .option("topics", TOPIC_B[0]).load())
+    df = (
+        spark.read.format("offloaded-ledger")
+        .option("home", home["home"])
+        .option("topics", TOPIC_B[0])
+        .load()
+    )
     lid = next(r[1] for r in home["expected"] if r[0] == TOPIC_B[0])
     rows = df.filter((F.col("ledger_id") == lid) & (F.col("entry_id").isin(3, 50, 119))).collect()
     assert sorted(r["entry_id"] for r in rows) == [3, 50, 119]
