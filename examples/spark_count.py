@@ -12,28 +12,13 @@ table from ``groupBy("topic", "ledger_id")``. Credentials come from the AWS envi
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import Any
 
 
 def _session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    from offloader.spark import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("offloader-spark-count")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("offloader-spark-count")
 
 
 def count_table(spark: Any, options: dict[str, str]) -> list[tuple[str, int, int, int, int]]:

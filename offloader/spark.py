@@ -21,6 +21,8 @@ copied into ``sc.environment`` (the environment of the Python workers Spark star
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -54,6 +56,30 @@ DISCOVER = "discover"
 DEFAULT_HOME = ".offloader"
 
 Source = str | Sequence[str] | Sequence[tuple[int, str]]
+
+
+def local_session(app_name: str = "ledger-offloader", *, master: str = "local[2]") -> Any:
+    """A SparkSession on this machine, kept on loopback (PYSPARK_PYTHON defaults to this
+    interpreter, SPARK_LOCAL_IP and the driver address to 127.0.0.1; no UI)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def propagate_aws_env(sc: SparkContext) -> None:

@@ -32,24 +32,12 @@ TOPIC_B = ("persistent://public/default/spark-b", "public/default/persistent/spa
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one SparkSession of the run."""
-    pytest.importorskip("pyarrow")
-    pyspark_sql = pytest.importorskip("pyspark.sql")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("ledger-offloader-tests")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    from offloader.spark import local_session
+
+    session = local_session("ledger-offloader-tests")
     yield session
     session.stop()
 
