@@ -171,8 +171,7 @@ def test_failed_abort_is_logged_not_raised(tmp_path: Any) -> None:
 
 
 def test_existing_index_is_never_deleted(store: ObjectStore, store_kind: str) -> None:
-    if not store.supports_conditional_put:
-        pytest.skip("store without conditional put")
+    assert store.supports_conditional_put  # every backend enforces IfNoneMatch
     ledger = _ledger(store_kind)
     uuid = new_uuid()
     settings = settings_for(store_kind, BLOCK)
