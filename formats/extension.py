@@ -98,6 +98,22 @@ def is_extension(trailing: memoryview) -> bool:
     return len(trailing) >= 4 and U32.unpack_from(trailing, 0)[0] == EXTENSION_MAGIC
 
 
+def looks_like_damaged_extension(trailing: memoryview, block_count: int) -> bool:
+    """True when bytes after the index rows lack our magic but agree with our extension's
+    header in at least two of: version/flags, section length (= the trailing length) and block
+    count (= the index's rows). Such bytes are our extension with a damaged magic, not a
+    foreign trailer, and must not be silently ignored (that would drop the block CRC32Cs)."""
+    if len(trailing) < EXTENSION_HEADER.size + 4 or is_extension(trailing):
+        return False
+    _magic, version, flags, section_len, count = EXTENSION_HEADER.unpack_from(trailing, 0)
+    votes = (
+        int(version == EXTENSION_VERSION and flags == 0)
+        + int(section_len == len(trailing))
+        + int(count == block_count)
+    )
+    return votes >= 2
+
+
 def decode_extension(buf: memoryview, *, base_offset: int = 0) -> IndexExtension:
     """Parse a section that starts with the extension magic (checked by :func:`is_extension`)."""
     if len(buf) < EXTENSION_HEADER.size:

@@ -25,7 +25,13 @@ from formats.errors import (
     TruncatedError,
     UnsupportedVersionError,
 )
-from formats.extension import IndexExtension, decode_extension, encode_extension, is_extension
+from formats.extension import (
+    IndexExtension,
+    decode_extension,
+    encode_extension,
+    is_extension,
+    looks_like_damaged_extension,
+)
 from formats.layout import BlockPlan
 from formats.ledger_metadata import LedgerMetadata, decode_ledger_metadata, encode_ledger_metadata
 from formats.protowire import iter_fields, to_signed64
@@ -242,6 +248,12 @@ def decode_index(data: bytes | bytearray | memoryview, *, strict: bool = True) -
     trailing = buf[pos:]
     if is_extension(trailing):
         extension = decode_extension(trailing, base_offset=pos)
+    elif looks_like_damaged_extension(trailing, len(rows)):
+        raise CorruptDataError(
+            "bytes after the index rows are a ledger-offloader index extension with a damaged "
+            "magic",
+            offset=pos,
+        )
     index = OffloadIndex(metadata, rows, data_len, header_len, extension)
     if strict:
         index.validate()

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from formats.block import iter_block_entries
@@ -209,14 +209,14 @@ def test_every_index_byte_flip(lg: Ledger, which: str) -> None:
                 _check_error(exc, max(len(bad), len(lg.data)))
                 continue
             assert entries == lg.entries, f"flip at {pos} (mask {mask:#x}) changed the data"
-            # the extension is CRC-protected; only a damaged magic hides it, and the index then
-            # reads as Pulsar's own (trailing bytes ignored): right data, no block CRCs
-            assert pos < lg.rows_end + 4, f"a flip in the extension at {pos} went unnoticed"
-            if pos >= lg.rows_end:
-                assert decode_index(bad).extension is None
+            # the extension is CRC-protected, and one with a damaged magic is still recognised
+            # by its other header fields: no flip in it goes unnoticed
+            assert pos < lg.rows_end, f"a flip in the extension at {pos} went unnoticed"
 
 
 @pytest.mark.timeout(60)
+# found by hypothesis: a zeroed extension magic plus a payload flip once read back wrong data
+@example(which=3, data_writes=[(140, 0)], index_writes=[(174, 0)], cut=None)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     which=st.sampled_from(range(len(LEDGERS))),
