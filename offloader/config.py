@@ -4,8 +4,9 @@ Defaults are Pulsar's (pulsar-format-facts §9). Memory: an offload holds at mos
 ``offload_concurrency`` blocks in flight plus one being filled, so peak buffer memory is about
 ``(offload_concurrency + 1) * max_block_size`` (plus about 70 MB of interpreter and client).
 A ReadHandle fetches ``read_buffer_size`` bytes per ranged GET; a sequential streak doubles the
-fetch up to 8 buffers, and with ``read_ahead`` one more fetch is in flight, so an open handle
-holds at most ``2 * 8 * read_buffer_size`` bytes (16 MiB with the 1 MiB default).
+fetch up to 8 buffers, and with ``read_ahead`` up to two more fetches are in flight (two once
+the streak is at 8 buffers), so an open handle holds at most ``3 * 8 * read_buffer_size`` bytes
+(24 MiB with the 1 MiB default).
 """
 
 from __future__ import annotations

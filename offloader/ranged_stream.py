@@ -7,10 +7,13 @@ Fetches are ``buffer_size`` bytes (1 MiB by default), clipped to a *window* the 
 (``set_window``: the bytes the current request can need), and a window of at most
 ``single_get_max`` bytes is fetched with one GET. A sequential streak (each fetch starting where
 the previous one ended) doubles the fetch size up to ``max_fetch`` (8 buffers by default), so a
-long sequential read pays the per-request cost of S3 less often; any jump resets it. Memory per
-stream: at most ``2 x max_fetch`` (the buffer and one read-ahead). With ``read_ahead``, the
-next range of the window is fetched on a background thread while the caller consumes the
-current one; a read-ahead that the caller does not use (it seeks elsewhere) is dropped.
+long sequential read pays the per-request cost of S3 less often; any jump resets it. With
+``read_ahead``, the next range of the window is fetched on a background thread while the caller
+consumes the current one; once a streak has reached ``max_fetch``, ``READ_AHEAD_DEPTH`` ranges
+are kept in flight (on as many threads), so the per-request latency of S3 and the caller's
+parsing overlap. A read-ahead that the caller does not use (it seeks elsewhere) is dropped.
+Memory per stream: at most ``(1 + READ_AHEAD_DEPTH) x max_fetch`` (the buffer and the
+read-aheads).
 
 Every GET checks that the object's real size (the ``size`` of the ranged answer) equals the
 length the index promised, which catches a truncated or replaced data object. The stream can
@@ -23,12 +26,18 @@ Not thread-safe: one caller at a time (the read-ahead thread only runs ``store.g
 from __future__ import annotations
 
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
 from offloader.store.base import ObjectStore
+
+#: read-aheads kept in flight during a sequential streak at full fetch size (1 before it)
+READ_AHEAD_DEPTH = 2
+#: a fetch larger than this is not copied to join it to the bytes left over before it
+JOIN_MAX = 64 * 1024
 
 
 class RangedStream:
@@ -60,10 +69,14 @@ class RangedStream:
         self._buf_start = 0
         self._pos = 0
         self._window_end = object_length
-        self._pending: tuple[int, int, Future[bytes]] | None = None
+        #: read-aheads in flight, contiguous and in order: (start, end, future)
+        self._pending: deque[tuple[int, int, Future[bytes]]] = deque()
         self._executor: ThreadPoolExecutor | None = None
         self._gets = 0
         self._gets_lock = threading.Lock()
+        #: a fetch whose first bytes were joined to the previous buffer's last ones:
+        #: (object offset, bytes), the buffer at the next refill
+        self._following: tuple[int, bytes] | None = None
         self._crc_on = False
         self._crc_pos = 0
         self._crc = 0
@@ -170,6 +183,17 @@ class RangedStream:
     # --- fetching -------------------------------------------------------------------------
     def _refill(self, need: int) -> None:
         self._crc_update()
+        following = self._following
+        if following is not None:
+            # the fetch that follows a small joined buffer: switch to it, no copy, no GET
+            self._following = None
+            f_start, f_buf = following
+            if f_start <= self._pos and self._pos + need <= f_start + len(f_buf):
+                self._buf = f_buf
+                self._buf_start = f_start
+                if self._crc_on:
+                    self._crc_pos = self._pos
+                return
         remainder = b""
         if self.buffered():
             remainder = self._buf[self._pos - self._buf_start :]
@@ -198,30 +222,50 @@ class RangedStream:
             pos += len(got)
             if pos >= want_end:
                 break  # enough: a shorter read-ahead chunk is not topped up with a tiny GET
-        self._buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(chunks) == 2 and remainder and len(chunks[1]) > JOIN_MAX:
+            # the bytes left over plus a large fetch: join only what is needed now (a few
+            # bytes), and switch to the fetch itself at the next refill, instead of copying it
+            head = want_end - start
+            self._buf = remainder + chunks[1][:head] if head > 0 else remainder
+            self._following = (start, chunks[1])
+        else:
+            self._buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._buf_start = self._pos
         if self._crc_on:
             self._crc_pos = self._pos
         self._last_fetch_end = pos
-        if self._read_ahead and pos < span_end and not self._closed:
-            self._start_read_ahead(pos, min(pos + min(2 * fetch, self._max_fetch), span_end))
+        if self._read_ahead and not self._closed:
+            pending = self._pending
+            if pending and pending[0][0] != pos:
+                self._drop_pending()
+            size = min(2 * fetch, self._max_fetch)
+            depth = READ_AHEAD_DEPTH if size >= self._max_fetch else 1
+            ahead = pending[-1][1] if pending else pos
+            while len(pending) < depth and ahead < span_end:
+                end = min(ahead + size, span_end)
+                self._start_read_ahead(ahead, end)
+                ahead = end
 
     def _take_pending(self, start: int) -> bytes | None:
-        pending, self._pending = self._pending, None
-        if pending is None:
+        pending = self._pending
+        if not pending:
             return None
-        p_start, _p_end, future = pending
-        if p_start != start:
-            future.cancel()  # a read-ahead we no longer want (its result is dropped)
+        if pending[0][0] != start:
+            self._drop_pending()  # read-aheads we no longer want (their results are dropped)
             return None
-        return future.result()
+        return pending.popleft()[2].result()
+
+    def _drop_pending(self) -> None:
+        pending = self._pending
+        while pending:
+            pending.pop()[2].cancel()
 
     def _start_read_ahead(self, start: int, end: int) -> None:
-        if self._pending is not None:
-            self._pending[2].cancel()
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead")
-        self._pending = (start, end, self._executor.submit(self._get, start, end))
+            self._executor = ThreadPoolExecutor(
+                max_workers=READ_AHEAD_DEPTH, thread_name_prefix="read-ahead"
+            )
+        self._pending.append((start, end, self._executor.submit(self._get, start, end)))
 
     def _get(self, start: int, end: int) -> bytes:
         with self._gets_lock:
@@ -260,9 +304,8 @@ class RangedStream:
 
     def close(self) -> None:
         self._closed = True
-        if self._pending is not None:
-            self._pending[2].cancel()
-            self._pending = None
+        self._drop_pending()
+        self._following = None
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None

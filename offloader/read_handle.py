@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from itertools import chain, repeat
 from types import TracebackType
 from typing import NamedTuple
 
@@ -200,7 +201,7 @@ class ReadHandle:
     def iter_entries(self, first: int, last: int) -> Iterator[Entry]:
         """Entries ``first..last`` inclusive, fetched as they are consumed."""
         self._check_range(first, last)
-        return self._iter(first, last)
+        return chain.from_iterable(self._iter_batches(first, last))
 
     def _check_range(self, first: int, last: int) -> None:
         if self._closed:
@@ -236,14 +237,15 @@ class ReadHandle:
             return index.locate(last).end_offset
         return index.block_span(index.block_for(last))[1]
 
-    def _iter(self, first: int, last: int) -> Iterator[Entry]:
+    def _iter_batches(self, first: int, last: int) -> Iterator[list[Entry]]:
+        """Entries ``first..last`` in order, as lists (one per buffer's worth of entries)."""
         stream = self._get_stream()
         index = self._index
         cache = self._cache
         ledger = self._ledger_id
         stream.set_window(self._window_end(last))
         budget = max(3, (last - first + 1) >> 2)
-        small = last - first < SMALL_READ
+        learn_interval = 0 if last - first < SMALL_READ else LEARN_INTERVAL
         skip_learned_at = -LEARN_INTERVAL
         reseeks = 0
         expected = first
@@ -297,30 +299,41 @@ class ReadHandle:
                 stream.seek(end)
                 cur_id += 1
                 continue
-            # wanted entries: cut every whole entry the buffer holds in one pass
+            # wanted entries: cut every whole entry the buffer holds in one pass (payloads
+            # only; the Entry tuples are built in C below)
             buf, at = stream.buffer(end - pos)
-            limit = at + min(len(buf) - at, block_end - pos)
+            limit = at + min(len(buf) - at, block_end - pos) - ENTRY_HEADER_LEN
             off = at
-            batch: list[Entry] = []
+            batch_first = cur_id
+            payloads: list[bytes] = []
+            append = payloads.append
             learned: list[tuple[int, int]] = []
-            learned_at = -LEARN_INTERVAL
+            learn_at = off
+            base = pos - at
             while True:
-                payload_end = off + ENTRY_HEADER_LEN + length
-                batch.append(_new_entry(Entry, (cur_id, buf[off + ENTRY_HEADER_LEN : payload_end])))
-                if small or off - learned_at >= LEARN_INTERVAL:
-                    learned.append((cur_id, pos + off - at))
-                    learned_at = off
+                if off >= learn_at:
+                    learned.append((cur_id, base + off))
+                    learn_at = off + learn_interval
+                off += ENTRY_HEADER_LEN
+                payload_end = off + length
+                append(buf[off:payload_end])
                 off = payload_end
                 cur_id += 1
-                if cur_id > last or off + ENTRY_HEADER_LEN > limit:
+                if cur_id > last or off > limit:
                     break
                 length, entry_id = _UNPACK(buf, off)
-                if length < 0 or entry_id != cur_id or off + ENTRY_HEADER_LEN + length > limit:
+                if length < 0 or entry_id != cur_id or off + length > limit:
                     break
             stream.advance(off - at)
             expected = cur_id
             cache.put_many(ledger, learned)
-            yield from batch
+            yield list(
+                map(
+                    _new_entry,
+                    repeat(Entry),
+                    zip(range(batch_first, cur_id), payloads, strict=True),
+                )
+            )
         if expected > index.block_last_entry_id(block):
             self._finish_block(stream, block, block_end)
 
