@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
 import threading
@@ -21,25 +20,12 @@ from cli.render import Progress, progress_enabled, table
 from cli.service import StopFlag, stop_on_signals
 from cli.settings import load_file_config, resolve_settings
 from offloader.errors import ConfigError
+from tests.cli.helpers import json_lines, ok, run
 
 NS = "tenant/ns"
 TOPIC = "persistent://tenant/ns/t1"
 #: small ledgers and blocks so that a few hundred entries make several multi-block ledgers
 SMALL = ("--max-entries-per-ledger", "50", "--min-rollover-time", "0", "--max-block-size", "4K")
-
-
-def run(home: Path, *args: str, input: str | bytes | None = None) -> Result:
-    return CliRunner().invoke(cli, ["--home", str(home), *args], input=input)
-
-
-def ok(home: Path, *args: str, input: str | bytes | None = None) -> Result:
-    result = run(home, *args, input=input)
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
-
-
-def json_lines(result: Result) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
 
 def one_line_error(result: Result, code: int = 1) -> str:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from cli.main import cli
+from tests.cli.helpers import json_lines, ok, one_line_error, run
 
 NS = "tenant/ns"
 POLICY_FIELDS = {
@@ -20,28 +18,6 @@ POLICY_FIELDS = {
     "retention_time_seconds",
     "read_priority",
 }
-
-
-def run(home: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--home", str(home), *args])
-
-
-def ok(home: Path, *args: str) -> Result:
-    result = run(home, *args)
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
-
-
-def json_lines(result: Result) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-
-
-def one_line_error(result: Result) -> str:
-    assert result.exit_code == 1, (result.output, result.exception)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 @pytest.fixture()

@@ -4,45 +4,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from cli.main import cli
 from cli.render import Progress
 from cli.topics import synthetic_payloads
 from offloader.api import Offloader, OffloadTrigger, Position
 from offloader.metadata.base import TopicOffloadStatus
+from tests.cli.helpers import json_lines, ok, one_line_error, run
 
 NS = "tenant/ns"
 TOPIC = "persistent://tenant/ns/t1"
 SMALL = ("--max-entries-per-ledger", "50", "--min-rollover-time", "0", "--max-block-size", "4K")
-
-
-def run(home: Path, *args: str, input: str | bytes | None = None) -> Result:
-    return CliRunner().invoke(cli, ["--home", str(home), *args], input=input)
-
-
-def ok(home: Path, *args: str, input: str | bytes | None = None) -> Result:
-    result = run(home, *args, input=input)
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
-
-
-def json_lines(result: Result) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-
-
-def one_line_error(result: Result) -> str:
-    assert result.exit_code == 1, (result.output, result.exception)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def info(home: Path, topic: str = TOPIC) -> dict[str, Any]:
