@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from formats.errors import BadMagicError, CorruptDataError, TruncatedError
+from formats.framing import frame_entries
 from formats.wire import (
     BLOCK_HEADER_FIELDS,
     BLOCK_HEADER_LEN,
@@ -104,21 +105,13 @@ class BlockWriter:
             buf, 0, DATA_BLOCK_MAGIC, BLOCK_HEADER_LEN, block_size, first_entry_id
         )
         view[BLOCK_HEADER_USED:BLOCK_HEADER_LEN] = bytes(BLOCK_HEADER_LEN - BLOCK_HEADER_USED)
-        pos = BLOCK_HEADER_LEN
-        pack = ENTRY_HEADER.pack_into
-        entry_id = first_entry_id
-        for payload in payloads:
-            size = len(payload)
-            end = pos + ENTRY_HEADER_LEN + size
-            if end > block_size:
-                raise CorruptDataError(
-                    f"entry {entry_id} ({size} bytes) does not fit in a block of {block_size} "
-                    f"bytes at offset {pos}"
-                )
-            pack(buf, pos, size, entry_id)
-            view[pos + ENTRY_HEADER_LEN : end] = payload
-            pos = end
-            entry_id += 1
+        pos, count = frame_entries(buf, BLOCK_HEADER_LEN, first_entry_id, payloads, block_size)
+        if count < len(payloads):
+            size = memoryview(payloads[count]).nbytes
+            raise CorruptDataError(
+                f"entry {first_entry_id + count} ({size} bytes) does not fit in a block of "
+                f"{block_size} bytes at offset {pos}"
+            )
         if pos < block_size:
             view[pos:block_size] = padding(block_size - pos)
         return view[:block_size]

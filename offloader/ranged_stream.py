@@ -2,40 +2,41 @@
 ``BlobStoreBackedInputStreamImpl``, pulsar-format-facts §5.2, with read-ahead).
 
 :class:`RangedStream` keeps one buffer of bytes ``[buf_start, buf_end)`` and a position.
-``seek`` inside the buffer costs nothing; outside, the next read GETs from the new position.
-Fetches are ``buffer_size`` bytes (1 MiB by default), clipped to a *window* the caller announces
-(``set_window``: the bytes the current request can need), and a window of at most
-``single_get_max`` bytes is fetched with one GET. A sequential streak (each fetch starting where
-the previous one ended) doubles the fetch size up to ``max_fetch`` (8 buffers by default), so a
-long sequential read pays the per-request cost of S3 less often; any jump resets it. With
-``read_ahead``, the next range of the window is fetched on a background thread while the caller
-consumes the current one; once a streak has reached ``max_fetch``, ``READ_AHEAD_DEPTH`` ranges
-are kept in flight (on as many threads), so the per-request latency of S3 and the caller's
-parsing overlap. A read-ahead that the caller does not use (it seeks elsewhere) is dropped.
-Memory per stream: at most ``(1 + READ_AHEAD_DEPTH) x max_fetch`` (the buffer and the
-read-aheads).
+``seek`` inside the buffer costs nothing; outside, the next read fetches from the new position.
+The caller announces a *window* (``set_window``: the bytes the current request can need), and
+the stream fetches in one of two ways:
 
-Every GET checks that the object's real size (the ``size`` of the ranged answer) equals the
-length the index promised, which catches a truncated or replaced data object. The stream can
-also checksum a contiguous run of consumed bytes (``crc_begin`` / ``crc_end``): the ReadHandle
-uses that to verify whole blocks against the CRC32Cs of the index extension.
+* a window of at most ``single_get_max`` bytes from the position (a single entry, a short
+  read) is fetched with one ranged GET;
+* a longer one, with ``read_ahead``, is **streamed**: one ranged GET for the rest of the
+  window, its body read ``buffer_size`` bytes (1 MiB) at a time by a
+  :class:`~offloader.prefetch.RangePrefetcher` thread, at most ``PREFETCH_DEPTH`` chunks ahead
+  of the caller, so the caller's parsing overlaps the transfer and S3's per-request cost is
+  paid once per window. A seek elsewhere drops the stream (its read-ahead is discarded).
 
-Not thread-safe: one caller at a time (the read-ahead thread only runs ``store.get_range``).
+Without ``read_ahead`` (and when emulating Pulsar), long windows are fetched with ranged GETs
+of ``buffer_size`` bytes; a sequential streak (each fetch starting where the previous one
+ended) doubles the fetch size up to ``max_fetch``, and any jump resets it. Memory per stream:
+the buffer plus at most ``PREFETCH_DEPTH x buffer_size`` read ahead (or one ``max_fetch``).
+
+Every GET checks that the object's real size equals the length the index promised, which
+catches a truncated or replaced data object. The stream can also checksum a contiguous run of
+consumed bytes (``crc_begin`` / ``crc_end``): the ReadHandle uses that to verify whole blocks
+against the CRC32Cs of the index extension.
+
+Not thread-safe: one caller at a time (the prefetch thread only reads the streamed body).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-
 from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
+from offloader.prefetch import RangePrefetcher
 from offloader.store.base import ObjectStore
 
-#: read-aheads kept in flight during a sequential streak at full fetch size (1 before it)
-READ_AHEAD_DEPTH = 2
+#: chunks of ``buffer_size`` bytes a streamed window reads ahead of the caller
+PREFETCH_DEPTH = 8
 #: a fetch larger than this is not copied to join it to the bytes left over before it
 JOIN_MAX = 64 * 1024
 
@@ -69,11 +70,9 @@ class RangedStream:
         self._buf_start = 0
         self._pos = 0
         self._window_end = object_length
-        #: read-aheads in flight, contiguous and in order: (start, end, future)
-        self._pending: deque[tuple[int, int, Future[bytes]]] = deque()
-        self._executor: ThreadPoolExecutor | None = None
+        #: the streamed GET of a long window, while the caller reads it sequentially
+        self._prefetch: RangePrefetcher | None = None
         self._gets = 0
-        self._gets_lock = threading.Lock()
         #: a fetch whose first bytes were joined to the previous buffer's last ones:
         #: (object offset, bytes), the buffer at the next refill
         self._following: tuple[int, bytes] | None = None
@@ -90,7 +89,7 @@ class RangedStream:
 
     @property
     def gets(self) -> int:
-        """Ranged GETs issued so far (read-ahead included)."""
+        """Ranged GETs issued so far (a streamed window counts once)."""
         return self._gets
 
     @property
@@ -201,27 +200,25 @@ class RangedStream:
         want_end = self._pos + need
         span_end = self._window_end if self._window_end > start else self._length
         span_end = max(span_end, want_end)
-        # a sequential streak doubles the fetch size (up to max_fetch); a jump resets it
-        if start == self._last_fetch_end:
-            self._fetch = min(2 * self._fetch, self._max_fetch)
-        else:
-            self._fetch = self._buffer_size
-        fetch = self._fetch
-        if span_end - start <= self._single_get_max:
-            target = span_end
-        else:
-            target = max(want_end, min(start + fetch, span_end))
         chunks: list[bytes] = [remainder] if remainder else []
-        pos = start
-        while pos < target:
-            got = self._take_pending(pos)
-            if got is None:
-                end = target if target - pos <= self._single_get_max else min(pos + fetch, target)
-                got = self._get(pos, end)
-            chunks.append(got)
-            pos += len(got)
-            if pos >= want_end:
-                break  # enough: a shorter read-ahead chunk is not topped up with a tiny GET
+        pos = start  # the object offset after the last chunk
+        if following is not None and following[0] <= start < following[0] + len(following[1]):
+            # a second refill before the joined buffer was consumed (a header, then its
+            # entry): the rest of the fetch it was joined from comes first, no new request
+            f_start, f_buf = following
+            chunks.append(f_buf[start - f_start :])
+            pos = f_start + len(f_buf)
+        if pos < want_end:
+            prefetch = self._prefetcher(pos, span_end)
+            if prefetch is not None:
+                while pos < want_end:
+                    got = self._take(prefetch)
+                    chunks.append(got)
+                    pos += len(got)
+                if prefetch.exhausted:
+                    self._drop_prefetch()
+            else:
+                pos = self._fetch_with_gets(chunks, pos, want_end, span_end)
         if len(chunks) == 2 and remainder and len(chunks[1]) > JOIN_MAX:
             # the bytes left over plus a large fetch: join only what is needed now (a few
             # bytes), and switch to the fetch itself at the next refill, instead of copying it
@@ -234,42 +231,88 @@ class RangedStream:
         if self._crc_on:
             self._crc_pos = self._pos
         self._last_fetch_end = pos
-        if self._read_ahead and not self._closed:
-            pending = self._pending
-            if pending and pending[0][0] != pos:
-                self._drop_pending()
-            size = min(2 * fetch, self._max_fetch)
-            depth = READ_AHEAD_DEPTH if size >= self._max_fetch else 1
-            ahead = pending[-1][1] if pending else pos
-            while len(pending) < depth and ahead < span_end:
-                end = min(ahead + size, span_end)
-                self._start_read_ahead(ahead, end)
-                ahead = end
 
-    def _take_pending(self, start: int) -> bytes | None:
-        pending = self._pending
-        if not pending:
+    def _fetch_with_gets(
+        self, chunks: list[bytes], start: int, want_end: int, span_end: int
+    ) -> int:
+        """Ranged GETs from ``start`` to at least ``want_end`` (appended to ``chunks``);
+        returns the end offset fetched."""
+        # a sequential streak doubles the fetch size (up to max_fetch); a jump resets it
+        if start == self._last_fetch_end:
+            self._fetch = min(2 * self._fetch, self._max_fetch)
+        else:
+            self._fetch = self._buffer_size
+        fetch = self._fetch
+        if span_end - start <= self._single_get_max:
+            target = span_end
+        else:
+            target = max(want_end, min(start + fetch, span_end))
+        pos = start
+        while pos < target:
+            end = target if target - pos <= self._single_get_max else min(pos + fetch, target)
+            got = self._get(pos, end)
+            chunks.append(got)
+            pos += len(got)
+        return pos
+
+    def _prefetcher(self, start: int, span_end: int) -> RangePrefetcher | None:
+        """The stream to take bytes at ``start`` from: the current one if it is there, a new
+        one for a long window, else None (fetch with GETs)."""
+        prefetch = self._prefetch
+        if prefetch is not None:
+            if prefetch.next_offset == start and not prefetch.exhausted:
+                return prefetch
+            self._drop_prefetch()  # a jump: its read-ahead is not wanted
+        if not self._read_ahead or self._closed or span_end - start <= self._single_get_max:
             return None
-        if pending[0][0] != start:
-            self._drop_pending()  # read-aheads we no longer want (their results are dropped)
-            return None
-        return pending.popleft()[2].result()
+        self._gets += 1
+        self._prefetch = RangePrefetcher(
+            self._store,
+            self._key,
+            start,
+            span_end,
+            chunk=self._buffer_size,
+            depth=PREFETCH_DEPTH,
+        )
+        return self._prefetch
 
-    def _drop_pending(self) -> None:
-        pending = self._pending
-        while pending:
-            pending.pop()[2].cancel()
+    def _take(self, prefetch: RangePrefetcher) -> bytes:
+        start = prefetch.next_offset
+        try:
+            data = prefetch.take()
+        except ObjectNotFound as exc:
+            self._drop_prefetch()
+            raise ObjectNotFound(f"{self._what}: the data object is missing ({exc})") from exc
+        except (StoreUnavailable, AccessDenied):
+            self._drop_prefetch()
+            raise
+        except StoreError as exc:
+            self._drop_prefetch()
+            self._check_size(prefetch.object_size)
+            self._check_size_after_failure(exc)
+            raise
+        except Exception:
+            self._drop_prefetch()
+            self._check_size(prefetch.object_size)
+            raise
+        self._check_size(prefetch.object_size)
+        if not data:
+            raise TruncatedError(f"{self._what}: no bytes at offset {start}", offset=start)
+        return data
 
-    def _start_read_ahead(self, start: int, end: int) -> None:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=READ_AHEAD_DEPTH, thread_name_prefix="read-ahead"
+    def _check_size(self, size: int | None) -> None:
+        if size is not None and size != self._length:
+            raise IndexInconsistentError(
+                f"{self._what}: the data object is {size} bytes, the index says {self._length}"
             )
-        self._pending.append((start, end, self._executor.submit(self._get, start, end)))
+
+    def _drop_prefetch(self) -> None:
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is not None:
+            prefetch.close()
 
     def _get(self, start: int, end: int) -> bytes:
-        with self._gets_lock:
-            self._gets += 1
+        self._gets += 1
         try:
             result = self._store.get_range(self._key, start, end)
         except ObjectNotFound as exc:
@@ -279,11 +322,7 @@ class RangedStream:
         except StoreError as exc:
             self._check_size_after_failure(exc)
             raise
-        if result.size != self._length:
-            raise IndexInconsistentError(
-                f"{self._what}: the data object is {result.size} bytes, the index says "
-                f"{self._length}"
-            )
+        self._check_size(result.size)
         if len(result.data) != end - start:
             raise TruncatedError(
                 f"{self._what}: asked for bytes [{start}, {end}), got {len(result.data)}",
@@ -304,9 +343,6 @@ class RangedStream:
 
     def close(self) -> None:
         self._closed = True
-        self._drop_pending()
+        self._drop_prefetch()
         self._following = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
         self._buf = b""

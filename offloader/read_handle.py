@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from itertools import chain, repeat
+from itertools import chain
 from types import TracebackType
 from typing import NamedTuple
 
 from formats.block import DataBlockHeader
+from formats.framing import parse_entries
 from formats.index import OffloadIndex
 from formats.keys import data_key, index_key
 from formats.ledger_metadata import LedgerMetadata
@@ -58,7 +59,6 @@ __all__ = ["Entry", "ReadHandle"]
 log = get_logger(__name__)
 
 _UNPACK = ENTRY_HEADER.unpack_from
-_new_entry = tuple.__new__  # Entry(...) without NamedTuple's Python-level __new__
 #: a bulk read remembers one offset per LEARN_INTERVAL bytes in the offsets cache (Pulsar's
 #: "learned offsets"); a read of fewer than SMALL_READ entries remembers every entry
 LEARN_INTERVAL = 16 * 1024
@@ -247,6 +247,7 @@ class ReadHandle:
         budget = max(3, (last - first + 1) >> 2)
         learn_interval = 0 if last - first < SMALL_READ else LEARN_INTERVAL
         skip_learned_at = -LEARN_INTERVAL
+        learn_next = 0  # object offset from which the next entry's offset is remembered
         reseeks = 0
         expected = first
         block, cur_id = self._seek(stream, expected, first, last, use_cache=True)
@@ -299,41 +300,28 @@ class ReadHandle:
                 stream.seek(end)
                 cur_id += 1
                 continue
-            # wanted entries: cut every whole entry the buffer holds in one pass (payloads
-            # only; the Entry tuples are built in C below)
+            # wanted entries: cut every whole entry the buffer holds in one pass (in C when
+            # formats._speedups is built)
             buf, at = stream.buffer(end - pos)
-            limit = at + min(len(buf) - at, block_end - pos) - ENTRY_HEADER_LEN
-            off = at
-            batch_first = cur_id
-            payloads: list[bytes] = []
-            append = payloads.append
             learned: list[tuple[int, int]] = []
-            learn_at = off
-            base = pos - at
-            while True:
-                if off >= learn_at:
-                    learned.append((cur_id, base + off))
-                    learn_at = off + learn_interval
-                off += ENTRY_HEADER_LEN
-                payload_end = off + length
-                append(buf[off:payload_end])
-                off = payload_end
-                cur_id += 1
-                if cur_id > last or off > limit:
-                    break
-                length, entry_id = _UNPACK(buf, off)
-                if length < 0 or entry_id != cur_id or off + length > limit:
-                    break
+            batch, off, cur_id, learn_next = parse_entries(
+                buf,
+                at,
+                at + min(len(buf) - at, block_end - pos),
+                cur_id,
+                last,
+                Entry,
+                pos - at,
+                learn_next,
+                learn_interval,
+                learned,
+            )
+            if not batch:  # cannot happen: the entry at pos was checked and is buffered
+                raise CorruptDataError(f"{self._what}: no entry parsed at {pos}", offset=pos)
             stream.advance(off - at)
             expected = cur_id
             cache.put_many(ledger, learned)
-            yield list(
-                map(
-                    _new_entry,
-                    repeat(Entry),
-                    zip(range(batch_first, cur_id), payloads, strict=True),
-                )
-            )
+            yield batch
         if expected > index.block_last_entry_id(block):
             self._finish_block(stream, block, block_end)
 

@@ -41,6 +41,25 @@ class GetResult:
     metadata: Mapping[str, str] = field(default_factory=dict)
 
 
+class RangeReader(Protocol):
+    """The body of one ranged GET, read as it arrives (:meth:`ObjectStore.open_range`)."""
+
+    @property
+    def size(self) -> int:
+        """The whole object's size."""
+        ...
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (at least one while the range has bytes left); ``b""`` once the
+        range is consumed. A transport failure is retried from the current offset (bounded)
+        on the same version of the object; what cannot be retried raises a ``StoreError``."""
+        ...
+
+    def close(self) -> None:
+        """Drop the rest of the body (idempotent)."""
+        ...
+
+
 @dataclass(frozen=True)
 class UploadedPart:
     """A part as CompleteMultipartUpload needs it."""
@@ -118,6 +137,12 @@ class ObjectStore(Protocol):
         """Bytes ``[start, end)`` of the object (clipped at its end); ``start`` must be below
         the object's size. ``size`` of the result is the whole object's size. An empty or
         negative range, or ``start >= size``, raises ``StoreError`` (not ``ObjectNotFound``)."""
+        ...
+
+    def open_range(self, key: str, start: int, end: int) -> RangeReader:
+        """Bytes ``[start, end)`` as a stream, for long sequential reads: one request, its
+        body read on demand (no per-chunk request cost). The request is made here, so a
+        missing object or a bad range fails here, with ``get_range``'s rules."""
         ...
 
     def head(self, key: str) -> ObjectInfo:

@@ -31,6 +31,7 @@ from offloader.store.base import (
     MultipartUploadInfo,
     ObjectInfo,
     ObjectStore,
+    RangeReader,
     UploadedPart,
 )
 
@@ -47,6 +48,8 @@ METHODS = frozenset(
         "put",
         "get",
         "get_range",
+        "open_range",
+        "range_read",
         "head",
         "delete",
         "list",
@@ -186,8 +189,10 @@ class FaultyObjectStore:
         return f"FaultyObjectStore({self.inner!r})"
 
     # --- the machinery --------------------------------------------------------------------
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        target = getattr(self.inner, method)
+    def _call(
+        self, method: str, *args: Any, _target: Callable[..., Any] | None = None, **kwargs: Any
+    ) -> Any:
+        target = getattr(self.inner, method) if _target is None else _target
         bound = inspect.signature(target).bind(*args, **kwargs)
         arguments: Mapping[str, Any] = bound.arguments
         with self._lock:
@@ -250,6 +255,19 @@ class FaultyObjectStore:
         result: GetResult = self._call("get_range", key, start, end)
         return result
 
+    def open_range(self, key: str, start: int, end: int) -> RangeReader:
+        reader: RangeReader = self._call("open_range", key, start, end)
+        return _FaultyRangeReader(self, key, reader)
+
+    def range_read(self, key: str, reader: RangeReader, n: int) -> bytes:
+        """One ``read`` of a reader from :meth:`open_range` (faults target "range_read")."""
+
+        def read(key: str, n: int) -> bytes:
+            return reader.read(n)
+
+        data: bytes = self._call("range_read", key, n, _target=read)
+        return data
+
     def head(self, key: str) -> ObjectInfo:
         result: ObjectInfo = self._call("head", key)
         return result
@@ -264,3 +282,22 @@ class FaultyObjectStore:
 
     def close(self) -> None:
         self._call("close")
+
+
+class _FaultyRangeReader:
+    """A reader whose reads go through the wrapper (counted as "range_read", faultable)."""
+
+    def __init__(self, store: FaultyObjectStore, key: str, inner: RangeReader) -> None:
+        self._store = store
+        self._key = key
+        self._inner = inner
+
+    @property
+    def size(self) -> int:
+        return self._inner.size
+
+    def read(self, n: int) -> bytes:
+        return self._store.range_read(self._key, self._inner, n)
+
+    def close(self) -> None:
+        self._inner.close()

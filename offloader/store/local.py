@@ -31,7 +31,7 @@ import stat
 import struct
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +54,7 @@ from offloader.store.base import (
     GetResult,
     MultipartUploadInfo,
     ObjectInfo,
+    RangeReader,
     UploadedPart,
 )
 from offloader.store.keycheck import check_key
@@ -194,6 +195,22 @@ class LocalObjectStore:
             f.seek(offset + start)
             data = f.read(min(end, size) - start)
         return GetResult(data=data, size=size, metadata=meta)
+
+    def open_range(self, key: str, start: int, end: int) -> RangeReader:
+        if start < 0 or end <= start:
+            raise StoreError(f"open_range {self._show(key)}: invalid range [{start}, {end})")
+        stack = ExitStack()
+        with stack:
+            f, _meta, offset = stack.enter_context(self._open(key, "open_range"))
+            size = os.fstat(f.fileno()).st_size - offset
+            if start >= size:
+                raise StoreError(
+                    f"open_range {self._show(key)}: range [{start}, {end}) not "
+                    f"satisfiable, object has {size} bytes"
+                )
+            f.seek(offset + start)
+            reader = _LocalRangeReader(f, size, min(end, size) - start, stack.pop_all())
+        return reader
 
     def head(self, key: str) -> ObjectInfo:
         with self._open(key, "head") as (f, meta, offset):
@@ -638,3 +655,35 @@ class LocalObjectStore:
             with open(path, "rb") as f:
                 while chunk := f.read(_COPY_CHUNK):
                     yield chunk
+
+
+class _LocalRangeReader:
+    """``open_range`` of the local store: reads the open file (a later replacement of the
+    object by rename does not change what this reader returns)."""
+
+    def __init__(self, f: BinaryIO, size: int, length: int, closer: ExitStack) -> None:
+        self._f = f
+        self._size = size
+        self._left = length
+        self._closer = closer
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, n: int) -> bytes:
+        if n <= 0 or self._left <= 0:
+            return b""
+        try:
+            data = self._f.read(min(n, self._left))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"open_range: read failed ({exc})") from exc
+        if not data:
+            raise StoreError(f"open_range: the object ended {self._left} bytes early")
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._left = 0
+        with suppress(OSError):
+            self._closer.close()

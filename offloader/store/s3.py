@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -57,9 +58,11 @@ from offloader.store.base import (
     GetResult,
     MultipartUploadInfo,
     ObjectInfo,
+    RangeReader,
     UploadedPart,
 )
 from offloader.store.keycheck import check_key
+from offloader.store.ranges import Body, ResumingRangeReader
 
 __all__ = ["S3ObjectStore", "crc32c_header"]
 
@@ -345,6 +348,32 @@ class S3ObjectStore:
             data = data[start:end]
         return GetResult(data=data, size=total, metadata=_lower(resp.get("Metadata")))
 
+    def open_range(self, key: str, start: int, end: int) -> RangeReader:
+        if start < 0 or end <= start:
+            raise StoreError(f"open_range {self._show(key)}: invalid range [{start}, {end})")
+        full = self._full(key)
+        etags: list[str] = []
+
+        def opener(offset: int) -> tuple[Body, int]:
+            # a reopened range must come from the same object: If-Match its first ETag
+            pin = {"IfMatch": etags[0]} if etags else {}
+            try:
+                resp = self._client.get_object(
+                    Bucket=self._bucket, Key=full, Range=f"bytes={offset}-{end - 1}", **pin
+                )
+            except (ClientError, BotoCoreError) as exc:
+                self._raise("open_range", key, exc)
+            if not etags and resp.get("ETag"):
+                etags.append(str(resp["ETag"]))
+            size = self._total_size(resp, int(resp.get("ContentLength") or 0))
+            # a server that ignored the Range header sends the whole object: skip to offset
+            skip = offset if resp.get("ContentRange") is None else 0
+            return _S3Body(resp["Body"], f"open_range {self._show(key)}", skip), size
+
+        return ResumingRangeReader(
+            opener, start, end, attempts=self._settings.max_attempts, what=self._show(key)
+        )
+
     def head(self, key: str) -> ObjectInfo:
         try:
             resp = self._client.head_object(Bucket=self._bucket, Key=self._full(key))
@@ -506,6 +535,33 @@ class S3ObjectStore:
             max_attempts=self._settings.max_attempts,
             error=error,
         )
+
+
+class _S3Body:
+    """A GetObject body whose transport failures are ``StoreUnavailable`` (resumable)."""
+
+    def __init__(self, body: Any, where: str, skip: int) -> None:
+        self._body = body
+        self._where = where
+        self._skip = skip
+
+    def read(self, n: int) -> bytes:
+        try:
+            while self._skip:
+                dropped = len(self._body.read(min(self._skip, 1 << 20)))
+                if not dropped:
+                    return b""
+                self._skip -= dropped
+            data: bytes = self._body.read(n)
+        except _TRANSPORT_ERRORS as exc:
+            raise StoreUnavailable(
+                f"{self._where}: body read failed ({type(exc).__name__})"
+            ) from exc
+        return data
+
+    def close(self) -> None:
+        with contextlib.suppress(BotoCoreError, OSError):
+            self._body.close()
 
 
 def _code(exc: ClientError) -> str:

@@ -14,8 +14,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,81 +35,17 @@ from offloader.errors import (
 from offloader.store.base import ObjectStore, UploadedPart
 from offloader.store.local import LocalObjectStore
 from offloader.store.s3 import S3ObjectStore, crc32c_header
-from tests.servers.endpoint import S3Endpoint
-
-KiB = 1024
-MiB = 1024 * KiB
-
-#: short timeouts and one retry: errors must surface fast in tests (moto answers some with 500)
-TEST_SETTINGS = OffloadSettings(connect_timeout=2.0, read_timeout=20.0, max_attempts=2)
-#: small ListObjectsV2 / ListMultipartUploads pages, so every listing test paginates on S3
-PAGE_SIZE = 3
-PREFIX = "pfx/run"
-
-
-@dataclass
-class Backend:
-    name: str  # "local", "moto" or "rgw"
-    store: ObjectStore
-    part_size: int  # smallest non-final part the backend accepts (kept small for speed)
-    endpoint: S3Endpoint | None = None
-    bucket: str | None = None
-
-
-def make_s3_store(
-    endpoint: S3Endpoint, bucket: str, prefix: str = PREFIX, **kwargs: Any
-) -> S3ObjectStore:
-    kwargs.setdefault("settings", TEST_SETTINGS)
-    kwargs.setdefault("page_size", PAGE_SIZE)
-    return S3ObjectStore(
-        bucket,
-        prefix,
-        endpoint_url=endpoint.url,
-        region=endpoint.region,
-        aws_access_key_id=endpoint.access_key,
-        aws_secret_access_key=endpoint.secret_key,
-        **kwargs,
-    )
-
-
-@pytest.fixture(
-    params=[
-        "local",
-        pytest.param("moto", marks=pytest.mark.s3),
-        pytest.param("rgw", marks=[pytest.mark.s3, pytest.mark.rgw]),
-    ]
+from tests.contract.backends import (
+    PAGE_SIZE,
+    PREFIX,
+    TEST_SETTINGS,
+    Backend,
+    KiB,
+    make_s3_store,
+    payload,
+    upload_parts,
 )
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "local":
-        store: ObjectStore = LocalObjectStore(tmp_path / "objects")
-        yield Backend("local", store, part_size=4 * KiB)
-        store.close()
-        return
-    endpoint: S3Endpoint = request.getfixturevalue(f"{request.param}_endpoint")
-    bucket = endpoint.new_bucket()
-    store = make_s3_store(endpoint, bucket)
-    # RGW enforces S3's 5 MiB minimum for non-final parts; moto's is lowered to 1 KiB
-    part_size = 5 * MiB if request.param == "rgw" else 4 * KiB
-    yield Backend(request.param, store, part_size, endpoint, bucket)
-    store.close()
-
-
-@pytest.fixture()
-def store(backend: Backend) -> ObjectStore:
-    return backend.store
-
-
-def payload(n: int, seed: int = 0) -> bytes:
-    return random.Random(seed).randbytes(n)
-
-
-def upload_parts(
-    store: ObjectStore, key: str, upload_id: str, chunks: list[bytes]
-) -> list[UploadedPart]:
-    return [
-        store.upload_part(key, upload_id, i, c, crc32c.crc32c(c))
-        for i, c in enumerate(chunks, start=1)
-    ]
+from tests.servers.endpoint import S3Endpoint
 
 
 # --- whole objects ------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""formats.framing: the C loops (formats._speedups) and their pure-Python twins give the same
+results on the same inputs, valid or damaged; the install builds the C ones."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from formats import framing
+
+IMPLEMENTATIONS: list[Any] = [
+    pytest.param((framing.frame_entries_py, framing.parse_entries_py), id="python")
+]
+try:
+    from formats import _speedups  # type: ignore[attr-defined]
+
+    IMPLEMENTATIONS.append(pytest.param((_speedups.frame_entries, _speedups.parse_entries), id="c"))
+except ImportError:  # test_the_c_loops_are_built says why the suite fails then
+    _speedups = None
+
+
+class Entry(NamedTuple):
+    entry_id: int
+    payload: bytes
+
+
+def test_the_c_loops_are_built() -> None:
+    """`make install` compiles formats/_speedups.c; a silent fallback to Python would lose
+    the speed, so the suite fails unless pure Python was asked for."""
+    if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
+        assert not framing.SPEEDUPS
+        return
+    assert _speedups is not None, "formats._speedups is not built: run `make install`"
+    assert framing.SPEEDUPS
+    assert framing.parse_entries is _speedups.parse_entries
+
+
+def _frame(payloads: list[bytes], first: int) -> bytes:
+    return b"".join(struct.pack(">iq", len(p), first + i) + p for i, p in enumerate(payloads))
+
+
+payload_lists = st.lists(st.binary(max_size=300), max_size=40)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@given(payloads=payload_lists, first=st.integers(0, 2**40), slack=st.integers(0, 50))
+def test_frame_matches_the_format(impl: Any, payloads: list[bytes], first: int, slack: int) -> None:
+    frame, _ = impl
+    expected = _frame(payloads, first)
+    buf = bytearray(b"\xee" * (len(expected) + 10 + slack))
+    pos, count = frame(buf, 10, first, payloads, len(buf))
+    assert (pos, count) == (10 + len(expected), len(payloads))
+    assert bytes(buf[10:pos]) == expected
+    assert buf[:10] == b"\xee" * 10 and buf[pos:] == b"\xee" * (len(buf) - pos)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_frame_stops_before_the_entry_that_does_not_fit(impl: Any) -> None:
+    frame, _ = impl
+    buf = bytearray(100)
+    payloads = [b"a" * 10, memoryview(b"b" * 20), bytearray(b"c" * 50)]
+    pos, count = frame(buf, 0, 7, payloads, 60)
+    assert (pos, count) == (22 + 32, 2)
+    assert bytes(buf[:pos]) == _frame([b"a" * 10, b"b" * 20], 7)
+    with pytest.raises(ValueError):
+        frame(buf, 0, 7, payloads, 101)
+    with pytest.raises(ValueError):
+        frame(buf, -1, 7, payloads, 50)
+
+
+def _parse(impl: Any, buf: bytes, *args: Any) -> tuple[Any, ...]:
+    _, parse = impl
+    learned: list[tuple[int, int]] = []
+    entries, off, next_id, learn_next = parse(buf, *args[:4], Entry, *args[4:], learned)
+    return [tuple(e) for e in entries], off, next_id, learn_next, learned
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_parse_round_trip(impl: Any) -> None:
+    payloads = [bytes([i]) * i for i in range(30)]
+    buf = b"pad" + _frame(payloads, 100) + b"\xfe\xdc\xde\xad" * 4
+    entries, off, next_id, learn_next, learned = _parse(
+        impl, buf, 3, len(buf), 100, 10**9, 1000, 0, 64
+    )
+    assert entries == [(100 + i, p) for i, p in enumerate(payloads)]
+    assert off == len(buf) - 16 and next_id == 130  # stopped at the padding
+    assert learned[0] == (100, 1003) and all(
+        b[1] - a[1] >= 64 for a, b in itertools.pairwise(learned)
+    )
+    assert learn_next == learned[-1][1] + 64
+    got = impl[1](buf, 3, len(buf), 100, 104, Entry, 0, 0, 0, [])
+    assert [e.entry_id for e in got[0]] == [100, 101, 102, 103, 104]  # stops at last_id
+    assert isinstance(got[0][0], Entry)
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_parse_refuses_a_negative_offset(impl: Any) -> None:
+    with pytest.raises(ValueError):
+        impl[1](b"x" * 20, -1, 20, 0, 5, Entry, 0, 0, 0, [])
+
+
+@settings(max_examples=300)
+@given(
+    payloads=payload_lists,
+    first=st.integers(0, 2**40),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 10_000),
+    start=st.integers(0, 40),
+    last_delta=st.integers(-1, 50),
+    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
+)
+@example(
+    payloads=[b"x"], first=0, damage=[(0, 0x80)], cut=10_000, start=0, last_delta=5, learn=(0, 0)
+)
+def test_c_and_python_agree_on_any_bytes(
+    payloads: list[bytes],
+    first: int,
+    damage: list[tuple[int, int]],
+    cut: int,
+    start: int,
+    last_delta: int,
+    learn: tuple[int, int],
+) -> None:
+    """Valid, damaged or truncated bytes: both stop at the same place with the same entries."""
+    buf = bytearray(_frame(payloads, first))
+    for at, value in damage:
+        if buf:
+            buf[at % len(buf)] = value
+    data = bytes(buf[: min(cut, len(buf))])
+    start = min(start, len(data))
+    args = (start, len(data), first, first + last_delta, 5000, learn[0], learn[1])
+    py = _parse(IMPLEMENTATIONS[0].values[0], data, *args)
+    c = _parse(IMPLEMENTATIONS[1].values[0], data, *args)
+    assert c == py
+    assert py[1] <= len(data) and all(len(p) <= len(data) for _, p in py[0])

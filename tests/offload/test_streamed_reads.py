@@ -1,0 +1,228 @@
+"""Streamed reads: ResumingRangeReader (resume after a dropped body, bounded), and the
+RangedStream / ReadHandle path that reads a long window as one streamed GET on a prefetch
+thread (errors typed, read-ahead bounded, threads gone after close)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from formats.errors import IndexInconsistentError
+from offloader.errors import ObjectNotFound, StoreError, StoreUnavailable
+from offloader.ledgers.base import InMemoryLedger
+from offloader.ranged_stream import PREFETCH_DEPTH, RangedStream
+from offloader.read_handle import ReadHandle
+from offloader.store.faulty import FaultPlan, FaultyObjectStore
+from offloader.store.local import LocalObjectStore
+from offloader.store.ranges import Body, ResumingRangeReader
+from offloader.writer import offload_ledger
+from tests.offload.conftest import settings_for
+
+UUID = "0b6c2f4e-4f3a-4c55-9d0e-1c2b3a4d5e6f"
+
+DATA = random.Random(3).randbytes(10_000)
+
+
+class _Body:
+    """Serves DATA from ``offset``; fails with ``error`` once ``fail_after`` bytes are out."""
+
+    def __init__(self, offset: int, fail_after: int | None, error: Exception) -> None:
+        self.pos = offset
+        self.fail_after = fail_after
+        self.error = error
+        self.closed = False
+
+    def read(self, n: int) -> bytes:
+        if self.fail_after is not None and self.fail_after <= 0:
+            raise self.error
+        if self.fail_after is not None:
+            n = min(n, self.fail_after)
+            self.fail_after -= n
+        data = DATA[self.pos : self.pos + n]
+        self.pos += len(data)
+        return data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Opener:
+    def __init__(self, fails: list[int | None], error: Exception | None = None) -> None:
+        self.fails = fails  # bytes each successive body serves before failing (None: never)
+        self.error = error or StoreUnavailable("connection reset")
+        self.offsets: list[int] = []
+        self.bodies: list[_Body] = []
+        self.size = len(DATA)
+
+    def __call__(self, offset: int) -> tuple[Body, int]:
+        self.offsets.append(offset)
+        fail = self.fails.pop(0) if self.fails else None
+        body = _Body(offset, fail, self.error)
+        self.bodies.append(body)
+        return body, self.size
+
+
+def _drain(reader: ResumingRangeReader, chunk: int = 700) -> bytes:
+    out = bytearray()
+    while data := reader.read(chunk):
+        out += data
+    return bytes(out)
+
+
+def test_resume_continues_from_the_first_byte_not_returned() -> None:
+    opener = _Opener([1500, 2000, None])
+    reader = ResumingRangeReader(opener, 100, 9000, attempts=3, what="obj")
+    assert _drain(reader) == DATA[100:9000]
+    assert opener.offsets == [100, 1600, 3600]
+    assert all(b.closed for b in opener.bodies[:2])
+
+
+def test_resume_gives_up_after_the_attempts_in_a_row() -> None:
+    opener = _Opener([10, 0, 0, 0, 0])
+    reader = ResumingRangeReader(opener, 0, 9000, attempts=3, what="obj")
+    assert reader.read(100) == DATA[:10]
+    with pytest.raises(StoreUnavailable, match="gave up after 3 attempts at offset 10"):
+        reader.read(100)
+    assert opener.offsets == [0, 10, 10]
+
+
+def test_progress_resets_the_attempt_count() -> None:
+    # every body fails after 50 bytes: each read still progresses, so the read completes
+    opener = _Opener([50] * 300)
+    reader = ResumingRangeReader(opener, 0, 5000, attempts=2, what="obj")
+    assert _drain(reader, 100) == DATA[:5000]
+
+
+def test_other_store_errors_are_not_retried() -> None:
+    opener = _Opener([10], error=StoreError("access revoked"))
+    reader = ResumingRangeReader(opener, 0, 9000, attempts=5, what="obj")
+    reader.read(10)
+    with pytest.raises(StoreError, match="access revoked"):
+        reader.read(10)
+    assert len(opener.offsets) == 1
+
+
+def test_a_changed_object_size_on_resume_is_refused() -> None:
+    opener = _Opener([10])
+    reader = ResumingRangeReader(opener, 0, 9000, attempts=5, what="obj")
+    reader.read(10)
+    opener.size = 5000
+    with pytest.raises(StoreError, match="changed while being read"):
+        reader.read(10)
+
+
+def test_a_body_ending_early_is_resumed() -> None:
+    class Short(_Opener):
+        def __call__(self, offset: int) -> tuple[Body, int]:
+            body, size = super().__call__(offset)
+            if len(self.offsets) == 1:
+                body.read = lambda n: b""  # type: ignore[method-assign]
+            return body, size
+
+    opener = Short([])
+    reader = ResumingRangeReader(opener, 0, 2000, attempts=2, what="obj")
+    assert _drain(reader) == DATA[:2000]
+    assert opener.offsets == [0, 0]
+
+
+# --- RangedStream / ReadHandle over a streamed window ------------------------------------
+def _ledger(tmp_path: Path, n: int = 2000) -> tuple[LocalObjectStore, list[bytes]]:
+    rng = random.Random(11)
+    payloads = [rng.randbytes(rng.randrange(0, 600)) for _ in range(n)]
+    store = LocalObjectStore(tmp_path / "objects")
+    settings = settings_for("local", 64 * 1024)
+    offload_ledger(InMemoryLedger(9, payloads), store, UUID, settings)
+    return store, payloads
+
+
+def _prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "range-prefetch"]
+
+
+def _wait_no_prefetch_threads() -> None:
+    deadline = time.monotonic() + 5
+    while _prefetch_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _prefetch_threads()
+
+
+def test_bulk_read_is_one_streamed_get(tmp_path: Path) -> None:
+    store, payloads = _ledger(tmp_path)
+    counted = FaultyObjectStore(store)
+    settings = settings_for("local", 64 * 1024, read_buffer_size=4096)
+    with ReadHandle.open(counted, 9, UUID, settings) as handle:
+        got = [e.payload for e in handle.iter_entries(0, len(payloads) - 1)]
+        assert got == payloads
+        assert counted.calls["open_range"] == handle.data_gets == 1
+        assert counted.calls["get_range"] == 0
+        assert counted.calls["range_read"] > 50  # read 4 KiB at a time
+    _wait_no_prefetch_threads()
+
+
+def test_a_failure_mid_stream_is_typed_and_the_handle_recovers(tmp_path: Path) -> None:
+    store, payloads = _ledger(tmp_path)
+    plan = FaultPlan().fail("range_read", StoreUnavailable("injected reset"), on_call=20)
+    counted = FaultyObjectStore(store, plan)
+    settings = settings_for("local", 64 * 1024, read_buffer_size=4096)
+    with ReadHandle.open(counted, 9, UUID, settings) as handle:
+        with pytest.raises(StoreUnavailable, match="injected reset"):
+            handle.read(0, len(payloads) - 1)
+        assert [e.payload for e in handle.read(0, len(payloads) - 1)] == payloads
+    _wait_no_prefetch_threads()
+
+
+def test_a_missing_data_object_is_named(tmp_path: Path) -> None:
+    store, payloads = _ledger(tmp_path)
+    plan = FaultPlan().fail("open_range", ObjectNotFound("no such object"))
+    with (
+        ReadHandle.open(
+            FaultyObjectStore(store, plan),
+            9,
+            UUID,
+            settings_for("local", 64 * 1024, read_buffer_size=4096),
+        ) as handle,
+        pytest.raises(ObjectNotFound, match="the data object is missing"),
+    ):
+        handle.read(0, len(payloads) - 1)
+
+
+def test_streamed_size_mismatch_is_an_inconsistency(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    store.put("blob", b"x" * 100_000, {})
+    stream = RangedStream(store, "blob", object_length=120_000, buffer_size=4096)
+    with pytest.raises(IndexInconsistentError, match="100000 bytes, the index says 120000"):
+        stream.read(1)
+    stream.close()
+
+
+def test_read_ahead_is_bounded_and_stops_on_close(tmp_path: Path) -> None:
+    store = FaultyObjectStore(LocalObjectStore(tmp_path))
+    blob = random.Random(4).randbytes(1024 * 1024)
+    store.put("blob", blob, {})
+    stream = RangedStream(store, "blob", object_length=len(blob), buffer_size=4096)
+    assert stream.read(10) == blob[:10]  # the caller stops consuming here
+    time.sleep(0.3)
+    # the thread filled its queue and waits: the chunk taken, the queue, one in hand
+    assert store.calls["range_read"] <= PREFETCH_DEPTH + 2
+    stream.close()
+    _wait_no_prefetch_threads()
+    assert store.calls["range_read"] <= PREFETCH_DEPTH + 2
+
+
+def test_a_seek_elsewhere_drops_the_stream(tmp_path: Path) -> None:
+    store = FaultyObjectStore(LocalObjectStore(tmp_path))
+    blob = random.Random(5).randbytes(256 * 1024)
+    store.put("blob", blob, {})
+    stream = RangedStream(store, "blob", object_length=len(blob), buffer_size=4096)
+    assert stream.read(5000) == blob[:5000]
+    stream.seek(200_000)
+    assert stream.read(5000) == blob[200_000:205_000]
+    stream.seek(5000)
+    assert stream.read(100_000) == blob[5000:105_000]
+    assert stream.gets == store.calls["open_range"] == 3
+    stream.close()
+    _wait_no_prefetch_threads()
