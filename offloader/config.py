@@ -1,12 +1,14 @@
 """Validated, frozen settings for offloading and reading.
 
 Defaults are Pulsar's (pulsar-format-facts §9). Memory: an offload holds at most
-``offload_concurrency`` blocks in flight plus one being filled, so peak buffer memory is about
-``(offload_concurrency + 1) * max_block_size`` (plus about 70 MB of interpreter and client).
-A ReadHandle fetches ``read_buffer_size`` bytes per ranged GET; a sequential streak doubles the
-fetch up to 8 buffers, and with ``read_ahead`` up to two more fetches are in flight (two once
-the streak is at 8 buffers), so an open handle holds at most ``3 * 8 * read_buffer_size`` bytes
-(24 MiB with the 1 MiB default).
+``offload_concurrency`` block buffers (uploading, or being filled while the others upload), so
+peak buffer memory is ``offload_concurrency * max_block_size`` (plus about 70 MB of interpreter
+and client).
+A ReadHandle reads a short window with one ranged GET; with ``read_ahead``, a long one (a bulk
+read) is one streamed GET read ``read_buffer_size`` bytes at a time, at most 8 chunks ahead of
+the caller; without it, ranged GETs of ``read_buffer_size`` bytes grow to 8 buffers on a
+sequential streak. An open handle holds about ``10 * read_buffer_size`` bytes (10 MiB with the
+1 MiB default).
 """
 
 from __future__ import annotations

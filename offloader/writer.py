@@ -10,11 +10,12 @@ anything fails. Steps:
    empty ledger is refused here, before any request reaches the store;
 2. create the multipart upload with the data object's user metadata;
 3. read entries in batches of ``ledger_read_batch_entries``, frame each block into one of
-   ``offload_concurrency + 1`` reusable :class:`~formats.block.BlockWriter` buffers, CRC32C it,
-   and upload it as part ``n`` on a pool of ``offload_concurrency`` threads. Peak buffer memory
-   is therefore about ``(offload_concurrency + 1) x max_block_size`` (plus one batch of entries;
-   the last, shorter block gets a buffer of its own size in place of a pooled one): 4 x 64 MiB
-   in flight + 64 MiB being filled with the defaults;
+   ``offload_concurrency`` reusable :class:`~formats.block.BlockWriter` buffers (allocated as
+   first needed), CRC32C it, and upload it as part ``n`` on a pool of ``offload_concurrency``
+   threads; a block is framed as soon as a buffer is free, while the other uploads go on. Peak
+   buffer memory is therefore ``offload_concurrency x max_block_size`` (plus one batch of
+   entries; the last, shorter block gets a buffer of its own size in place of a pooled one):
+   4 x 64 MiB with the defaults;
 4. check that the entries read have the lengths that were planned (else the ledger changed
    under us: :class:`IndexInconsistentError`), complete the upload;
 5. build the index from the entries actually read (``length`` and ``lastEntryId`` computed from
@@ -327,7 +328,9 @@ class _Offload:
         self.entries = entries
         window = settings.offload_concurrency
         buffer_size = max(p.size for p in plans)
-        free = [BlockWriter(buffer_size) for _ in range(min(window + 1, len(plans)))]
+        # at most `window` buffers, allocated as first needed (each costs its page faults)
+        free: list[BlockWriter] = []
+        allocated = 0
         in_flight: dict[Future[UploadedPart], tuple[BlockWriter, int]] = {}
         parts: list[UploadedPart] = []
         crcs: list[int] = []
@@ -352,14 +355,23 @@ class _Offload:
 
         for n, plan in enumerate(plans):
             harvest(block=False)
-            while not free:
-                harvest(block=True)
-            writer = free.pop()
-            if n == len(plans) - 1:
-                free.clear()  # no more blocks: let the spare buffers go
-                if plan.size < buffer_size:
-                    # a buffer of the exact size: the S3 client then sends it without a copy
-                    writer = BlockWriter(plan.size)
+            last = n == len(plans) - 1
+            if last and plan.size < buffer_size:
+                # a buffer of the exact size (the S3 client then sends it without a copy), in
+                # place of a pooled one: at most window - 1 uploads hold theirs meanwhile
+                while len(in_flight) >= window:
+                    harvest(block=True)
+                free.clear()
+                writer = BlockWriter(plan.size)
+            else:
+                if not free and allocated < window:
+                    free.append(BlockWriter(buffer_size))
+                    allocated += 1
+                while not free:
+                    harvest(block=True)
+                writer = free.pop()
+                if last:
+                    free.clear()  # no more blocks: let the spare buffers go
             block = writer.write_block(
                 plan.first_entry_id, _BlockPayloads(entries, plan), plan.size
             )
