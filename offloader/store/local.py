@@ -186,13 +186,7 @@ class LocalObjectStore:
         if start < 0 or end <= start:
             raise StoreError(f"get_range {self._show(key)}: invalid range [{start}, {end})")
         with self._open(key, "get_range") as (f, meta, offset):
-            size = os.fstat(f.fileno()).st_size - offset
-            if start >= size:
-                raise StoreError(
-                    f"get_range {self._show(key)}: range [{start}, {end}) not "
-                    f"satisfiable, object has {size} bytes"
-                )
-            f.seek(offset + start)
+            size = self._seek_range("get_range", key, f, offset, start, end)
             data = f.read(min(end, size) - start)
         return GetResult(data=data, size=size, metadata=meta)
 
@@ -202,15 +196,21 @@ class LocalObjectStore:
         stack = ExitStack()
         with stack:
             f, _meta, offset = stack.enter_context(self._open(key, "open_range"))
-            size = os.fstat(f.fileno()).st_size - offset
-            if start >= size:
-                raise StoreError(
-                    f"open_range {self._show(key)}: range [{start}, {end}) not "
-                    f"satisfiable, object has {size} bytes"
-                )
-            f.seek(offset + start)
+            size = self._seek_range("open_range", key, f, offset, start, end)
             reader = _LocalRangeReader(f, size, min(end, size) - start, stack.pop_all())
         return reader
+
+    def _seek_range(self, op: str, key: str, f: BinaryIO, offset: int, start: int, end: int) -> int:
+        """Seek ``f`` to the range's start; returns the object's size (``StoreError`` when the
+        range starts at or past its end)."""
+        size = os.fstat(f.fileno()).st_size - offset
+        if start >= size:
+            raise StoreError(
+                f"{op} {self._show(key)}: range [{start}, {end}) not satisfiable, object has "
+                f"{size} bytes"
+            )
+        f.seek(offset + start)
+        return size
 
     def head(self, key: str) -> ObjectInfo:
         with self._open(key, "head") as (f, meta, offset):
