@@ -72,7 +72,6 @@ def parse_entries_py(
         raise ValueError("parse_entries: negative offset")
     limit = min(limit, len(buf)) - ENTRY_HEADER_LEN
     cur_id = first_id
-    ids: list[int] = []
     payloads: list[bytes] = []
     append = payloads.append
     while cur_id <= last_id and off <= limit:
@@ -86,9 +85,9 @@ def parse_entries_py(
         append(buf[off : off + length])
         off += length
         cur_id += 1
-    ids = list(range(first_id, cur_id))
     new = tuple.__new__
-    entries = [new(entry_type, pair) for pair in zip(ids, payloads, strict=True)]
+    pairs = zip(range(first_id, cur_id), payloads, strict=True)
+    entries = [new(entry_type, pair) for pair in pairs]
     return entries, off, cur_id, learn_next
 
 

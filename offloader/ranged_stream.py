@@ -29,6 +29,8 @@ Not thread-safe: one caller at a time (the prefetch thread only reads the stream
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
@@ -280,21 +282,10 @@ class RangedStream:
         start = prefetch.next_offset
         try:
             data = prefetch.take()
-        except ObjectNotFound as exc:
-            self._drop_prefetch()
-            raise ObjectNotFound(f"{self._what}: the data object is missing ({exc})") from exc
-        except (StoreUnavailable, AccessDenied):
-            self._drop_prefetch()
-            raise
-        except StoreError as exc:
+        except Exception as exc:
             self._drop_prefetch()
             self._check_size(prefetch.object_size)
-            self._check_size_after_failure(exc)
-            raise
-        except Exception:
-            self._drop_prefetch()
-            self._check_size(prefetch.object_size)
-            raise
+            self._raise_fetch_error(exc)
         self._check_size(prefetch.object_size)
         if not data:
             raise TruncatedError(f"{self._what}: no bytes at offset {start}", offset=start)
@@ -315,13 +306,8 @@ class RangedStream:
         self._gets += 1
         try:
             result = self._store.get_range(self._key, start, end)
-        except ObjectNotFound as exc:
-            raise ObjectNotFound(f"{self._what}: the data object is missing ({exc})") from exc
-        except (StoreUnavailable, AccessDenied):
-            raise
         except StoreError as exc:
-            self._check_size_after_failure(exc)
-            raise
+            self._raise_fetch_error(exc)
         self._check_size(result.size)
         if len(result.data) != end - start:
             raise TruncatedError(
@@ -329,6 +315,15 @@ class RangedStream:
                 offset=start,
             )
         return result.data
+
+    def _raise_fetch_error(self, exc: Exception) -> NoReturn:
+        """Raise a failed fetch's error, named for this object: a missing data object, or a
+        shorter object than the index promised (an inconsistency, not a store error)."""
+        if isinstance(exc, ObjectNotFound):
+            raise ObjectNotFound(f"{self._what}: the data object is missing ({exc})") from exc
+        if isinstance(exc, StoreError) and not isinstance(exc, StoreUnavailable | AccessDenied):
+            self._check_size_after_failure(exc)
+        raise exc
 
     def _check_size_after_failure(self, cause: StoreError) -> None:
         """A refused range on a shorter object than the index promised is an inconsistency."""
