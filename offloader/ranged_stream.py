@@ -22,13 +22,18 @@ the buffer plus at most ``PREFETCH_DEPTH x buffer_size`` read ahead (or one ``ma
 Every GET checks that the object's real size equals the length the index promised, which
 catches a truncated or replaced data object. The stream can also checksum a contiguous run of
 consumed bytes (``crc_begin`` / ``crc_end``): the ReadHandle uses that to verify whole blocks
-against the CRC32Cs of the index extension.
+against the CRC32Cs of the index extension. When the run begins at one of ``crc_boundaries``
+(the block boundaries) and its bytes come from a streamed window, the prefetch thread sums
+them as they arrive (off the caller's thread); a run whose bytes come partly from elsewhere
+continues from the thread's sum on the caller's thread, so every consumed byte is summed
+exactly once, wherever it came from.
 
 Not thread-safe: one caller at a time (the prefetch thread only reads the streamed body).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NoReturn
 
 from formats.errors import IndexInconsistentError, TruncatedError
@@ -57,6 +62,7 @@ class RangedStream:
         single_get_max: int | None = None,
         max_fetch: int | None = None,
         description: str | None = None,
+        crc_boundaries: Sequence[int] = (),
     ) -> None:
         self._store = store
         self._key = key
@@ -78,9 +84,14 @@ class RangedStream:
         #: a fetch whose first bytes were joined to the previous buffer's last ones:
         #: (object offset, bytes), the buffer at the next refill
         self._following: tuple[int, bytes] | None = None
+        self._crc_bounds = tuple(sorted(set(crc_boundaries)))
         self._crc_on = False
+        self._crc_start = 0
+        #: summing on the caller's thread: the CRC of [crc_start, crc_pos)
         self._crc_pos = 0
         self._crc = 0
+        #: summing on a prefetch thread instead: the prefetcher whose bytes these are
+        self._crc_src: RangePrefetcher | None = None
         self._closed = False
 
     # --- state ----------------------------------------------------------------------------
@@ -116,7 +127,7 @@ class RangedStream:
                 offset=pos,
             )
         if pos != self._pos:
-            self._crc_on = False
+            self._crc_cancel()
         self._pos = pos
 
     def advance(self, n: int) -> None:
@@ -153,33 +164,79 @@ class RangedStream:
         """Start a CRC32C over the bytes consumed from the current position on; any seek
         elsewhere cancels it."""
         self._crc_on = True
-        self._crc_pos = self._pos
+        self._crc_start = self._crc_pos = self._pos
         self._crc = 0
+        prefetch = self._prefetch
+        # the prefetch thread sums the run if every byte from here on comes from it
+        self._crc_src = (
+            prefetch
+            if prefetch is not None and prefetch.sums_region(self._pos) and not prefetch.exhausted
+            else None
+        )
 
     @property
     def crc_active(self) -> bool:
         return self._crc_on
+
+    @property
+    def crc_on_prefetch_thread(self) -> bool:
+        """Whether the current run is being summed by the prefetch thread."""
+        return self._crc_on and self._crc_src is not None
 
     def crc_end(self) -> int | None:
         """The CRC32C of the bytes consumed since :meth:`crc_begin`, or None if it was
         cancelled by a seek."""
         if not self._crc_on:
             return None
-        self._crc_update()
+        src = self._crc_src
+        if src is None:
+            self._crc_update()
+        self._crc_cancel()
+        if src is not None:
+            # None if the thread's sum does not end exactly here (not a region's end)
+            return src.region_crc(self._crc_start, self._pos)
+        return self._crc if self._crc_pos == self._pos else None
+
+    def _crc_cancel(self) -> None:
         self._crc_on = False
-        return self._crc
+        self._crc_src = None
 
     def _crc_update(self) -> None:
-        if not self._crc_on or self._pos == self._crc_pos:
+        """Sum the bytes consumed since the last update (caller's thread only)."""
+        if not self._crc_on or self._crc_src is not None or self._pos <= self._crc_pos:
             return
         lo = self._crc_pos - self._buf_start
         hi = self._pos - self._buf_start
         if lo < 0 or hi > len(self._buf):
-            self._crc_on = False  # bytes were skipped: this run cannot be checked
+            self._crc_cancel()  # bytes were skipped: this run cannot be checked
             return
-        if hi > lo:
-            self._crc = crc32c(memoryview(self._buf)[lo:hi], self._crc)
+        self._crc = crc32c(memoryview(self._buf)[lo:hi], self._crc)
         self._crc_pos = self._pos
+
+    def _crc_source(self, prefetch: RangePrefetcher | None) -> None:
+        """The bytes after the buffer come from ``prefetch`` (None: from ranged GETs): a
+        run summed by another prefetcher continues on the caller's thread from that
+        thread's sum; a run that has consumed nothing yet moves to a new prefetcher."""
+        if not self._crc_on:
+            return
+        src = self._crc_src
+        if src is not None and src is not prefetch:
+            # the run's prefetcher has delivered all it will (it is exhausted): continue
+            # from its sum, at the offset after its last byte
+            reached = src.next_offset
+            crc = src.region_crc(self._crc_start, reached)
+            self._crc_src = None
+            if crc is None or not src.exhausted:
+                self._crc_cancel()
+                return
+            self._crc, self._crc_pos = crc, reached
+        elif (
+            src is None
+            and prefetch is not None
+            and self._crc_pos == self._crc_start == prefetch.start
+            and prefetch.sums_region(self._crc_start)
+        ):
+            self._crc_src = prefetch
 
     # --- fetching -------------------------------------------------------------------------
     def _refill(self, need: int) -> None:
@@ -192,8 +249,6 @@ class RangedStream:
             if f_start <= self._pos and self._pos + need <= f_start + len(f_buf):
                 self._buf = f_buf
                 self._buf_start = f_start
-                if self._crc_on:
-                    self._crc_pos = self._pos
                 return
         remainder = b""
         if self.buffered():
@@ -212,6 +267,7 @@ class RangedStream:
             pos = f_start + len(f_buf)
         if pos < want_end:
             prefetch = self._prefetcher(pos, span_end)
+            self._crc_source(prefetch)
             if prefetch is not None:
                 while pos < want_end:
                     got = self._take(prefetch)
@@ -230,8 +286,6 @@ class RangedStream:
         else:
             self._buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._buf_start = self._pos
-        if self._crc_on:
-            self._crc_pos = self._pos
         self._last_fetch_end = pos
 
     def _fetch_with_gets(
@@ -275,6 +329,7 @@ class RangedStream:
             span_end,
             chunk=self._buffer_size,
             depth=PREFETCH_DEPTH,
+            crc_boundaries=self._crc_bounds,
         )
         return self._prefetch
 

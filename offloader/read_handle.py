@@ -18,7 +18,8 @@ Pulsar's ``BlobStoreBackedReadHandleImpl`` (pulsar-format-facts §5.3), faster:
   one offset per 16 KiB of a bulk read or a skip (Pulsar's "learned offsets"), so it stays cheap
   on sequential scans; a re-read starts at most 16 KiB before its entry;
 * a block read whole, sequentially, is checked against its CRC32C from the extension
-  (:class:`ChecksumMismatchError`), its header against the index;
+  (:class:`ChecksumMismatchError`; summed by the prefetch thread when the block is streamed),
+  its header against the index;
 * every GET checks the data object's real size against the index (:class:`IndexInconsistentError`).
 
 A handle is not safe for concurrent use (one read at a time); open one per thread, sharing an
@@ -227,8 +228,15 @@ class ReadHandle:
                 single_get_max=0 if pulsar else max(SINGLE_GET_BUFFERS * buf, SINGLE_GET_MIN),
                 max_fetch=buf if pulsar else None,
                 description=self._what,
+                crc_boundaries=self._block_boundaries() if self._crcs is not None else (),
             )
         return self._stream
+
+    def _block_boundaries(self) -> list[int]:
+        """Where blocks begin and end in the data object (their CRC32Cs are summed between)."""
+        index = self._index
+        spans = (index.block_span(b) for b in range(index.block_count))
+        return sorted({offset for span in spans for offset in span})
 
     def _window_end(self, last: int) -> int:
         """The end of the bytes a read up to ``last`` can need."""

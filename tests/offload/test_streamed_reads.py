@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from formats.errors import IndexInconsistentError
+from formats.errors import ChecksumMismatchError, IndexInconsistentError
+from formats.extension import crc32c
+from formats.keys import data_key
 from offloader.errors import ObjectNotFound, StoreError, StoreUnavailable
 from offloader.ledgers.base import InMemoryLedger
 from offloader.ranged_stream import PREFETCH_DEPTH, RangedStream
@@ -225,4 +227,83 @@ def test_a_seek_elsewhere_drops_the_stream(tmp_path: Path) -> None:
     assert stream.read(100_000) == blob[5000:105_000]
     assert stream.gets == store.calls["open_range"] == 3
     stream.close()
+    _wait_no_prefetch_threads()
+
+
+# --- block CRC32Cs summed by the prefetch thread -----------------------------------------
+def _crc_stream(tmp_path: Path, bounds: list[int]) -> tuple[RangedStream, bytes]:
+    store = LocalObjectStore(tmp_path)
+    blob = random.Random(6).randbytes(200_000)
+    store.put("blob", blob, {})
+    stream = RangedStream(
+        store, "blob", object_length=len(blob), buffer_size=4096, crc_boundaries=bounds
+    )
+    return stream, blob
+
+
+def test_streamed_regions_are_summed_on_the_prefetch_thread(tmp_path: Path) -> None:
+    bounds = [0, 70_001, 150_000, 200_000]
+    stream, blob = _crc_stream(tmp_path, bounds)
+    stream.crc_begin()  # nothing fetched yet: the first streamed GET takes the run over
+    assert stream.read(100) == blob[:100]
+    assert stream.crc_on_prefetch_thread
+    stream.read(70_001 - 100)
+    assert stream.crc_end() == crc32c(blob[:70_001])
+    stream.crc_begin()  # at a boundary inside the streamed window
+    assert stream.crc_on_prefetch_thread
+    stream.read(150_000 - 70_001)
+    assert stream.crc_end() == crc32c(blob[70_001:150_000])
+    stream.crc_begin()
+    stream.read(10)
+    assert stream.crc_end() is None  # not a region's end: cannot be checked
+    stream.close()
+    _wait_no_prefetch_threads()
+
+
+def test_a_run_whose_stream_ends_continues_on_the_callers_thread(tmp_path: Path) -> None:
+    bounds = [0, 40_000, 200_000]
+    stream, blob = _crc_stream(tmp_path, bounds)
+    stream.set_window(120_003)  # the streamed GET ends inside the second region
+    stream.read(40_000)
+    stream.crc_begin()
+    assert stream.crc_on_prefetch_thread
+    stream.read(120_003 - 40_000 - 7)  # a few bytes short of the stream's end
+    stream.set_window(200_000)
+    stream.read(200_000 - stream.position)  # the rest comes from a second streamed GET
+    assert not stream.crc_on_prefetch_thread
+    assert stream.crc_end() == crc32c(blob[40_000:])
+    assert stream.gets == 2
+    stream.close()
+
+
+def test_a_run_begun_off_a_boundary_is_summed_by_the_caller(tmp_path: Path) -> None:
+    stream, blob = _crc_stream(tmp_path, [0, 100_000, 200_000])
+    stream.read(33)
+    stream.crc_begin()
+    assert not stream.crc_on_prefetch_thread
+    stream.read(100_000 - 33)
+    assert stream.crc_end() == crc32c(blob[33:100_000])
+    stream.close()
+
+
+@pytest.mark.parametrize("corrupt_block", [0, 2, -1])
+def test_a_corrupt_block_is_caught_on_a_streamed_read(tmp_path: Path, corrupt_block: int) -> None:
+    store, payloads = _ledger(tmp_path, n=3000)
+    settings = settings_for("local", 64 * 1024, read_buffer_size=4096)
+    with ReadHandle.open(store, 9, UUID, settings) as handle:
+        index = handle.index
+        block = corrupt_block % index.block_count
+        start, end = index.block_span(block)
+    key = data_key(UUID, 9)
+    data = bytearray(store.get(key).data)
+    # flip a byte inside a payload in the middle of the block: framing stays valid
+    at = (start + end) // 2
+    data[at] ^= 0x01
+    store.put(key, bytes(data), store.head(key).metadata)
+    with (
+        ReadHandle.open(store, 9, UUID, settings) as handle,
+        pytest.raises(ChecksumMismatchError, match=f"block {block} CRC32C"),
+    ):
+        for _ in handle.iter_entries(0, len(payloads) - 1):
+            pass
     _wait_no_prefetch_threads()
