@@ -15,7 +15,7 @@ whole block in one GET). Both are measured as MB/s of data-object bytes, best of
 goal ratio >= 0.7.
 Spark session start-up and the first job (Python worker start) are reported separately.
 
-    python -m bench spark [--s3 moto|rgw] [--total 256M] [--block 16M] [--entry 4K]
+    python -m bench spark [--s3 moto|rgw] [--total 512M] [--block 64M] [--entry 4K]
                           [--ledgers 4] [--repeat 3] [--read-buffer 1M ...]
 """
 
@@ -120,8 +120,8 @@ def _best(repeat: int, fn: Any) -> tuple[float, Any]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench spark", description=__doc__)
     parser.add_argument("--s3", choices=("moto", "rgw"), default="moto")
-    parser.add_argument("--total", default="256M")
-    parser.add_argument("--block", default="16M")
+    parser.add_argument("--total", default="512M")
+    parser.add_argument("--block", default="64M")
     parser.add_argument("--entry", default="4K")
     parser.add_argument("--ledgers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)

@@ -3,7 +3,9 @@
 A block is ``header || (len:i32, entry_id:i64, payload)* || padding`` (spec/block-format.md).
 :class:`BlockWriter` fills one reusable buffer per block (each payload is copied once, into that
 buffer); :func:`iter_block_entries` walks a block's entries as memoryviews (no copies) and
-checks every length, id and the padding, raising typed errors that name the offset.
+checks every length, id and the padding, raising typed errors that name the offset;
+:func:`pack_block_entries` does the same checks in one pass and packs the payloads as an Arrow
+binary column (the Spark source's batches).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from formats.errors import BadMagicError, CorruptDataError, TruncatedError
-from formats.framing import frame_entries
+from formats.errors import BadMagicError, CorruptDataError, OffloaderError, TruncatedError
+from formats.framing import frame_entries, pack_entries
 from formats.wire import (
     BLOCK_HEADER_FIELDS,
     BLOCK_HEADER_LEN,
@@ -131,20 +133,11 @@ class BlockEntry:
     offset: int
 
 
-def iter_block_entries(
-    block: Buffer,
-    *,
-    base_offset: int = 0,
-    expected_first_entry_id: int | None = None,
-    check_padding: bool = True,
-) -> Iterator[BlockEntry]:
-    """Walk a whole block's entries in order.
-
-    ``base_offset`` is the block's offset in the data object (for offsets in errors and in the
-    yielded entries). Entry ids must increase by one from the header's ``first_entry_id``; the
-    first non-entry bytes must be padding (a negative length), running to the block's end.
-    """
-    view = memoryview(block)
+def _checked_header(
+    view: memoryview, base_offset: int, expected_first_entry_id: int | None
+) -> DataBlockHeader:
+    """The block's header, checked against the block's length, its reserved bytes (zeros) and
+    the first entry id the index expects."""
     header = DataBlockHeader.decode(view, 0, base_offset=base_offset)
     if header.block_len != len(view):
         raise TruncatedError(
@@ -165,6 +158,24 @@ def iter_block_entries(
             f"{expected_first_entry_id}",
             offset=base_offset + 20,
         )
+    return header
+
+
+def iter_block_entries(
+    block: Buffer,
+    *,
+    base_offset: int = 0,
+    expected_first_entry_id: int | None = None,
+    check_padding: bool = True,
+) -> Iterator[BlockEntry]:
+    """Walk a whole block's entries in order.
+
+    ``base_offset`` is the block's offset in the data object (for offsets in errors and in the
+    yielded entries). Entry ids must increase by one from the header's ``first_entry_id``; the
+    first non-entry bytes must be padding (a negative length), running to the block's end.
+    """
+    view = memoryview(block)
+    header = _checked_header(view, base_offset, expected_first_entry_id)
     yield from iter_framed_entries(
         view,
         header.header_len,
@@ -194,32 +205,81 @@ def iter_framed_entries(
     while pos < end:
         if end_entry_id is not None and expected > end_entry_id:
             return
-        remaining = end - pos
-        if remaining < 4 or (remaining >= 4 and view[pos] & 0x80):
-            # a negative length (or fewer than 4 bytes): padding up to the end
-            if check_padding and not is_padding(view[pos:end]):
-                raise CorruptDataError(
-                    "bytes after the last entry are neither an entry nor padding",
-                    offset=base_offset + pos,
+        if end - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
+            length, entry_id = unpack(view, pos)
+            payload_end = pos + ENTRY_HEADER_LEN + length
+            if entry_id == expected and payload_end <= end:
+                yield BlockEntry(
+                    entry_id, view[pos + ENTRY_HEADER_LEN : payload_end], base_offset + pos
                 )
-            return
-        if remaining < ENTRY_HEADER_LEN:
-            raise TruncatedError(
-                f"entry header needs {ENTRY_HEADER_LEN} bytes, {remaining} left",
+                pos = payload_end
+                expected += 1
+                continue
+        error = _stop_error(view, pos, expected, base_offset, check_padding)
+        if error is not None:
+            raise error
+        return
+
+
+def _stop_error(
+    view: memoryview, pos: int, expected: int, base_offset: int, check_padding: bool
+) -> OffloaderError | None:
+    """Why the entries of ``view`` stop at ``pos``: None for the end or valid padding, else
+    the typed error naming the offset."""
+    end = len(view)
+    remaining = end - pos
+    if remaining < 4 or view[pos] & 0x80:
+        # a negative length (or fewer than 4 bytes): padding up to the end
+        if check_padding and not is_padding(view[pos:end]):
+            return CorruptDataError(
+                "bytes after the last entry are neither an entry nor padding",
                 offset=base_offset + pos,
             )
-        length, entry_id = unpack(view, pos)
-        if entry_id != expected:
-            raise CorruptDataError(
-                f"entry id {entry_id} where entry {expected} was expected",
-                offset=base_offset + pos + 4,
-            )
-        payload_end = pos + ENTRY_HEADER_LEN + length
-        if payload_end > end:
-            raise TruncatedError(
-                f"entry {entry_id} of {length} bytes overruns the block ({end - pos - 12} left)",
-                offset=base_offset + pos,
-            )
-        yield BlockEntry(entry_id, view[pos + ENTRY_HEADER_LEN : payload_end], base_offset + pos)
-        pos = payload_end
-        expected += 1
+        return None
+    if remaining < ENTRY_HEADER_LEN:
+        return TruncatedError(
+            f"entry header needs {ENTRY_HEADER_LEN} bytes, {remaining} left",
+            offset=base_offset + pos,
+        )
+    length, entry_id = ENTRY_HEADER.unpack_from(view, pos)
+    if entry_id != expected:
+        return CorruptDataError(
+            f"entry id {entry_id} where entry {expected} was expected",
+            offset=base_offset + pos + 4,
+        )
+    return TruncatedError(
+        f"entry {entry_id} of {length} bytes overruns the block ({remaining - 12} left)",
+        offset=base_offset + pos,
+    )
+
+
+@dataclass(frozen=True)
+class PackedEntries:
+    """A block's entries as an Arrow binary column: ids ``first_entry_id ..`` (``count`` of
+    them), every payload back to back in ``data``, and ``count + 1`` native int32 ``offsets``
+    (bytes) into it."""
+
+    first_entry_id: int
+    count: int
+    data: bytes
+    offsets: bytes
+
+
+def pack_block_entries(
+    block: Buffer,
+    *,
+    base_offset: int = 0,
+    expected_first_entry_id: int | None = None,
+    check_padding: bool = True,
+) -> PackedEntries:
+    """Every entry of a whole block, packed in one pass (in C when built): the same checks
+    and typed errors as :func:`iter_block_entries`, one copy of the payloads."""
+    view = memoryview(block)
+    header = _checked_header(view, base_offset, expected_first_entry_id)
+    first = header.first_entry_id
+    data, offsets, count, stop, _why = pack_entries(view, header.header_len, len(view), first)
+    if stop < len(view):
+        error = _stop_error(view, stop, first + count, base_offset, check_padding)
+        if error is not None:
+            raise error
+    return PackedEntries(first, count, data, offsets)

@@ -1,17 +1,19 @@
-"""The per-entry loops of the block format: framing entries into a block and cutting them out.
+"""The per-entry loops of the block format: framing entries into a block, cutting them out as
+entry objects, and packing a block's payloads the way Arrow lays out a binary column.
 
 Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (pulsar-format-facts §2).
-These two loops run once per entry, so for small entries they are most of the CPU time of an
-offload or a sequential read. Each has a C version in ``formats/_speedups.c`` (built by
-``pip install``, about 10x faster) and a pure-Python twin here, with the same signature and
-results; :data:`frame_entries` and :data:`parse_entries` are the C ones when the extension is
-built, else the Python ones (``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python). The tests run
-both implementations on the same inputs.
+These loops run once per entry, so for small entries they are most of the CPU time of an
+offload, a sequential read or a Spark scan. Each has a C version in ``formats/_speedups.c``
+(built by ``pip install``, about 10x faster) and a pure-Python twin here, with the same
+signature and results; :data:`frame_entries`, :data:`parse_entries` and :data:`pack_entries`
+are the C ones when the extension is built, else the Python ones
+(``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python). The tests run both on the same inputs.
 """
 
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +23,8 @@ __all__ = [
     "SPEEDUPS",
     "frame_entries",
     "frame_entries_py",
+    "pack_entries",
+    "pack_entries_py",
     "parse_entries",
     "parse_entries_py",
 ]
@@ -91,18 +95,62 @@ def parse_entries_py(
     return entries, off, cur_id, learn_next
 
 
+#: why :func:`pack_entries` stopped: the end or a negative length (padding), a header cut off
+#: by the limit, an unexpected entry id, an entry running past the limit
+PACK_END, PACK_SHORT_HEADER, PACK_WRONG_ID, PACK_OVERRUN = 0, 1, 2, 3
+
+
+def pack_entries_py(
+    buf: Any, off: int, limit: int, first_id: int
+) -> tuple[bytes, bytes, int, int, int]:
+    """The consecutive entries of ``buf[off:limit]`` (ids from ``first_id``) packed as an
+    Arrow binary column: (payloads back to back, count + 1 native int32 offsets, count,
+    where the entries stop, why: one of the ``PACK_*`` statuses)."""
+    view = memoryview(buf).cast("B")
+    if off < 0 or limit > len(view) or off > limit:
+        raise ValueError("pack_entries: off/limit outside the buffer")
+    pos, cur_id, status = off, first_id, PACK_END
+    spans: list[memoryview] = []
+    offsets = array("i", [0])
+    total = 0
+    while pos < limit:
+        remaining = limit - pos
+        if remaining < 4 or view[pos] & 0x80:
+            break
+        if remaining < ENTRY_HEADER_LEN:
+            status = PACK_SHORT_HEADER
+            break
+        length, entry_id = _UNPACK(view, pos)
+        if entry_id != cur_id:
+            status = PACK_WRONG_ID
+            break
+        if length > remaining - ENTRY_HEADER_LEN:
+            status = PACK_OVERRUN
+            break
+        spans.append(view[pos + ENTRY_HEADER_LEN : pos + ENTRY_HEADER_LEN + length])
+        total += length
+        if total > 0x7FFFFFFF:
+            raise OverflowError("pack_entries: over 2 GiB of payload")
+        offsets.append(total)
+        pos += ENTRY_HEADER_LEN + length
+        cur_id += 1
+    return b"".join(spans), offsets.tobytes(), len(spans), pos, status
+
+
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
 ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
+PackEntries = Callable[[Any, int, int, int], tuple[bytes, bytes, int, int, int]]
 
 
-def _pick() -> tuple[FrameEntries, ParseEntries, bool]:
+def _pick() -> tuple[FrameEntries, ParseEntries, PackEntries, bool]:
+    python = frame_entries_py, parse_entries_py, pack_entries_py, False
     if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
-        return frame_entries_py, parse_entries_py, False
+        return python
     try:
         from formats import _speedups  # type: ignore[attr-defined]
     except ImportError:
-        return frame_entries_py, parse_entries_py, False
-    return _speedups.frame_entries, _speedups.parse_entries, True
+        return python
+    return _speedups.frame_entries, _speedups.parse_entries, _speedups.pack_entries, True
 
 
-frame_entries, parse_entries, SPEEDUPS = _pick()
+frame_entries, parse_entries, pack_entries, SPEEDUPS = _pick()

@@ -76,6 +76,9 @@ def local_session(app_name: str = "ledger-offloader", *, master: str = "local[2]
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.python.worker.reuse", "true")
+        # the JVM talks to Python workers over a Unix socket: over loopback TCP, each task's
+        # exchange stalls about 40 ms (Nagle and delayed ACKs), 3x the cost of a small task
+        .config("spark.python.unix.domain.socket.enabled", "true")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -36,7 +36,7 @@ from offloader.errors import ConfigError
 from offloader.logs import redact
 from offloader.objects import BlockRef, block_refs, load_index, read_block
 from offloader.store import open_store
-from offloader.store.base import GetResult, ObjectStore
+from offloader.store.base import GetResult, ObjectStore, RangeReader
 
 __all__ = [
     "AWS_ENV_PREFIXES",
@@ -453,11 +453,13 @@ def executor_store(spec: StoreSpec) -> ObjectStore:
 
 
 class CountingStore:
-    """Delegates to a store and counts its GETs (whole and ranged); for tests and benchmarks."""
+    """Delegates to a store and counts its GET requests (whole, ranged and streamed ranges)
+    and the reads of streamed bodies; for tests and benchmarks."""
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
         self.gets = 0
+        self.body_reads = 0
 
     def get(self, key: str) -> GetResult:
         self.gets += 1
@@ -467,8 +469,29 @@ class CountingStore:
         self.gets += 1
         return self._store.get_range(key, start, end)
 
+    def open_range(self, key: str, start: int, end: int) -> RangeReader:
+        self.gets += 1
+        return _CountingReader(self._store.open_range(key, start, end), self)
+
     def close(self) -> None:
         """The wrapped store stays open (it may be a cached executor client)."""
+
+
+class _CountingReader:
+    def __init__(self, reader: RangeReader, counts: CountingStore) -> None:
+        self._reader = reader
+        self._counts = counts
+
+    @property
+    def size(self) -> int:
+        return self._reader.size
+
+    def read(self, n: int) -> bytes:
+        self._counts.body_reads += 1
+        return self._reader.read(n)
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 def iter_task_entries(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from array import array
 from typing import Any, NamedTuple
 
 import pytest
@@ -139,3 +140,56 @@ def test_c_and_python_agree_on_any_bytes(
     c = _parse(IMPLEMENTATIONS[1].values[0], data, *args)
     assert c == py
     assert py[1] <= len(data) and all(len(p) <= len(data) for _, p in py[0])
+
+
+# --- pack_entries: a block's payloads as an Arrow binary column ---------------------------
+PACKERS = [pytest.param(framing.pack_entries_py, id="python")]
+if _speedups is not None:
+    PACKERS.append(pytest.param(_speedups.pack_entries, id="c"))
+
+
+def _offsets(raw: bytes) -> list[int]:
+    return list(array("i", raw))
+
+
+@pytest.mark.parametrize("pack", PACKERS)
+def test_pack_round_trip(pack: Any) -> None:
+    payloads = [b"", b"a", os.urandom(1000), b"", b"xyz"]
+    buf = b"\x00" * 7 + _frame(payloads, 41) + b"\xfe\xdc\xde\xad" * 3
+    data, offsets, count, stop, why = pack(memoryview(buf), 7, len(buf), 41)
+    assert data == b"".join(payloads) and count == len(payloads)
+    assert _offsets(offsets) == [0, 0, 1, 1001, 1001, 1004]
+    assert (stop, why) == (7 + len(_frame(payloads, 41)), framing.PACK_END)
+
+
+@pytest.mark.parametrize("pack", PACKERS)
+def test_pack_refuses_a_window_outside_the_buffer(pack: Any) -> None:
+    with pytest.raises(ValueError, match="outside the buffer"):
+        pack(b"abc", 0, 4, 0)
+
+
+@settings(max_examples=300)
+@given(
+    payloads=payload_lists,
+    first=st.integers(0, 2**40),
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    cut=st.integers(0, 10_000),
+)
+def test_c_and_python_pack_alike(
+    payloads: list[bytes], first: int, damage: list[tuple[int, int]], cut: int
+) -> None:
+    """Valid, damaged or truncated bytes: both pack the same entries and stop at the same
+    place for the same reason."""
+    if _speedups is None:
+        pytest.skip("formats._speedups is not built (test_the_c_loops_are_built fails)")
+    buf = bytearray(_frame(payloads, first))
+    for at, value in damage:
+        if buf:
+            buf[at % len(buf)] = value
+    data = bytes(buf[: min(cut, len(buf))])
+    py = framing.pack_entries_py(data, 0, len(data), first)
+    c = _speedups.pack_entries(data, 0, len(data), first)
+    assert c == py
+    packed, offsets, count, stop, _ = py
+    assert len(_offsets(offsets)) == count + 1 and _offsets(offsets)[-1] == len(packed)
+    assert stop <= len(data)

@@ -307,3 +307,35 @@ def test_a_corrupt_block_is_caught_on_a_streamed_read(tmp_path: Path, corrupt_bl
         for _ in handle.iter_entries(0, len(payloads) - 1):
             pass
     _wait_no_prefetch_threads()
+
+
+# --- whole blocks (verification, Spark) ---------------------------------------------------
+def test_a_block_is_one_streamed_get_read_in_read_buffer_pieces(tmp_path: Path) -> None:
+    from offloader.objects import block_refs, fetch_block, load_index
+
+    store, _ = _ledger(tmp_path, n=3000)
+    counted = FaultyObjectStore(store)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    ref = refs[1]
+    data = fetch_block(counted, ref, read_buffer=4096)
+    assert data == store.get_range(ref.data_key, ref.start, ref.end).data
+    assert counted.calls["open_range"] == 1 and counted.calls["get_range"] == 0
+    assert counted.calls["range_read"] == -(-(ref.end - ref.start) // 4096)
+    _wait_no_prefetch_threads()
+
+
+def test_a_corrupt_or_short_block_is_refused_whole(tmp_path: Path) -> None:
+    from offloader.objects import block_refs, fetch_block, load_index
+
+    store, _ = _ledger(tmp_path, n=3000)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    key = refs[0].data_key
+    data = bytearray(store.get(key).data)
+    data[(refs[2].start + refs[2].end) // 2] ^= 0x40
+    store.put(key, bytes(data[: refs[3].end - 10]), store.head(key).metadata)
+    assert fetch_block(store, refs[1], read_buffer=4096)  # untouched
+    with pytest.raises(ChecksumMismatchError, match="block 2 CRC32C"):
+        fetch_block(store, refs[2], read_buffer=4096)
+    with pytest.raises(IndexInconsistentError, match="block 3 runs to offset"):
+        fetch_block(store, refs[3], read_buffer=4096)
+    _wait_no_prefetch_threads()
