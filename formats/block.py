@@ -10,7 +10,7 @@ binary column (the Spark source's batches).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from formats.errors import BadMagicError, CorruptDataError, OffloaderError, TruncatedError
@@ -97,6 +97,14 @@ class BlockWriter:
     ) -> memoryview:
         """Frame ``payloads`` (ids from ``first_entry_id``) into a block of exactly
         ``block_size`` bytes, padded at the end; raises if they do not fit."""
+        return self.write_block_batches(first_entry_id, (payloads,), block_size)
+
+    def write_block_batches(
+        self, first_entry_id: int, batches: Iterable[Sequence[Buffer]], block_size: int
+    ) -> memoryview:
+        """Like :meth:`write_block`, with the payloads given as consecutive batches: each
+        batch is framed in one call (in C when built), and only one need be alive at a
+        time (a source can hand over a batch it has just read)."""
         if block_size > self.max_block_size:
             raise CorruptDataError(
                 f"block size {block_size} exceeds the writer's maximum {self.max_block_size}"
@@ -107,13 +115,16 @@ class BlockWriter:
             buf, 0, DATA_BLOCK_MAGIC, BLOCK_HEADER_LEN, block_size, first_entry_id
         )
         view[BLOCK_HEADER_USED:BLOCK_HEADER_LEN] = bytes(BLOCK_HEADER_LEN - BLOCK_HEADER_USED)
-        pos, count = frame_entries(buf, BLOCK_HEADER_LEN, first_entry_id, payloads, block_size)
-        if count < len(payloads):
-            size = memoryview(payloads[count]).nbytes
-            raise CorruptDataError(
-                f"entry {first_entry_id + count} ({size} bytes) does not fit in a block of "
-                f"{block_size} bytes at offset {pos}"
-            )
+        pos, next_id = BLOCK_HEADER_LEN, first_entry_id
+        for payloads in batches:
+            pos, count = frame_entries(buf, pos, next_id, payloads, block_size)
+            if count < len(payloads):
+                size = memoryview(payloads[count]).nbytes
+                raise CorruptDataError(
+                    f"entry {next_id + count} ({size} bytes) does not fit in a block of "
+                    f"{block_size} bytes at offset {pos}"
+                )
+            next_id += count
         if pos < block_size:
             view[pos:block_size] = padding(block_size - pos)
         return view[:block_size]

@@ -11,8 +11,9 @@ anything fails. Steps:
 2. create the multipart upload with the data object's user metadata;
 3. read entries in batches of ``ledger_read_batch_entries``, frame each block into one of
    ``offload_concurrency`` reusable :class:`~formats.block.BlockWriter` buffers (allocated as
-   first needed), CRC32C it, and upload it as part ``n`` on a pool of ``offload_concurrency``
-   threads; a block is framed as soon as a buffer is free, while the other uploads go on. Peak
+   first needed; one framing call per batch, in C when built), and hand it to a pool of
+   ``offload_concurrency`` threads that CRC32C it (without the GIL) and upload it as part
+   ``n``; a block is framed as soon as a buffer is free, while the other uploads go on. Peak
    buffer memory is therefore ``offload_concurrency x max_block_size`` (plus one batch of
    entries; the last, shorter block gets a buffer of its own size in place of a pooled one):
    4 x 64 MiB with the defaults;
@@ -39,7 +40,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import overload
 
 from formats.block import BlockWriter, Buffer
 from formats.encode import metadata_for_entries
@@ -122,8 +122,9 @@ class _LedgerEntries:
         self.next_id = 0
         self.payload_bytes = 0
 
-    def take(self, count: int) -> Iterator[Buffer]:
-        """The next ``count`` payloads (lengths are checked a batch at a time, in C)."""
+    def batches(self, count: int) -> Iterator[Sequence[Buffer]]:
+        """The next ``count`` payloads, as slices of the batches read (lengths are checked a
+        batch at a time); the caller frames each slice in one call."""
         remaining = count
         while remaining:
             i = self.next_id - self._buffer_first
@@ -134,7 +135,7 @@ class _LedgerEntries:
             chunk = self._buffer[i : i + n] if (i or n != len(self._buffer)) else self._buffer
             self.next_id += n
             remaining -= n
-            yield from chunk
+            yield chunk
 
     def _fill(self, first: int) -> None:
         last = min(first + self._batch - 1, len(self._lengths) - 1)
@@ -160,41 +161,13 @@ class _LedgerEntries:
         self._buffer_first = first
 
 
-class _BlockPayloads(Sequence[Buffer]):
-    """One block's payloads as a lazy sequence: :class:`BlockWriter` iterates it once, so
-    only one batch of entries is held at a time."""
-
-    def __init__(self, entries: _LedgerEntries, plan: BlockPlan) -> None:
-        self._entries = entries
-        self._plan = plan
-        self._consumed = False
-
-    def __len__(self) -> int:
-        return self._plan.entry_count
-
-    def __iter__(self) -> Iterator[Buffer]:
-        if self._consumed:
-            raise RuntimeError("block payloads can be iterated once")
-        self._consumed = True
-        return self._entries.take(self._plan.entry_count)
-
-    @overload
-    def __getitem__(self, i: int) -> Buffer: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Buffer]: ...
-
-    def __getitem__(self, i: int | slice) -> Buffer | Sequence[Buffer]:
-        if isinstance(i, slice):
-            ids = range(self._plan.first_entry_id, self._plan.last_entry_id + 1)[i]
-            return [self._entries_read(e) for e in ids]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        return self._entries_read(self._plan.first_entry_id + (i % len(self)))
-
-    def _entries_read(self, entry_id: int) -> Buffer:
-        # random access (unused by BlockWriter): a direct read of one entry
-        return self._entries._reader.read(entry_id, entry_id)[0]
+def _checksum_and_upload(
+    store: ObjectStore, key: str, upload_id: str, part_number: int, block: memoryview
+) -> tuple[UploadedPart, int]:
+    """On an upload thread: the block's CRC32C (the GIL is released while it is summed),
+    then the part with it as its checksum; returns both."""
+    crc = crc32c(block)
+    return store.upload_part(key, upload_id, part_number, _part_body(block), crc), crc
 
 
 def _part_body(block: memoryview) -> Buffer:
@@ -331,9 +304,9 @@ class _Offload:
         # at most `window` buffers, allocated as first needed (each costs its page faults)
         free: list[BlockWriter] = []
         allocated = 0
-        in_flight: dict[Future[UploadedPart], tuple[BlockWriter, int]] = {}
+        in_flight: dict[Future[tuple[UploadedPart, int]], tuple[BlockWriter, int]] = {}
         parts: list[UploadedPart] = []
-        crcs: list[int] = []
+        crc_of_part: dict[int, int] = {}
         done_bytes = 0
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-part")
 
@@ -346,7 +319,9 @@ class _Offload:
             )
             for future in finished:
                 writer, size = in_flight.pop(future)
-                parts.append(future.result())  # raises the part's error
+                part, crc = future.result()  # raises the part's error
+                parts.append(part)
+                crc_of_part[part.part_number] = crc
                 crash_point("writer.after_part")
                 free.append(writer)
                 done_bytes += size
@@ -372,15 +347,13 @@ class _Offload:
                 writer = free.pop()
                 if last:
                     free.clear()  # no more blocks: let the spare buffers go
-            block = writer.write_block(
-                plan.first_entry_id, _BlockPayloads(entries, plan), plan.size
+            block = writer.write_block_batches(
+                plan.first_entry_id, entries.batches(plan.entry_count), plan.size
             )
-            crc = crc32c(block)
-            crcs.append(crc)
             while len(in_flight) >= window:
                 harvest(block=True)
             future = self.pool.submit(
-                store.upload_part, self.dkey, upload_id, plan.part_number, _part_body(block), crc
+                _checksum_and_upload, store, self.dkey, upload_id, plan.part_number, block
             )
             in_flight[future] = (writer, plan.size)
         while in_flight:
@@ -393,6 +366,7 @@ class _Offload:
                 f"{len(self.lengths)} planned"
             )
         parts.sort(key=lambda p: p.part_number)
+        crcs = [crc_of_part[plan.part_number] for plan in plans]
         self.complete_attempted = True  # from here on the object may exist
         crash_point("writer.before_complete_upload")
         store.complete_multipart_upload(self.dkey, upload_id, parts)
