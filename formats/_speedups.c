@@ -26,6 +26,10 @@
  *       entries end; ``status`` says why: 0 the end or a negative length (padding, which the
  *       caller checks), 1 a header cut off by ``limit``, 2 an unexpected entry id, 3 an entry
  *       running past ``limit``. The copy runs without the GIL.
+ *
+ *   framed_prefix(lengths) -> (prefix, smallest, largest)
+ *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
+ *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -241,6 +245,40 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NNnni)", data, offsets, count, pos, status);
 }
 
+static PyObject *framed_prefix(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "lengths must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    int64_t *prefix = (int64_t *)PyBytes_AS_STRING(out);
+    long long smallest = 0, largest = 0, total = 0;
+    prefix[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long length = PyLong_AsLongLong(items[i]);
+        if (length == -1 && PyErr_Occurred()) goto fail;
+        if (i == 0 || length < smallest) smallest = length;
+        if (i == 0 || length > largest) largest = length;
+        if (length > INT64_MAX / 2 - total) {
+            PyErr_SetString(PyExc_OverflowError, "framed_prefix: the lengths overflow");
+            goto fail;
+        }
+        total += ENTRY_HEADER_LEN + length;
+        prefix[i + 1] = total;
+    }
+    Py_DECREF(seq);
+    return Py_BuildValue("(NLL)", out, smallest, largest);
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"frame_entries", frame_entries, METH_VARARGS,
      "frame_entries(buf, pos, first_entry_id, payloads, limit) -> (pos, count)"},
@@ -249,6 +287,8 @@ static PyMethodDef methods[] = {
      "learn_interval, learned) -> (entries, off, next_id, learn_next)"},
     {"pack_entries", pack_entries, METH_VARARGS,
      "pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop, status)"},
+    {"framed_prefix", framed_prefix, METH_O,
+     "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,6 +15,7 @@ of about ``interval`` bytes instead of a scan from its block's start.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,11 +27,10 @@ from formats.errors import (
     TruncatedError,
     UnsupportedVersionError,
 )
-from formats.layout import BlockPlan
+from formats.layout import BlockPlan, framed_prefix_sums
 from formats.wire import (
     BLOCK_HEADER_LEN,
     DEFAULT_FINE_OFFSET_INTERVAL,
-    ENTRY_HEADER_LEN,
     EXTENSION_HEADER,
     EXTENSION_MAGIC,
     EXTENSION_VERSION,
@@ -63,16 +63,20 @@ def fine_offsets_for(
     interval: int = DEFAULT_FINE_OFFSET_INTERVAL,
 ) -> list[tuple[int, int]]:
     """Fine offset points for a planned data object: in each block, an entry whenever at
-    least ``interval`` bytes have passed since the block's data start or the last point."""
+    least ``interval`` bytes have passed since the block's data start or the last point
+    (each point found by a binary search over the framed prefix sums)."""
+    framed = framed_prefix_sums(entry_lengths)[0]
     points: list[tuple[int, int]] = []
     for plan in plans:
-        pos = plan.offset + BLOCK_HEADER_LEN
-        last = pos
-        for entry_id in range(plan.first_entry_id, plan.last_entry_id + 1):
-            if pos - last >= interval:
-                points.append((entry_id, pos))
-                last = pos
-            pos += ENTRY_HEADER_LEN + entry_lengths[entry_id]
+        first, end = plan.first_entry_id, plan.last_entry_id + 1
+        data_start = plan.offset + BLOCK_HEADER_LEN - framed[first]  # object offset of F = 0
+        last, lo = framed[first], first
+        while True:
+            entry_id = bisect_left(framed, last + interval, lo, end)
+            if entry_id >= end:
+                break
+            last, lo = framed[entry_id], entry_id + 1
+            points.append((entry_id, data_start + last))
     return points
 
 

@@ -1,12 +1,13 @@
 """The per-entry loops of the block format: framing entries into a block, cutting them out as
-entry objects, and packing a block's payloads the way Arrow lays out a binary column.
+entry objects, packing a block's payloads the way Arrow lays out a binary column, and the framed
+prefix sums the block planner searches.
 
 Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (pulsar-format-facts §2).
 These loops run once per entry, so for small entries they are most of the CPU time of an
 offload, a sequential read or a Spark scan. Each has a C version in ``formats/_speedups.c``
 (built by ``pip install``, about 10x faster) and a pure-Python twin here, with the same
-signature and results; :data:`frame_entries`, :data:`parse_entries` and :data:`pack_entries`
-are the C ones when the extension is built, else the Python ones
+signature and results; :data:`frame_entries`, :data:`parse_entries`, :data:`pack_entries` and
+:data:`framed_prefix` are the C ones when the extension is built, else the Python ones
 (``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python). The tests run both on the same inputs.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any
 
 from formats.wire import ENTRY_HEADER, ENTRY_HEADER_LEN
@@ -23,6 +26,8 @@ __all__ = [
     "SPEEDUPS",
     "frame_entries",
     "frame_entries_py",
+    "framed_prefix",
+    "framed_prefix_py",
     "pack_entries",
     "pack_entries_py",
     "parse_entries",
@@ -137,20 +142,32 @@ def pack_entries_py(
     return b"".join(spans), offsets.tobytes(), len(spans), pos, status
 
 
+def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
+    """(``len(lengths) + 1`` native int64 prefix sums of the framed entry sizes, as bytes,
+    prefix[i] = 12 * i + sum(lengths[:i]); the smallest and largest length, 0 and 0 if none)."""
+    prefix = array("q", [0])
+    prefix.extend(accumulate(map(add, lengths, repeat(ENTRY_HEADER_LEN))))
+    if not lengths:
+        return prefix.tobytes(), 0, 0
+    return prefix.tobytes(), min(lengths), max(lengths)
+
+
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
 ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
 PackEntries = Callable[[Any, int, int, int], tuple[bytes, bytes, int, int, int]]
+FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
 
 
-def _pick() -> tuple[FrameEntries, ParseEntries, PackEntries, bool]:
-    python = frame_entries_py, parse_entries_py, pack_entries_py, False
+def _pick() -> tuple[FrameEntries, ParseEntries, PackEntries, FramedPrefix, bool]:
+    python = frame_entries_py, parse_entries_py, pack_entries_py, framed_prefix_py, False
     if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
         return python
     try:
         from formats import _speedups  # type: ignore[attr-defined]
     except ImportError:
         return python
-    return _speedups.frame_entries, _speedups.parse_entries, _speedups.pack_entries, True
+    c = _speedups
+    return c.frame_entries, c.parse_entries, c.pack_entries, c.framed_prefix, True
 
 
-frame_entries, parse_entries, pack_entries, SPEEDUPS = _pick()
+frame_entries, parse_entries, pack_entries, framed_prefix, SPEEDUPS = _pick()

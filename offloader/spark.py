@@ -44,6 +44,7 @@ from offloader.spark_plan import (
 
 __all__ = [
     "DISCOVER",
+    "local_session",
     "offloaded_rdd",
     "plan",
     "propagate_aws_env",

@@ -93,7 +93,7 @@ def entry_lengths_of(reader: LedgerReader, batch: int) -> list[int]:
     reading the ledger in batches of ``batch`` entries."""
     fast = getattr(reader, "entry_lengths", None)
     if callable(fast):
-        return [int(n) for n in fast()]
+        return list(map(int, fast()))
     lengths: list[int] = []
     last = reader.last_entry_id
     first = 0

@@ -193,3 +193,21 @@ def test_c_and_python_pack_alike(
     packed, offsets, count, stop, _ = py
     assert len(_offsets(offsets)) == count + 1 and _offsets(offsets)[-1] == len(packed)
     assert stop <= len(data)
+
+
+# --- framed_prefix: the prefix sums the block planner searches ----------------------------
+@given(lengths=st.lists(st.integers(-5, 2**40), max_size=60))
+def test_c_and_python_framed_prefix_alike(lengths: list[int]) -> None:
+    if _speedups is None:
+        pytest.skip("formats._speedups is not built (test_the_c_loops_are_built fails)")
+    py = framing.framed_prefix_py(lengths)
+    assert _speedups.framed_prefix(lengths) == py
+    prefix = list(array("q", py[0]))
+    assert prefix == [12 * i + sum(lengths[:i]) for i in range(len(lengths) + 1)]
+    assert py[1:] == ((min(lengths), max(lengths)) if lengths else (0, 0))
+
+
+def test_framed_prefix_refuses_what_is_not_a_length() -> None:
+    for impl in (framing.framed_prefix_py, framing.framed_prefix):
+        with pytest.raises(TypeError):
+            impl([1, "2"])  # type: ignore[list-item]

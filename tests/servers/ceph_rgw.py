@@ -165,7 +165,9 @@ osd memory target = 1073741824
 osd mon shutdown timeout = 1
 
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
+# tcp_nodelay: without it beast's small responses wait for the client's delayed ACK, and a
+# GET of a few KiB takes 44 ms instead of 4 (measured)
+rgw frontends = beast endpoint=127.0.0.1:{rgw_port} tcp_nodelay=1
 # memstore keeps deleted data in RAM until RGW GC reclaims it (default: after 2 h)
 rgw gc obj min wait = 10
 rgw gc processor period = 10
