@@ -37,6 +37,7 @@ from offloader.logs import redact
 from offloader.objects import BlockRef, block_refs, load_index, read_block
 from offloader.store import open_store
 from offloader.store.base import GetResult, ObjectStore, RangeReader
+from offloader.store.ranges import WrappedRangeReader
 
 __all__ = [
     "AWS_ENV_PREFIXES",
@@ -471,27 +472,16 @@ class CountingStore:
 
     def open_range(self, key: str, start: int, end: int) -> RangeReader:
         self.gets += 1
-        return _CountingReader(self._store.open_range(key, start, end), self)
+        reader = self._store.open_range(key, start, end)
+
+        def read(n: int) -> bytes:
+            self.body_reads += 1
+            return reader.read(n)
+
+        return WrappedRangeReader(reader, read)
 
     def close(self) -> None:
         """The wrapped store stays open (it may be a cached executor client)."""
-
-
-class _CountingReader:
-    def __init__(self, reader: RangeReader, counts: CountingStore) -> None:
-        self._reader = reader
-        self._counts = counts
-
-    @property
-    def size(self) -> int:
-        return self._reader.size
-
-    def read(self, n: int) -> bytes:
-        self._counts.body_reads += 1
-        return self._reader.read(n)
-
-    def close(self) -> None:
-        self._reader.close()
 
 
 def iter_task_entries(

@@ -34,6 +34,7 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
+from offloader.store.ranges import WrappedRangeReader
 
 __all__ = ["METHODS", "Call", "Fault", "FaultPlan", "FaultyObjectStore"]
 
@@ -257,7 +258,8 @@ class FaultyObjectStore:
 
     def open_range(self, key: str, start: int, end: int) -> RangeReader:
         reader: RangeReader = self._call("open_range", key, start, end)
-        return _FaultyRangeReader(self, key, reader)
+        # reads go through the wrapper: counted as "range_read", and faultable
+        return WrappedRangeReader(reader, lambda n: self.range_read(key, reader, n))
 
     def range_read(self, key: str, reader: RangeReader, n: int) -> bytes:
         """One ``read`` of a reader from :meth:`open_range` (faults target "range_read")."""
@@ -282,22 +284,3 @@ class FaultyObjectStore:
 
     def close(self) -> None:
         self._call("close")
-
-
-class _FaultyRangeReader:
-    """A reader whose reads go through the wrapper (counted as "range_read", faultable)."""
-
-    def __init__(self, store: FaultyObjectStore, key: str, inner: RangeReader) -> None:
-        self._store = store
-        self._key = key
-        self._inner = inner
-
-    @property
-    def size(self) -> int:
-        return self._inner.size
-
-    def read(self, n: int) -> bytes:
-        return self._store.range_read(self._key, self._inner, n)
-
-    def close(self) -> None:
-        self._inner.close()

@@ -23,7 +23,7 @@ from typing import Protocol
 from offloader.errors import StoreError, StoreUnavailable
 from offloader.logs import get_logger
 
-__all__ = ["Body", "Opener", "ResumingRangeReader"]
+__all__ = ["Body", "Opener", "ResumingRangeReader", "WrappedRangeReader"]
 
 log = get_logger(__name__)
 
@@ -35,6 +35,29 @@ class Body(Protocol):
 
 
 Opener = Callable[[int], tuple[Body, int]]
+
+
+class WrappedRangeReader:
+    """A :class:`~offloader.store.base.RangeReader` that hands each read to ``read_via``
+    (store wrappers that count or fail reads); size and close are the inner reader's."""
+
+    def __init__(self, inner: RangeReaderLike, read_via: Callable[[int], bytes]) -> None:
+        self._inner = inner
+        self.read: Callable[[int], bytes] = read_via
+
+    @property
+    def size(self) -> int:
+        return self._inner.size
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class RangeReaderLike(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class ResumingRangeReader:

@@ -47,6 +47,9 @@ def _frame(payloads: list[bytes], first: int) -> bytes:
 
 
 payload_lists = st.lists(st.binary(max_size=300), max_size=40)
+#: byte writes (offset, value) that damage a framed buffer, and where to cut it
+damages = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4)
+cuts = st.integers(0, 10_000)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
@@ -110,8 +113,8 @@ def test_parse_refuses_a_negative_offset(impl: Any) -> None:
 @given(
     payloads=payload_lists,
     first=st.integers(0, 2**40),
-    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
-    cut=st.integers(0, 10_000),
+    damage=damages,
+    cut=cuts,
     start=st.integers(0, 40),
     last_delta=st.integers(-1, 50),
     learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
@@ -172,8 +175,8 @@ def test_pack_refuses_a_window_outside_the_buffer(pack: Any) -> None:
 @given(
     payloads=payload_lists,
     first=st.integers(0, 2**40),
-    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
-    cut=st.integers(0, 10_000),
+    damage=damages,
+    cut=cuts,
 )
 def test_c_and_python_pack_alike(
     payloads: list[bytes], first: int, damage: list[tuple[int, int]], cut: int
