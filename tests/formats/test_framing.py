@@ -109,34 +109,30 @@ def test_parse_refuses_a_negative_offset(impl: Any) -> None:
         impl[1](b"x" * 20, -1, 20, 0, 5, Entry, 0, 0, 0, [])
 
 
+@st.composite
+def damaged_frames(draw: st.DrawFn) -> tuple[bytes, int]:
+    """(framed entries with ids from ``first``, damaged by a few byte writes and cut, first)."""
+    first = draw(st.integers(0, 2**40))
+    buf = bytearray(_frame(draw(payload_lists), first))
+    for at, value in draw(damages):
+        if buf:
+            buf[at % len(buf)] = value
+    return bytes(buf[: min(draw(cuts), len(buf))]), first
+
+
 @settings(max_examples=300)
 @given(
-    payloads=payload_lists,
-    first=st.integers(0, 2**40),
-    damage=damages,
-    cut=cuts,
+    frame=damaged_frames(),
     start=st.integers(0, 40),
     last_delta=st.integers(-1, 50),
     learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
 )
-@example(
-    payloads=[b"x"], first=0, damage=[(0, 0x80)], cut=10_000, start=0, last_delta=5, learn=(0, 0)
-)
+@example(frame=(b"\x80" + _frame([b"x"], 0)[1:], 0), start=0, last_delta=5, learn=(0, 0))
 def test_c_and_python_agree_on_any_bytes(
-    payloads: list[bytes],
-    first: int,
-    damage: list[tuple[int, int]],
-    cut: int,
-    start: int,
-    last_delta: int,
-    learn: tuple[int, int],
+    frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
 ) -> None:
     """Valid, damaged or truncated bytes: both stop at the same place with the same entries."""
-    buf = bytearray(_frame(payloads, first))
-    for at, value in damage:
-        if buf:
-            buf[at % len(buf)] = value
-    data = bytes(buf[: min(cut, len(buf))])
+    data, first = frame
     start = min(start, len(data))
     args = (start, len(data), first, first + last_delta, 5000, learn[0], learn[1])
     py = _parse(IMPLEMENTATIONS[0].values[0], data, *args)
@@ -172,24 +168,13 @@ def test_pack_refuses_a_window_outside_the_buffer(pack: Any) -> None:
 
 
 @settings(max_examples=300)
-@given(
-    payloads=payload_lists,
-    first=st.integers(0, 2**40),
-    damage=damages,
-    cut=cuts,
-)
-def test_c_and_python_pack_alike(
-    payloads: list[bytes], first: int, damage: list[tuple[int, int]], cut: int
-) -> None:
+@given(frame=damaged_frames())
+def test_c_and_python_pack_alike(frame: tuple[bytes, int]) -> None:
     """Valid, damaged or truncated bytes: both pack the same entries and stop at the same
     place for the same reason."""
     if _speedups is None:
         pytest.skip("formats._speedups is not built (test_the_c_loops_are_built fails)")
-    buf = bytearray(_frame(payloads, first))
-    for at, value in damage:
-        if buf:
-            buf[at % len(buf)] = value
-    data = bytes(buf[: min(cut, len(buf))])
+    data, first = frame
     py = framing.pack_entries_py(data, 0, len(data), first)
     c = _speedups.pack_entries(data, 0, len(data), first)
     assert c == py
