@@ -19,13 +19,13 @@
  *       Every entry that starts at an object offset (base + off) >= learn_next appends
  *       (entry id, object offset) to ``learned`` and moves learn_next interval bytes on.
  *
- *   pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop, status)
+ *   pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop)
  *       the consecutive entries of ``buf[off:limit]`` (any contiguous buffer) packed the way
  *       Arrow lays out a binary column: ``data`` is every payload back to back (bytes),
  *       ``offsets`` count + 1 native int32 offsets into it (bytes). ``stop`` is where the
- *       entries end; ``status`` says why: 0 the end or a negative length (padding, which the
- *       caller checks), 1 a header cut off by ``limit``, 2 an unexpected entry id, 3 an entry
- *       running past ``limit``. The copy runs without the GIL.
+ *       entries end: ``limit``, a negative length (padding), a header cut off by ``limit``,
+ *       an unexpected entry id, or an entry running past ``limit`` (the caller tells which).
+ *       The copy runs without the GIL.
  *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
@@ -201,14 +201,13 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     const unsigned char *p = (const unsigned char *)in.buf;
     Py_ssize_t pos = off, count = 0;
     long long total = 0, cur_id = first_id;
-    int status = 0;
     while (pos < limit) {
         Py_ssize_t remaining = limit - pos;
         if (remaining < 4 || (p[pos] & 0x80)) break;
-        if (remaining < ENTRY_HEADER_LEN) { status = 1; break; }
+        if (remaining < ENTRY_HEADER_LEN) break;
         uint32_t length = get_be32(p + pos);
-        if ((long long)get_be64(p + pos + 4) != cur_id) { status = 2; break; }
-        if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) { status = 3; break; }
+        if ((long long)get_be64(p + pos + 4) != cur_id) break;
+        if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) break;
         total += length;
         count++;
         cur_id++;
@@ -242,7 +241,7 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
-    return Py_BuildValue("(NNnni)", data, offsets, count, pos, status);
+    return Py_BuildValue("(NNnn)", data, offsets, count, pos);
 }
 
 static PyObject *framed_prefix(PyObject *self, PyObject *arg) {
@@ -286,7 +285,7 @@ static PyMethodDef methods[] = {
      "parse_entries(buf, off, limit, first_id, last_id, entry_type, base, learn_next, "
      "learn_interval, learned) -> (entries, off, next_id, learn_next)"},
     {"pack_entries", pack_entries, METH_VARARGS,
-     "pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop, status)"},
+     "pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop)"},
     {"framed_prefix", framed_prefix, METH_O,
      "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
     {NULL, NULL, 0, NULL},

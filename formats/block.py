@@ -288,7 +288,7 @@ def pack_block_entries(
     view = memoryview(block)
     header = _checked_header(view, base_offset, expected_first_entry_id)
     first = header.first_entry_id
-    data, offsets, count, stop, _why = pack_entries(view, header.header_len, len(view), first)
+    data, offsets, count, stop = pack_entries(view, header.header_len, len(view), first)
     if stop < len(view):
         error = _stop_error(view, stop, first + count, base_offset, check_padding)
         if error is not None:

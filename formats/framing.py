@@ -100,37 +100,20 @@ def parse_entries_py(
     return entries, off, cur_id, learn_next
 
 
-#: why :func:`pack_entries` stopped: the end or a negative length (padding), a header cut off
-#: by the limit, an unexpected entry id, an entry running past the limit
-PACK_END, PACK_SHORT_HEADER, PACK_WRONG_ID, PACK_OVERRUN = 0, 1, 2, 3
-
-
-def pack_entries_py(
-    buf: Any, off: int, limit: int, first_id: int
-) -> tuple[bytes, bytes, int, int, int]:
+def pack_entries_py(buf: Any, off: int, limit: int, first_id: int) -> tuple[bytes, bytes, int, int]:
     """The consecutive entries of ``buf[off:limit]`` (ids from ``first_id``) packed as an
     Arrow binary column: (payloads back to back, count + 1 native int32 offsets, count,
-    where the entries stop, why: one of the ``PACK_*`` statuses)."""
+    where the entries stop: ``limit``, padding, or bytes that are not the next entry)."""
     view = memoryview(buf).cast("B")
     if off < 0 or limit > len(view) or off > limit:
         raise ValueError("pack_entries: off/limit outside the buffer")
-    pos, cur_id, status = off, first_id, PACK_END
+    pos, cur_id = off, first_id
     spans: list[memoryview] = []
     offsets = array("i", [0])
     total = 0
-    while pos < limit:
-        remaining = limit - pos
-        if remaining < 4 or view[pos] & 0x80:
-            break
-        if remaining < ENTRY_HEADER_LEN:
-            status = PACK_SHORT_HEADER
-            break
+    while limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
         length, entry_id = _UNPACK(view, pos)
-        if entry_id != cur_id:
-            status = PACK_WRONG_ID
-            break
-        if length > remaining - ENTRY_HEADER_LEN:
-            status = PACK_OVERRUN
+        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
             break
         spans.append(view[pos + ENTRY_HEADER_LEN : pos + ENTRY_HEADER_LEN + length])
         total += length
@@ -139,7 +122,7 @@ def pack_entries_py(
         offsets.append(total)
         pos += ENTRY_HEADER_LEN + length
         cur_id += 1
-    return b"".join(spans), offsets.tobytes(), len(spans), pos, status
+    return b"".join(spans), offsets.tobytes(), len(spans), pos
 
 
 def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
@@ -154,7 +137,7 @@ def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
 
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
 ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
-PackEntries = Callable[[Any, int, int, int], tuple[bytes, bytes, int, int, int]]
+PackEntries = Callable[[Any, int, int, int], tuple[bytes, bytes, int, int]]
 FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
 
 
