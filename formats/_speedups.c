@@ -19,13 +19,16 @@
  *       Every entry that starts at an object offset (base + off) >= learn_next appends
  *       (entry id, object offset) to ``learned`` and moves learn_next interval bytes on.
  *
- *   pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop)
- *       the consecutive entries of ``buf[off:limit]`` (any contiguous buffer) packed the way
- *       Arrow lays out a binary column: ``data`` is every payload back to back (bytes),
- *       ``offsets`` count + 1 native int32 offsets into it (bytes). ``stop`` is where the
- *       entries end: ``limit``, a negative length (padding), a header cut off by ``limit``,
- *       an unexpected entry id, or an entry running past ``limit`` (the caller tells which).
- *       The copy runs without the GIL.
+ *   pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval,
+ *                learned]) -> (data, offsets, count, stop, learn_next)
+ *       the consecutive entries of ``buf[off:limit]`` (any contiguous buffer), ids from
+ *       ``first_id`` up to ``last_id`` when given, packed the way Arrow lays out a binary
+ *       column: ``data`` is every payload back to back (bytes), ``offsets`` count + 1 native
+ *       int32 offsets into it (bytes). ``stop`` is where the entries end: ``limit``, after
+ *       ``last_id``, a negative length (padding), a header cut off by ``limit``, an
+ *       unexpected entry id, or an entry running past ``limit`` (the caller tells which).
+ *       With a ``learned`` list, offsets are learned as parse_entries learns them. The
+ *       copy runs without the GIL.
  *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
@@ -189,8 +192,10 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer in;
     Py_ssize_t off, limit;
-    long long first_id;
-    if (!PyArg_ParseTuple(args, "y*nnL", &in, &off, &limit, &first_id)) {
+    long long first_id, last_id = LLONG_MAX, base = 0, learn_next = LLONG_MAX, learn_interval = 0;
+    PyObject *learned = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnL|LLLLO!", &in, &off, &limit, &first_id, &last_id, &base,
+                          &learn_next, &learn_interval, &PyList_Type, &learned)) {
         return NULL;
     }
     if (off < 0 || limit > in.len || off > limit) {
@@ -201,13 +206,23 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     const unsigned char *p = (const unsigned char *)in.buf;
     Py_ssize_t pos = off, count = 0;
     long long total = 0, cur_id = first_id;
-    while (pos < limit) {
+    while (pos < limit && cur_id <= last_id) {
         Py_ssize_t remaining = limit - pos;
         if (remaining < 4 || (p[pos] & 0x80)) break;
         if (remaining < ENTRY_HEADER_LEN) break;
         uint32_t length = get_be32(p + pos);
         if ((long long)get_be64(p + pos + 4) != cur_id) break;
         if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) break;
+        if (learned != NULL && base + pos >= learn_next) {
+            PyObject *pair = Py_BuildValue("(LL)", cur_id, base + pos);
+            if (pair == NULL || PyList_Append(learned, pair) < 0) {
+                Py_XDECREF(pair);
+                PyBuffer_Release(&in);
+                return NULL;
+            }
+            Py_DECREF(pair);
+            learn_next = base + pos + learn_interval;
+        }
         total += length;
         count++;
         cur_id++;
@@ -241,7 +256,7 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
-    return Py_BuildValue("(NNnn)", data, offsets, count, pos);
+    return Py_BuildValue("(NNnnL)", data, offsets, count, pos, learn_next);
 }
 
 static PyObject *framed_prefix(PyObject *self, PyObject *arg) {
@@ -285,7 +300,8 @@ static PyMethodDef methods[] = {
      "parse_entries(buf, off, limit, first_id, last_id, entry_type, base, learn_next, "
      "learn_interval, learned) -> (entries, off, next_id, learn_next)"},
     {"pack_entries", pack_entries, METH_VARARGS,
-     "pack_entries(buf, off, limit, first_id) -> (data, offsets, count, stop)"},
+     "pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
+     "learned]) -> (data, offsets, count, stop, learn_next)"},
     {"framed_prefix", framed_prefix, METH_O,
      "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
     {NULL, NULL, 0, NULL},

@@ -266,14 +266,51 @@ def _stop_error(
 
 @dataclass(frozen=True)
 class PackedEntries:
-    """A block's entries as an Arrow binary column: ids ``first_entry_id ..`` (``count`` of
+    """Consecutive entries as an Arrow binary column: ids ``first_entry_id ..`` (``count`` of
     them), every payload back to back in ``data``, and ``count + 1`` native int32 ``offsets``
-    (bytes) into it."""
+    (bytes) into it: entry ``first_entry_id + i`` is ``data[offsets[i] : offsets[i + 1]]``.
+
+    A whole block (:func:`pack_block_entries`, the Spark source) or one buffer's worth of a
+    read (``ReadHandle.iter_packed``): no Python object per entry until one is asked for."""
 
     first_entry_id: int
     count: int
     data: bytes
     offsets: bytes
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def last_entry_id(self) -> int:
+        """Id of the last entry (``first_entry_id - 1`` when empty)."""
+        return self.first_entry_id + self.count - 1
+
+    @property
+    def payload_bytes(self) -> int:
+        """Sum of the payload sizes."""
+        return len(self.data)
+
+    def offsets_view(self) -> memoryview:
+        """The ``count + 1`` offsets as a memoryview of int32."""
+        return memoryview(self.offsets).cast("i")
+
+    def payload(self, entry_id: int) -> bytes:
+        """The payload of entry ``entry_id`` (one of this batch's ids)."""
+        i = entry_id - self.first_entry_id
+        if not 0 <= i < self.count:
+            raise IndexError(
+                f"entry {entry_id} is not in this batch ({self.first_entry_id}.."
+                f"{self.last_entry_id})"
+            )
+        offsets = self.offsets_view()
+        return self.data[offsets[i] : offsets[i + 1]]
+
+    def payloads(self) -> Iterator[bytes]:
+        """Every payload, in id order."""
+        data, offsets = self.data, self.offsets_view()
+        for i in range(self.count):
+            yield data[offsets[i] : offsets[i + 1]]
 
 
 def pack_block_entries(
@@ -288,7 +325,7 @@ def pack_block_entries(
     view = memoryview(block)
     header = _checked_header(view, base_offset, expected_first_entry_id)
     first = header.first_entry_id
-    data, offsets, count, stop = pack_entries(view, header.header_len, len(view), first)
+    data, offsets, count, stop, _ = pack_entries(view, header.header_len, len(view), first)
     if stop < len(view):
         error = _stop_error(view, stop, first + count, base_offset, check_padding)
         if error is not None:

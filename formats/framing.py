@@ -36,6 +36,8 @@ __all__ = [
 
 _PACK = ENTRY_HEADER.pack_into
 _UNPACK = ENTRY_HEADER.unpack_from
+#: pack_entries' default last_id: no limit (the largest signed 64-bit id)
+_NO_LAST = (1 << 63) - 1
 
 
 def frame_entries_py(
@@ -100,10 +102,22 @@ def parse_entries_py(
     return entries, off, cur_id, learn_next
 
 
-def pack_entries_py(buf: Any, off: int, limit: int, first_id: int) -> tuple[bytes, bytes, int, int]:
-    """The consecutive entries of ``buf[off:limit]`` (ids from ``first_id``) packed as an
-    Arrow binary column: (payloads back to back, count + 1 native int32 offsets, count,
-    where the entries stop: ``limit``, padding, or bytes that are not the next entry)."""
+def pack_entries_py(
+    buf: Any,
+    off: int,
+    limit: int,
+    first_id: int,
+    last_id: int = _NO_LAST,
+    base: int = 0,
+    learn_next: int = _NO_LAST,
+    learn_interval: int = 0,
+    learned: list[tuple[int, int]] | None = None,
+) -> tuple[bytes, bytes, int, int, int]:
+    """The consecutive entries of ``buf[off:limit]`` (ids from ``first_id``, up to
+    ``last_id``) packed as an Arrow binary column: (payloads back to back, count + 1 native
+    int32 offsets, count, where the entries stop: ``limit``, after ``last_id``, padding, or
+    bytes that are not the next entry, ``learn_next``). With a ``learned`` list, offsets are
+    learned as :func:`parse_entries_py` learns them."""
     view = memoryview(buf).cast("B")
     if off < 0 or limit > len(view) or off > limit:
         raise ValueError("pack_entries: off/limit outside the buffer")
@@ -111,10 +125,13 @@ def pack_entries_py(buf: Any, off: int, limit: int, first_id: int) -> tuple[byte
     spans: list[memoryview] = []
     offsets = array("i", [0])
     total = 0
-    while limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
+    while cur_id <= last_id and limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
         length, entry_id = _UNPACK(view, pos)
         if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
             break
+        if learned is not None and base + pos >= learn_next:
+            learned.append((cur_id, base + pos))
+            learn_next = base + pos + learn_interval
         spans.append(view[pos + ENTRY_HEADER_LEN : pos + ENTRY_HEADER_LEN + length])
         total += length
         if total > 0x7FFFFFFF:
@@ -122,7 +139,7 @@ def pack_entries_py(buf: Any, off: int, limit: int, first_id: int) -> tuple[byte
         offsets.append(total)
         pos += ENTRY_HEADER_LEN + length
         cur_id += 1
-    return b"".join(spans), offsets.tobytes(), len(spans), pos
+    return b"".join(spans), offsets.tobytes(), len(spans), pos, learn_next
 
 
 def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
@@ -137,7 +154,7 @@ def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
 
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
 ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
-PackEntries = Callable[[Any, int, int, int], tuple[bytes, bytes, int, int]]
+PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
 FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
 
 

@@ -161,7 +161,7 @@ def _offsets(raw: bytes) -> list[int]:
 def test_pack_round_trip(pack: Any) -> None:
     payloads = [b"", b"a", os.urandom(1000), b"", b"xyz"]
     buf = b"\x00" * 7 + _frame(payloads, 41) + b"\xfe\xdc\xde\xad" * 3
-    data, offsets, count, stop = pack(memoryview(buf), 7, len(buf), 41)
+    data, offsets, count, stop, _ = pack(memoryview(buf), 7, len(buf), 41)
     assert data == b"".join(payloads) and count == len(payloads)
     assert _offsets(offsets) == [0, 0, 1, 1001, 1001, 1004]
     assert stop == 7 + len(_frame(payloads, 41))
@@ -182,9 +182,51 @@ def test_c_and_python_pack_alike(frame: tuple[bytes, int]) -> None:
     py = framing.pack_entries_py(data, 0, len(data), first)
     c = _built().pack_entries(data, 0, len(data), first)
     assert c == py
-    packed, offsets, count, stop = py
+    packed, offsets, count, stop, _ = py
     assert len(_offsets(offsets)) == count + 1 and _offsets(offsets)[-1] == len(packed)
     assert stop <= len(data)
+
+
+@pytest.mark.parametrize("pack", PACKERS)
+def test_pack_stops_after_the_last_id(pack: Any) -> None:
+    payloads = [b"a", b"bb", b"ccc", b"dddd"]
+    buf = _frame(payloads, 10)
+    data, offsets, count, stop, _ = pack(buf, 0, len(buf), 10, 11)
+    assert (data, _offsets(offsets), count) == (b"abb", [0, 1, 3], 2)
+    assert stop == len(_frame(payloads[:2], 10))
+    assert pack(buf, 0, len(buf), 10, 9)[2:4] == (0, 0)
+
+
+@settings(max_examples=300)
+@given(
+    frame=damaged_frames(),
+    start=st.integers(0, 40),
+    last_delta=st.integers(-1, 50),
+    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
+)
+def test_pack_and_parse_cut_and_learn_alike(
+    frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
+) -> None:
+    """With a last id and offsets to learn, the C and Python packers agree with each other
+    and with parse_entries: the same entries, stop, next learn point and learned offsets."""
+    data, first = frame
+    start = min(start, len(data))
+    last = first + last_delta
+    parsed = _parse(IMPLEMENTATIONS[0].values[0], data, start, len(data), first, last, 5000, *learn)
+    results = []
+    for pack in (framing.pack_entries_py, _built().pack_entries):
+        learned: list[tuple[int, int]] = []
+        packed, offsets, count, stop, learn_next = pack(
+            data, start, len(data), first, last, 5000, learn[0], learn[1], learned
+        )
+        bounds = _offsets(offsets)
+        payloads = [packed[bounds[i] : bounds[i + 1]] for i in range(count)]
+        results.append((payloads, stop, learn_next, learned))
+    assert results[0] == results[1]
+    payloads, stop, learn_next, learned = results[0]
+    entries, p_stop, _, p_learn_next, p_learned = parsed
+    assert payloads == [p for _, p in entries]
+    assert (stop, learn_next, learned) == (p_stop, p_learn_next, p_learned)
 
 
 # --- framed_prefix: the prefix sums the block planner searches ----------------------------
