@@ -5,7 +5,8 @@
   whose GIL it would share). When RGW cannot start, the run falls back to moto and every JSON
   line says so (``server_note``).
 * :class:`SyntheticLedger`: a LedgerReader of ``count`` entries of ``entry_size`` bytes whose
-  payloads are views into a 16 MiB random pool, so a 512 MiB ledger costs no memory.
+  payloads are views into a 16 MiB random pool, so a 512 MiB ledger costs no memory; it also
+  has the optional span read (``read_spans``: the same bytes, as spans of the pool).
 * Workers: each measured variant runs in a fresh interpreter (``python -m bench.<mod> --worker
   JSON``) so that its peak RSS (``ru_maxrss``) is its own.
 """
@@ -24,16 +25,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from formats.ledger_metadata import LedgerMetadata
+from formats.spans import EntrySpans
 from offloader.config import OffloadSettings
 from tests.servers.endpoint import S3Endpoint
 
 POOL_SIZE = 16 * 1024 * 1024
+#: payload ``i`` of a SyntheticLedger starts at pool offset ``(i * POOL_STRIDE) % POOL_SIZE``
+POOL_STRIDE = 4099
 BENCH_UUID = "5b1e0c2a-7d3f-4c55-9e0a-3f6a1b2c4d5e"
 BENCH_LEDGER = 1
 
@@ -164,13 +169,31 @@ class SyntheticLedger:
         return [self._size] * self._count
 
     def payload(self, entry_id: int) -> memoryview:
-        start = (entry_id * 4099) % POOL_SIZE
+        start = (entry_id * POOL_STRIDE) % POOL_SIZE
         return self._pool[start : start + self._size]
 
     def read(self, first: int, last: int) -> Sequence[bytes]:
         # views, not copies: the writer only takes len() and copies each payload once into
         # its block buffer, so a memoryview serves where the Protocol says bytes
         return cast(Sequence[bytes], [self.payload(i) for i in range(first, last + 1)])
+
+    def read_spans(self, first: int, last: int) -> EntrySpans:
+        """Entries ``first..last`` as spans of the pool: the bytes :meth:`read` returns."""
+        count = last - first + 1
+        return EntrySpans(self._pool, pool_starts(first, count), array("q", [self._size]) * count)
+
+
+def pool_starts(first: int, count: int) -> array[int]:
+    """``(i * POOL_STRIDE) % POOL_SIZE`` for ``i`` in ``first .. first + count - 1``, built a
+    run between two wraps of the pool at a time (a ``range`` each, no Python step per entry)."""
+    starts = array("q")
+    at = (first * POOL_STRIDE) % POOL_SIZE
+    while len(starts) < count:
+        before_wrap = -(-(POOL_SIZE - at) // POOL_STRIDE)  # entries before passing the end
+        take = min(count - len(starts), before_wrap)
+        starts.extend(range(at, at + take * POOL_STRIDE, POOL_STRIDE))
+        at = (at + take * POOL_STRIDE) % POOL_SIZE
+    return starts
 
 
 def quiet_logs() -> None:

@@ -33,6 +33,29 @@
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
  *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
+ *
+ *   frame_spans(buf, pos, first_entry_id, data, starts, lengths, index, count, limit)
+ *       -> (pos, count)
+ *       frame_entries for payloads given as spans of one buffer: span j is
+ *       data[starts[j] : starts[j] + lengths[j]] (starts, lengths: array('q')); frames spans
+ *       index .. index + count - 1, stopping before the first that would end past ``limit``.
+ *       A span outside ``data`` raises ValueError (nothing is read outside it). The copy runs
+ *       without the GIL.
+ *
+ *   record_spans(buf, offsets, base, end) -> (starts, lengths, bad, reason)
+ *       checks the local ledger file's records (length u32 BE | crc32c u32 BE | payload, the
+ *       CRC over the 4 length bytes then the payload; offloader/ledgers/fileformat.py) held in
+ *       ``buf``, which starts at file offset ``base``: record i starts at file offset
+ *       offsets[i] (an array of 8-byte ints) and ends where record i + 1 starts, the last at
+ *       ``end``. Returns every payload's start in ``buf`` and length as native int64 (bytes);
+ *       at the first bad record it stops: ``bad`` is its index (else -1), ``reason`` "header"
+ *       (the header is not inside ``buf``), "length" (the length field does not match the
+ *       record's end, or the record runs past ``buf``) or "crc" (else None), and the arrays
+ *       hold the records before it. The CRC loop runs without the GIL.
+ *
+ *   crc32c_c(data, value=0, software=False) -> int
+ *       the CRC32C these loops use (SSE4.2 when the CPU has it, else a table), exposed only
+ *       so that the tests compare it with the crc32c package; CRC32C_HARDWARE says which runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -293,6 +316,281 @@ fail:
     return NULL;
 }
 
+/* --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------
+ * crc32c_update(value, p, n) continues the CRC ``value`` of earlier bytes over p[0..n) and
+ * returns the CRC of the whole: the same convention as the crc32c package's
+ * crc32c(data, value). SSE4.2's crc32 instruction when the CPU has it (x86-64, chosen once at
+ * import), else a table-driven loop eight bytes at a time. Never touches Python objects, so
+ * it runs without the GIL.
+ *
+ * The crc32 instruction has a latency of several cycles, so one chain of them is slow; the
+ * hardware loop runs three chains over three adjacent lanes of CRC_LANE bytes and joins them:
+ * the register after A || B is shift(register after A) ^ (register of B from 0), where shift
+ * advances a register over CRC_LANE zero bytes (linear, so four 256-entry tables). */
+#define CRC_LANE 256
+static uint32_t crc_table[8][256];
+static uint32_t crc_shift_table[4][256];
+
+/* the CRC register over p[0..n) from register c (no pre/post inversion) */
+static uint32_t crc_register_sw(uint32_t c, const unsigned char *p, size_t n) {
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                      (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return c;
+}
+
+static void crc_tables_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        for (int t = 1; t < 8; t++) {
+            uint32_t prev = crc_table[t - 1][i];
+            crc_table[t][i] = (prev >> 8) ^ crc_table[0][prev & 0xFF];
+        }
+    }
+    static const unsigned char zeros[CRC_LANE];
+    for (int k = 0; k < 4; k++) {
+        for (uint32_t b = 0; b < 256; b++) {
+            crc_shift_table[k][b] = crc_register_sw(b << (8 * k), zeros, CRC_LANE);
+        }
+    }
+}
+
+static uint32_t crc32c_sw(uint32_t value, const unsigned char *p, size_t n) {
+    return ~crc_register_sw(~value, p, n);
+}
+
+typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t);
+static crc_fn crc32c_update = crc32c_sw;
+static int crc_hardware = 0;
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+
+static inline uint32_t crc_shift(uint32_t c) {
+    return crc_shift_table[0][c & 0xFF] ^ crc_shift_table[1][(c >> 8) & 0xFF] ^
+           crc_shift_table[2][(c >> 16) & 0xFF] ^ crc_shift_table[3][c >> 24];
+}
+
+__attribute__((target("sse4.2")))
+static uint32_t crc32c_hw(uint32_t value, const unsigned char *p, size_t n) {
+    uint32_t c = ~value;
+    while (n && ((uintptr_t)p & 7)) {
+        c = _mm_crc32_u8(c, *p++);
+        n--;
+    }
+    uint64_t c0 = c;
+    while (n >= 3 * CRC_LANE) {
+        uint64_t c1 = 0, c2 = 0;
+        for (size_t i = 0; i < CRC_LANE; i += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p + i, 8);
+            memcpy(&w1, p + CRC_LANE + i, 8);
+            memcpy(&w2, p + 2 * CRC_LANE + i, 8);
+            c0 = _mm_crc32_u64(c0, w0);
+            c1 = _mm_crc32_u64(c1, w1);
+            c2 = _mm_crc32_u64(c2, w2);
+        }
+        c0 = crc_shift(crc_shift((uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        p += 3 * CRC_LANE;
+        n -= 3 * CRC_LANE;
+    }
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c0 = _mm_crc32_u64(c0, word);
+        p += 8;
+        n -= 8;
+    }
+    c = (uint32_t)c0;
+    while (n--) c = _mm_crc32_u8(c, *p++);
+    return ~c;
+}
+
+static void crc_select(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc32c_update = crc32c_hw;
+        crc_hardware = 1;
+    }
+}
+#else
+static void crc_select(void) {}
+#endif
+
+static PyObject *crc32c_c(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer in;
+    unsigned long long value = 0;
+    int software = 0;
+    if (!PyArg_ParseTuple(args, "y*|Kp", &in, &value, &software)) return NULL;
+    if (value > 0xFFFFFFFFull) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "crc32c_c: value is not a 32-bit CRC");
+        return NULL;
+    }
+    crc_fn fn = software ? crc32c_sw : crc32c_update;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = fn((uint32_t)value, (const unsigned char *)in.buf, (size_t)in.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+/* --- int64 arrays --------------------------------------------------------------------------
+ * An array('q') (or any C-contiguous buffer of 8-byte integers: 'q', 'Q', 'l', 'L'), as
+ * int64_t; 'Q' values of 2**63 and above read as negative and fail the callers' bounds
+ * checks. */
+static int get_int64s(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=') f++;
+    if (view->itemsize != 8 || f[1] != '\0' || strchr("qQlL", f[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be an array of 8-byte integers ('q')", what);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *frame_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer out, data, starts, lengths;
+    Py_ssize_t pos, index, count, limit;
+    long long first_id;
+    PyObject *starts_obj, *lengths_obj;
+    if (!PyArg_ParseTuple(args, "w*nLy*OOnnn", &out, &pos, &first_id, &data, &starts_obj,
+                          &lengths_obj, &index, &count, &limit)) {
+        return NULL;
+    }
+    if (get_int64s(starts_obj, &starts, "starts") < 0) goto release_data;
+    if (get_int64s(lengths_obj, &lengths, "lengths") < 0) goto release_starts;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (lengths.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "frame_spans: starts and lengths differ in length");
+    } else if (pos < 0 || limit > out.len || pos > limit) {
+        PyErr_SetString(PyExc_ValueError, "frame_spans: pos/limit outside the buffer");
+    } else if (index < 0 || count < 0 || index > n || count > n - index) {
+        PyErr_SetString(PyExc_ValueError, "frame_spans: index/count outside the spans");
+    } else {
+        const int64_t *s = (const int64_t *)starts.buf, *l = (const int64_t *)lengths.buf;
+        const unsigned char *src = (const unsigned char *)data.buf;
+        unsigned char *dst = (unsigned char *)out.buf;
+        Py_ssize_t done = 0, bad = -1;
+        Py_BEGIN_ALLOW_THREADS
+        for (; done < count; done++) {
+            int64_t start = s[index + done], size = l[index + done];
+            if (start < 0 || size < 0 || start > data.len || size > data.len - start) {
+                bad = index + done;
+                break;
+            }
+            if (size > INT32_MAX || ENTRY_HEADER_LEN + size > limit - pos) break;
+            put_be32(dst + pos, (uint32_t)size);
+            put_be64(dst + pos + 4, (uint64_t)(first_id + done));
+            memcpy(dst + pos + ENTRY_HEADER_LEN, src + start, (size_t)size);
+            pos += ENTRY_HEADER_LEN + (Py_ssize_t)size;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad >= 0) {
+            PyErr_Format(PyExc_ValueError, "frame_spans: span %zd is outside the data", bad);
+        } else {
+            result = Py_BuildValue("nn", pos, done);
+        }
+    }
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return result;
+release_starts:
+    PyBuffer_Release(&starts);
+release_data:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return NULL;
+}
+
+#define RECORD_HEADER_LEN 8
+enum { RECORD_OK = 0, RECORD_HEADER, RECORD_LENGTH, RECORD_CRC };
+
+static PyObject *record_spans(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf, offsets;
+    PyObject *offsets_obj;
+    long long base, end;
+    if (!PyArg_ParseTuple(args, "y*OLL", &buf, &offsets_obj, &base, &end)) return NULL;
+    if (get_int64s(offsets_obj, &offsets, "offsets") < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    Py_ssize_t n = offsets.len / 8;
+    PyObject *starts = PyBytes_FromStringAndSize(NULL, n * 8);
+    PyObject *lengths = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (starts == NULL || lengths == NULL) goto fail;
+    const int64_t *off = (const int64_t *)offsets.buf;
+    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *l = (int64_t *)PyBytes_AS_STRING(lengths);
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    const int64_t len = (int64_t)buf.len;
+    Py_ssize_t i = 0;
+    int reason = RECORD_OK;
+    Py_BEGIN_ALLOW_THREADS
+    for (; i < n; i++) {
+        int64_t at = off[i], next = i + 1 < n ? off[i + 1] : end;
+        if (base < 0 || at < base || at - base > len - RECORD_HEADER_LEN) {
+            reason = RECORD_HEADER;
+            break;
+        }
+        int64_t rel = at - base;
+        uint32_t length = get_be32(p + rel);
+        /* the record must end where the next begins, inside the buffer */
+        if (next < base || next - base > len || (int64_t)length != next - at - RECORD_HEADER_LEN) {
+            reason = RECORD_LENGTH;
+            break;
+        }
+        uint32_t crc = crc32c_update(crc32c_update(0, p + rel, 4), p + rel + RECORD_HEADER_LEN,
+                                     length);
+        if (crc != get_be32(p + rel + 4)) {
+            reason = RECORD_CRC;
+            break;
+        }
+        s[i] = rel + RECORD_HEADER_LEN;
+        l[i] = length;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&buf);
+    if (reason != RECORD_OK &&
+        (_PyBytes_Resize(&starts, i * 8) < 0 || _PyBytes_Resize(&lengths, i * 8) < 0)) {
+        Py_XDECREF(starts);
+        Py_XDECREF(lengths);
+        return NULL;
+    }
+    static const char *const reasons[] = {NULL, "header", "length", "crc"};
+    return Py_BuildValue("(NNnz)", starts, lengths, reason == RECORD_OK ? (Py_ssize_t)-1 : i,
+                         reasons[reason]);
+fail:
+    Py_XDECREF(starts);
+    Py_XDECREF(lengths);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"frame_entries", frame_entries, METH_VARARGS,
      "frame_entries(buf, pos, first_entry_id, payloads, limit) -> (pos, count)"},
@@ -304,6 +602,14 @@ static PyMethodDef methods[] = {
      "learned]) -> (data, offsets, count, stop, learn_next)"},
     {"framed_prefix", framed_prefix, METH_O,
      "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
+    {"frame_spans", frame_spans, METH_VARARGS,
+     "frame_spans(buf, pos, first_entry_id, data, starts, lengths, index, count, limit) -> "
+     "(pos, count)"},
+    {"record_spans", record_spans, METH_VARARGS,
+     "record_spans(buf, offsets, base, end) -> (starts, lengths, bad, reason)"},
+    {"crc32c_c", crc32c_c, METH_VARARGS,
+     "crc32c_c(data, value=0, software=False) -> CRC32C of data continuing from value "
+     "(for the tests; software=True forces the table-driven loop)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -313,4 +619,13 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_tables_init();
+    crc_select();
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_hardware) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

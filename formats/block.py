@@ -2,6 +2,7 @@
 
 A block is ``header || (len:i32, entry_id:i64, payload)* || padding`` (spec/block-format.md).
 :class:`BlockWriter` fills one reusable buffer per block (each payload is copied once, into that
+buffer, from payload objects or from :class:`~formats.spans.SpanBatch` spans of a source's
 buffer); :func:`iter_block_entries` walks a block's entries as memoryviews (no copies) and
 checks every length, id and the padding, raising typed errors that name the offset;
 :func:`pack_block_entries` does the same checks in one pass and packs the payloads as an Arrow
@@ -14,7 +15,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from formats.errors import BadMagicError, CorruptDataError, OffloaderError, TruncatedError
-from formats.framing import frame_entries, pack_entries
+from formats.framing import frame_entries, frame_spans, pack_entries
+from formats.spans import SpanBatch
 from formats.wire import (
     BLOCK_HEADER_FIELDS,
     BLOCK_HEADER_LEN,
@@ -26,6 +28,9 @@ from formats.wire import (
 )
 
 Buffer = bytes | bytearray | memoryview
+#: what :meth:`BlockWriter.write_block_batches` frames in one call: payload objects, or a run
+#: of spans of one buffer
+Batch = Sequence[Buffer] | SpanBatch
 
 
 @dataclass(frozen=True)
@@ -100,11 +105,12 @@ class BlockWriter:
         return self.write_block_batches(first_entry_id, (payloads,), block_size)
 
     def write_block_batches(
-        self, first_entry_id: int, batches: Iterable[Sequence[Buffer]], block_size: int
+        self, first_entry_id: int, batches: Iterable[Batch], block_size: int
     ) -> memoryview:
         """Like :meth:`write_block`, with the payloads given as consecutive batches: each
-        batch is framed in one call (in C when built), and only one need be alive at a
-        time (a source can hand over a batch it has just read)."""
+        batch (a sequence of payloads, or a :class:`~formats.spans.SpanBatch`) is framed in
+        one call (in C when built), and only one need be alive at a time (a source can hand
+        over a batch it has just read). Either kind gives the same bytes."""
         if block_size > self.max_block_size:
             raise CorruptDataError(
                 f"block size {block_size} exceeds the writer's maximum {self.max_block_size}"
@@ -116,10 +122,30 @@ class BlockWriter:
         )
         view[BLOCK_HEADER_USED:BLOCK_HEADER_LEN] = bytes(BLOCK_HEADER_LEN - BLOCK_HEADER_USED)
         pos, next_id = BLOCK_HEADER_LEN, first_entry_id
-        for payloads in batches:
-            pos, count = frame_entries(buf, pos, next_id, payloads, block_size)
-            if count < len(payloads):
-                size = memoryview(payloads[count]).nbytes
+        for batch in batches:
+            if isinstance(batch, SpanBatch):
+                spans = batch.spans
+                pos, count = frame_spans(
+                    buf,
+                    pos,
+                    next_id,
+                    spans.data,
+                    spans.starts,
+                    spans.lengths,
+                    batch.index,
+                    batch.count,
+                    block_size,
+                )
+                wanted = batch.count
+            else:
+                pos, count = frame_entries(buf, pos, next_id, batch, block_size)
+                wanted = len(batch)
+            if count < wanted:
+                size = (
+                    batch.spans.lengths[batch.index + count]
+                    if isinstance(batch, SpanBatch)
+                    else memoryview(batch[count]).nbytes
+                )
                 raise CorruptDataError(
                     f"entry {next_id + count} ({size} bytes) does not fit in a block of "
                     f"{block_size} bytes at offset {pos}"

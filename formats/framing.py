@@ -1,24 +1,34 @@
-"""The per-entry loops of the block format: framing entries into a block, cutting them out as
-entry objects, packing a block's payloads the way Arrow lays out a binary column, and the framed
-prefix sums the block planner searches.
+"""The per-entry loops of the block format: framing entries into a block (from payload
+objects, or from spans of one buffer), cutting them out as entry objects, packing a block's
+payloads the way Arrow lays out a binary column, the framed prefix sums the block planner
+searches, and the check of a batch of local ledger records into spans.
 
 Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (pulsar-format-facts §2).
 These loops run once per entry, so for small entries they are most of the CPU time of an
 offload, a sequential read or a Spark scan. Each has a C version in ``formats/_speedups.c``
 (built by ``pip install``, about 10x faster) and a pure-Python twin here, with the same
-signature and results; :data:`frame_entries`, :data:`parse_entries`, :data:`pack_entries` and
-:data:`framed_prefix` are the C ones when the extension is built, else the Python ones
-(``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python). The tests run both on the same inputs.
+signature and results; :data:`frame_entries`, :data:`frame_spans`, :data:`parse_entries`,
+:data:`pack_entries`, :data:`framed_prefix` and :data:`record_spans` are the C ones when the
+extension is built, else the Python ones (``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python).
+The tests run both on the same inputs.
+
+:func:`record_spans_py` knows one thing that is not the block format: the record of a local
+ledger file (``length u32 BE | crc32c u32 BE | payload``, the CRC over the 4 length bytes then
+the payload; :mod:`offloader.ledgers.fileformat` owns that format), so that a batch of records
+is checked and turned into :class:`~formats.spans.EntrySpans` in one C pass.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 from operator import add
 from typing import Any
+
+import crc32c as _crc32c
 
 from formats.wire import ENTRY_HEADER, ENTRY_HEADER_LEN
 
@@ -26,12 +36,16 @@ __all__ = [
     "SPEEDUPS",
     "frame_entries",
     "frame_entries_py",
+    "frame_spans",
+    "frame_spans_py",
     "framed_prefix",
     "framed_prefix_py",
     "pack_entries",
     "pack_entries_py",
     "parse_entries",
     "parse_entries_py",
+    "record_spans",
+    "record_spans_py",
 ]
 
 _PACK = ENTRY_HEADER.pack_into
@@ -60,6 +74,54 @@ def frame_entries_py(
         pos = end
         count += 1
     return pos, count
+
+
+def _int64s(obj: Any, what: str) -> memoryview:
+    """``obj`` as a view of 8-byte integers (an ``array('q')``), else TypeError."""
+    view = memoryview(obj)
+    if view.itemsize != 8 or view.format.lstrip("@=") not in ("q", "Q", "l", "L"):
+        raise TypeError(f"{what} must be an array of 8-byte integers ('q')")
+    return view
+
+
+def frame_spans_py(
+    buf: Any,
+    pos: int,
+    first_entry_id: int,
+    data: Any,
+    starts: Any,
+    lengths: Any,
+    index: int,
+    count: int,
+    limit: int,
+) -> tuple[int, int]:
+    """:func:`frame_entries_py` for spans ``index .. index + count - 1`` of ``data`` (span j
+    is ``data[starts[j] : starts[j] + lengths[j]]``, ``starts``/``lengths`` ``array('q')``):
+    stops before the first that would end past ``limit``; a span outside ``data`` raises
+    ValueError. Returns (position after the last entry written, entries written)."""
+    src = memoryview(data).cast("B")
+    starts, lengths = _int64s(starts, "starts"), _int64s(lengths, "lengths")
+    if len(starts) != len(lengths):
+        raise ValueError("frame_spans: starts and lengths differ in length")
+    if pos < 0 or limit > len(buf) or pos > limit:
+        raise ValueError("frame_spans: pos/limit outside the buffer")
+    if index < 0 or count < 0 or index > len(starts) or count > len(starts) - index:
+        raise ValueError("frame_spans: index/count outside the spans")
+    view = memoryview(buf).cast("B")
+    available = len(src)
+    done = 0
+    for j in range(index, index + count):
+        start, size = starts[j], lengths[j]
+        if start < 0 or size < 0 or start > available or size > available - start:
+            raise ValueError(f"frame_spans: span {j} is outside the data")
+        end = pos + ENTRY_HEADER_LEN + size
+        if size > 0x7FFFFFFF or end > limit:
+            break
+        _PACK(view, pos, size, first_entry_id + done)
+        view[pos + ENTRY_HEADER_LEN : end] = src[start : start + size]
+        pos = end
+        done += 1
+    return pos, done
 
 
 def parse_entries_py(
@@ -152,22 +214,86 @@ def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
     return prefix.tobytes(), min(lengths), max(lengths)
 
 
+_RECORD = struct.Struct(">II")  # a local ledger record's header: length, crc32c
+_RECORD_HEADER_LEN = _RECORD.size
+
+
+def record_spans_py(
+    buf: Any, offsets: Any, base: int, end: int
+) -> tuple[bytes, bytes, int, str | None]:
+    """Check the local ledger records held in ``buf`` (which starts at file offset ``base``):
+    record i starts at file offset ``offsets[i]`` and ends where record i + 1 starts, the
+    last at ``end``. Returns (payload starts in ``buf``, payload lengths: native int64 bytes;
+    the index of the first bad record or -1; why it is bad: "header" (not inside ``buf``),
+    "length" (the field does not match the record's end, or the record runs past ``buf``),
+    "crc", or None). The arrays stop before the bad record."""
+    view = memoryview(buf).cast("B")
+    offs = _int64s(offsets, "offsets")
+    size = len(view)
+    starts, lengths = array("q"), array("q")
+    n = len(offs)
+    bad, reason = -1, None
+    for i in range(n):
+        at = offs[i]
+        following = offs[i + 1] if i + 1 < n else end
+        if base < 0 or at < base or at - base > size - _RECORD_HEADER_LEN:
+            bad, reason = i, "header"
+            break
+        rel = at - base
+        length, crc = _RECORD.unpack_from(view, rel)
+        if (
+            following < base
+            or following - base > size
+            or length != following - at - _RECORD_HEADER_LEN
+        ):
+            bad, reason = i, "length"
+            break
+        payload = view[rel + _RECORD_HEADER_LEN : rel + _RECORD_HEADER_LEN + length]
+        if _crc32c.crc32c(payload, _crc32c.crc32c(view[rel : rel + 4])) != crc:
+            bad, reason = i, "crc"
+            break
+        starts.append(rel + _RECORD_HEADER_LEN)
+        lengths.append(length)
+    return starts.tobytes(), lengths.tobytes(), bad, reason
+
+
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
 ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
 PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
 FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
+FrameSpans = Callable[[Any, int, int, Any, Any, Any, int, int, int], tuple[int, int]]
+RecordSpans = Callable[[Any, Any, int, int], tuple[bytes, bytes, int, "str | None"]]
+Loops = tuple[FrameEntries, FrameSpans, ParseEntries, PackEntries, FramedPrefix, RecordSpans]
 
 
-def _pick() -> tuple[FrameEntries, ParseEntries, PackEntries, FramedPrefix, bool]:
-    python = frame_entries_py, parse_entries_py, pack_entries_py, framed_prefix_py, False
+def _pick() -> tuple[Loops, bool]:
+    python: Loops = (
+        frame_entries_py,
+        frame_spans_py,
+        parse_entries_py,
+        pack_entries_py,
+        framed_prefix_py,
+        record_spans_py,
+    )
     if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
-        return python
+        return python, False
     try:
         from formats import _speedups  # type: ignore[attr-defined]
     except ImportError:
-        return python
+        return python, False
     c = _speedups
-    return c.frame_entries, c.parse_entries, c.pack_entries, c.framed_prefix, True
+    loops = (
+        c.frame_entries,
+        c.frame_spans,
+        c.parse_entries,
+        c.pack_entries,
+        c.framed_prefix,
+        c.record_spans,
+    )
+    return loops, True
 
 
-frame_entries, parse_entries, pack_entries, framed_prefix, SPEEDUPS = _pick()
+(
+    (frame_entries, frame_spans, parse_entries, pack_entries, framed_prefix, record_spans),
+    SPEEDUPS,
+) = _pick()

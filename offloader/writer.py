@@ -6,10 +6,13 @@ concurrently (a bounded window), each part carries its CRC32C, and nothing is le
 anything fails. Steps:
 
 1. entry lengths (``reader.entry_lengths()`` when the reader has it, else a pre-pass reading
-   batches), then the block plan (:func:`formats.layout.plan_blocks`): an oversize entry or an
-   empty ledger is refused here, before any request reaches the store;
+   batches, with ``read_spans`` when the reader has it), then the block plan
+   (:func:`formats.layout.plan_blocks`): an oversize entry or an empty ledger is refused here,
+   before any request reaches the store;
 2. create the multipart upload with the data object's user metadata;
-3. read entries in batches of ``ledger_read_batch_entries``, frame each block into one of
+3. read entries in batches of ``ledger_read_batch_entries`` (``reader.read_spans`` when the
+   reader has it: one buffer and two int64 arrays per batch, no object per entry; else
+   ``reader.read``; see :mod:`offloader.ledgers.base`), frame each block into one of
    ``offload_concurrency`` reusable :class:`~formats.block.BlockWriter` buffers (allocated as
    first needed; one framing call per batch, in C when built), and hand it to a pool of
    ``offload_concurrency`` threads that CRC32C it (without the GIL) and upload it as part
@@ -37,7 +40,7 @@ re-raised unchanged after the cleanup.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -49,6 +52,7 @@ from formats.keys import ROLE_DATA, ROLE_INDEX, data_key, index_key, object_user
 from formats.layout import BlockPlan, plan_blocks
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
+from offloader.entry_batches import LedgerEntries, entry_lengths_of
 from offloader.errors import (
     IndexInconsistentError,
     OffloaderError,
@@ -86,79 +90,6 @@ class OffloadResult:
     @property
     def mb_per_s(self) -> float:
         return self.data_size / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
-
-
-def entry_lengths_of(reader: LedgerReader, batch: int) -> list[int]:
-    """Every entry's payload length: ``reader.entry_lengths()`` if it has one, else a pass
-    reading the ledger in batches of ``batch`` entries."""
-    fast = getattr(reader, "entry_lengths", None)
-    if callable(fast):
-        return list(map(int, fast()))
-    lengths: list[int] = []
-    last = reader.last_entry_id
-    first = 0
-    while first <= last:
-        stop = min(first + batch - 1, last)
-        got = reader.read(first, stop)
-        if len(got) != stop - first + 1:
-            raise IndexInconsistentError(
-                f"ledger {reader.ledger_id}: read({first}, {stop}) returned {len(got)} entries"
-            )
-        lengths.extend(len(p) for p in got)
-        first = stop + 1
-    return lengths
-
-
-class _LedgerEntries:
-    """Entries of a ledger read in order, in batches, each checked against the planned
-    length (a ledger that changes between planning and reading is refused)."""
-
-    def __init__(self, reader: LedgerReader, lengths: Sequence[int], batch: int) -> None:
-        self._reader = reader
-        self._lengths = lengths
-        self._batch = batch
-        self._buffer: Sequence[Buffer] = ()
-        self._buffer_first = 0
-        self.next_id = 0
-        self.payload_bytes = 0
-
-    def batches(self, count: int) -> Iterator[Sequence[Buffer]]:
-        """The next ``count`` payloads, as slices of the batches read (lengths are checked a
-        batch at a time); the caller frames each slice in one call."""
-        remaining = count
-        while remaining:
-            i = self.next_id - self._buffer_first
-            if i >= len(self._buffer):
-                self._fill(self.next_id)
-                i = 0
-            n = min(remaining, len(self._buffer) - i)
-            chunk = self._buffer[i : i + n] if (i or n != len(self._buffer)) else self._buffer
-            self.next_id += n
-            remaining -= n
-            yield chunk
-
-    def _fill(self, first: int) -> None:
-        last = min(first + self._batch - 1, len(self._lengths) - 1)
-        got = self._reader.read(first, last)
-        if len(got) != last - first + 1:
-            raise IndexInconsistentError(
-                f"ledger {self._reader.ledger_id}: read({first}, {last}) returned {len(got)} "
-                "entries: the ledger changed during the offload"
-            )
-        planned = self._lengths[first : last + 1]
-        actual = list(map(len, got))
-        if actual != planned:
-            entry_id = first + next(
-                i for i, (a, b) in enumerate(zip(actual, planned, strict=True)) if a != b
-            )
-            raise IndexInconsistentError(
-                f"ledger {self._reader.ledger_id}: entry {entry_id} is "
-                f"{actual[entry_id - first]} bytes now, {planned[entry_id - first]} when the "
-                "offload was planned: the ledger changed during the offload"
-            )
-        self.payload_bytes += sum(actual)
-        self._buffer = got
-        self._buffer_first = first
 
 
 def _checksum_and_upload(
@@ -284,9 +215,9 @@ class _Offload:
         self.index_attempted = False
         self.index_refused = False
         self.pool: ThreadPoolExecutor | None = None
-        self.entries: _LedgerEntries | None = None
+        self.entries: LedgerEntries | None = None
 
-    def upload_data(self, managed_ledger_name: str | None) -> tuple[list[int], _LedgerEntries]:
+    def upload_data(self, managed_ledger_name: str | None) -> tuple[list[int], LedgerEntries]:
         settings, store, plans = self.settings, self.store, self.plans
         total = plans[-1].offset + plans[-1].size
         metadata = object_user_metadata(
@@ -297,7 +228,7 @@ class _Offload:
         self.upload_id = store.create_multipart_upload(self.dkey, metadata)
         crash_point("writer.after_create_upload")
         upload_id = self.upload_id
-        entries = _LedgerEntries(self.reader, self.lengths, settings.ledger_read_batch_entries)
+        entries = LedgerEntries(self.reader, self.lengths, settings.ledger_read_batch_entries)
         self.entries = entries
         window = settings.offload_concurrency
         buffer_size = max(p.size for p in plans)

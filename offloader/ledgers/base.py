@@ -3,6 +3,15 @@
 The local ledger store, tests and benchmarks (in-memory ledgers) implement it; so could a real
 BookKeeper client. ``length`` is the sum of payload sizes as the ledger's metadata records it; the
 writer checks it against the entries it actually reads.
+
+:class:`SpanLedgerReader` is an optional extension: a reader that also has
+``read_spans(first, last)`` hands over a batch as one buffer plus ``array('q')`` payload starts
+and lengths (:class:`~formats.spans.EntrySpans`), so the writer checks the lengths and frames
+the batch in single C passes with no Python object per entry. The writer uses it whenever the
+reader has it (found with ``getattr``, like the optional ``entry_lengths()``), else ``read``; the
+bytes uploaded are the same either way. ``read_spans`` must return exactly the payloads ``read``
+would, and raise the same errors. The local ledger files' :class:`ClosedLedgerReader
+<offloader.ledgers.reader.ClosedLedgerReader>` implements it; :class:`InMemoryLedger` does not.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from formats.ledger_metadata import LedgerMetadata
+from formats.spans import EntrySpans
 
 
 @runtime_checkable
@@ -37,6 +47,16 @@ class LedgerReader(Protocol):
 
     def read(self, first: int, last: int) -> Sequence[bytes]:
         """Payloads of entries ``first..last`` inclusive, in order."""
+        ...
+
+
+@runtime_checkable
+class SpanLedgerReader(LedgerReader, Protocol):
+    """A :class:`LedgerReader` that can also hand over a batch as spans of one buffer."""
+
+    def read_spans(self, first: int, last: int) -> EntrySpans:
+        """Entries ``first..last`` inclusive: payload ``i`` of the result is entry
+        ``first + i``, byte for byte what :meth:`read` returns for it."""
         ...
 
 

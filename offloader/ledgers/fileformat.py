@@ -15,7 +15,9 @@ A ledger file (all integers big-endian)::
 
 A record's length is at most :data:`MAX_ENTRY_SIZE` (< the marker), so the marker can never be
 mistaken for a record. A closed ledger is recognised from its last 52 bytes; its index gives
-every record offset without a scan.
+every record offset without a scan. Reads check a batch of records in one pass with
+:data:`formats.framing.record_spans` (C, with a Python twin), which knows the record layout
+above: a change to it goes there too.
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-"""Reading entries from a ledger file: the closed-ledger :class:`LedgerReader` and the shared
-range read.
+"""Reading entries from a ledger file: the closed-ledger :class:`LedgerReader` (with the
+optional span read of :class:`~offloader.ledgers.base.SpanLedgerReader`) and the shared range
+reads.
 
 A read of entries ``first..last`` is one ``os.pread`` of the byte range those records occupy
-(found in the in-memory offset index), then a CRC32C check of every record;
-a mismatch raises :class:`~offloader.errors.CorruptLedgerError` naming the record's offset.
+(found in the in-memory offset index), then one pass that checks every record's length field
+against the index and its CRC32C (:data:`formats.framing.record_spans`, in C when built, the
+GIL released) and finds each payload; a bad record raises
+:class:`~offloader.errors.CorruptLedgerError` naming the entry and the record's offset.
+:func:`read_entry_spans` returns the payloads as :class:`~formats.spans.EntrySpans` over the
+bytes read (no object per entry); :func:`read_entries` copies them out as ``bytes``; both go
+through the same checks, so they raise the same errors.
 """
 
 from __future__ import annotations
@@ -13,16 +19,19 @@ import weakref
 from array import array
 from types import TracebackType
 
+from formats.framing import record_spans
 from formats.ledger_metadata import LedgerMetadata
+from formats.spans import EntrySpans
 from offloader.errors import CorruptLedgerError, EntryOutOfRange, LedgerStoreError
-from offloader.ledgers.fileformat import RECORD, RECORD_HEADER_SIZE, crc32c
+from offloader.ledgers.fileformat import LENGTH
 from offloader.ledgers.scan import LedgerLayout, pread_exact
 
 
-def read_entries(
+def read_entry_spans(
     fd: int, path: str, offsets: array[int], data_end: int, first: int, last: int
-) -> list[bytes]:
-    """Payloads of entries ``first..last`` (inclusive), verified, with one ``pread``."""
+) -> EntrySpans:
+    """Entries ``first..last`` (inclusive), verified, with one ``pread``: spans of the bytes
+    read, payload ``i`` being entry ``first + i``."""
     count = len(offsets)
     if first < 0 or last < first or last >= count:
         raise EntryOutOfRange(f"{path}: entries {first}..{last} are not inside 0..{count - 1}")
@@ -35,29 +44,42 @@ def read_entries(
             path=path,
             offset=start + len(data),
         )
-    mv = memoryview(data)
-    out: list[bytes] = []
-    for entry_id in range(first, last + 1):
-        rel = offsets[entry_id] - start
-        rec_end = (offsets[entry_id + 1] if entry_id + 1 < count else data_end) - start
-        length, crc = RECORD.unpack_from(mv, rel)
-        if length != rec_end - rel - RECORD_HEADER_SIZE:
-            raise CorruptLedgerError(
-                f"entry {entry_id}: record length field {length} does not match the index",
-                path=path,
-                offset=start + rel,
-            )
-        payload = mv[rel + RECORD_HEADER_SIZE : rec_end]
-        if crc32c(payload, crc32c(mv[rel : rel + 4])) != crc:
-            raise CorruptLedgerError(
-                f"entry {entry_id}: CRC32C mismatch", path=path, offset=start + rel
-            )
-        out.append(payload.tobytes())
-    return out
+    raw_starts, raw_lengths, bad, reason = record_spans(data, offsets[first : last + 1], start, end)
+    if bad >= 0:
+        raise _record_error(path, data, start, first + bad, offsets[first + bad], reason)
+    starts, lengths = array("q"), array("q")
+    starts.frombytes(raw_starts)
+    lengths.frombytes(raw_lengths)
+    return EntrySpans(data, starts, lengths)
+
+
+def _record_error(
+    path: str, data: bytes, start: int, entry_id: int, offset: int, reason: str | None
+) -> CorruptLedgerError:
+    """The error for the record of ``entry_id`` at file ``offset`` (``data`` was read from file
+    offset ``start``) that :data:`record_spans` found bad for ``reason``."""
+    if reason == "length":
+        (length,) = LENGTH.unpack_from(data, offset - start)  # its header is inside ``data``
+        message = f"entry {entry_id}: record length field {length} does not match the index"
+    elif reason == "crc":
+        message = f"entry {entry_id}: CRC32C mismatch"
+    else:  # "header": offsets that do not increase (never in a layout read from a file)
+        message = f"entry {entry_id}: record header is outside the bytes of entries read"
+    return CorruptLedgerError(message, path=path, offset=offset)
+
+
+def read_entries(
+    fd: int, path: str, offsets: array[int], data_end: int, first: int, last: int
+) -> list[bytes]:
+    """Payloads of entries ``first..last`` (inclusive), verified, with one ``pread``."""
+    spans = read_entry_spans(fd, path, offsets, data_end, first, last)
+    data = spans.data
+    return [data[at : at + size] for at, size in zip(spans.starts, spans.lengths, strict=True)]
 
 
 class ClosedLedgerReader:
-    """A closed ledger file, read through its offset index (implements ``LedgerReader``).
+    """A closed ledger file, read through its offset index (implements ``SpanLedgerReader``,
+    hence ``LedgerReader``).
 
     Holds the file open until :meth:`close` (or garbage collection); a deleted file stays
     readable through an open reader, as on any POSIX system.
@@ -111,6 +133,14 @@ class ClosedLedgerReader:
             raise LedgerStoreError(f"{self._path}: reader is closed")
         layout = self._layout
         return read_entries(self._fd, self._path, layout.offsets, layout.data_end, first, last)
+
+    def read_spans(self, first: int, last: int) -> EntrySpans:
+        """Entries ``first..last`` as spans of the one buffer read (the same checks and errors
+        as :meth:`read`)."""
+        if not self._finalizer.alive:
+            raise LedgerStoreError(f"{self._path}: reader is closed")
+        layout = self._layout
+        return read_entry_spans(self._fd, self._path, layout.offsets, layout.data_end, first, last)
 
     def close(self) -> None:
         self._finalizer()
