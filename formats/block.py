@@ -145,14 +145,20 @@ class BlockEntry:
 
 
 def _checked_header(
-    view: memoryview, base_offset: int, expected_first_entry_id: int | None
+    view: memoryview,
+    base_offset: int,
+    expected_first_entry_id: int | None,
+    *,
+    block_len: int | None = None,
 ) -> DataBlockHeader:
-    """The block's header, checked against the block's length, its reserved bytes (zeros) and
-    the first entry id the index expects."""
+    """The block's header, checked against the block's length (``len(view)`` unless
+    ``block_len`` says it, when the view holds only the start of the block), its reserved
+    bytes (zeros) and the first entry id the index expects."""
     header = DataBlockHeader.decode(view, 0, base_offset=base_offset)
-    if header.block_len != len(view):
+    actual = len(view) if block_len is None else block_len
+    if header.block_len != actual:
         raise TruncatedError(
-            f"block header says {header.block_len} bytes, the block has {len(view)}",
+            f"block header says {header.block_len} bytes, the block has {actual}",
             offset=base_offset + 12,
         )
     reserved = view[BLOCK_HEADER_USED : header.header_len]
