@@ -53,6 +53,7 @@ class BlockPacker:
         #: bytes from _pos on not packed yet: the block header, or an entry cut by a chunk end
         self._pending: list[bytes] = []
         self._pending_len = 0
+        self._entry_len = -1  # framed size of the pending entry, once its header is whole
         self._started = False  # the header was checked, entries are being packed
         #: "packing", "stopped" (entries ended at _pos: keep the rest for the verdict) or
         #: "whole" (keep every chunk: the whole block is judged at the end)
@@ -177,15 +178,18 @@ class BlockPacker:
             used = take
         else:
             used = 0
-        head = b"".join(self._pending) if len(self._pending[0]) < ENTRY_HEADER_LEN else None
-        length = ENTRY_HEADER.unpack_from(head or self._pending[0], 0)[0]
-        need = ENTRY_HEADER_LEN + length - self._pending_len
+        if self._entry_len < 0:
+            if len(self._pending[0]) < ENTRY_HEADER_LEN:
+                self._pending = [b"".join(self._pending)]
+            self._entry_len = ENTRY_HEADER_LEN + ENTRY_HEADER.unpack_from(self._pending[0], 0)[0]
+        need = self._entry_len - self._pending_len
         take = min(need, len(chunk) - used)
         self._pending.append(chunk[used : used + take])
         self._pending_len += take
         if take < need:
             return -1
         entry = b"".join(self._pending)
+        self._entry_len = -1
         data, offsets, count, _, _ = pack_entries(entry, 0, len(entry), self._next_id)
         self._pieces.append(PackedEntries(self._next_id, count, data, offsets))
         self._next_id += count
