@@ -281,8 +281,9 @@ class PackedEntries:
 
     first_entry_id: int
     count: int
-    data: bytes
-    offsets: bytes
+    #: bytes, or a memoryview of a buffer the packer owns (formats.block_packer)
+    data: bytes | memoryview
+    offsets: bytes | memoryview
 
     def __len__(self) -> int:
         return self.count
@@ -295,7 +296,7 @@ class PackedEntries:
     @property
     def payload_bytes(self) -> int:
         """Sum of the payload sizes."""
-        return len(self.data)
+        return self.data.nbytes if isinstance(self.data, memoryview) else len(self.data)
 
     def offsets_view(self) -> memoryview:
         """The ``count + 1`` offsets as a memoryview of int32."""
@@ -310,13 +311,17 @@ class PackedEntries:
                 f"{self.last_entry_id})"
             )
         offsets = self.offsets_view()
-        return self.data[offsets[i] : offsets[i + 1]]
+        return bytes(self.data[offsets[i] : offsets[i + 1]])
 
     def payloads(self) -> Iterator[bytes]:
         """Every payload, in id order."""
         data, offsets = self.data, self.offsets_view()
-        for i in range(self.count):
-            yield data[offsets[i] : offsets[i + 1]]
+        if isinstance(data, memoryview):
+            for i in range(self.count):
+                yield data[offsets[i] : offsets[i + 1]].tobytes()
+        else:
+            for i in range(self.count):
+                yield data[offsets[i] : offsets[i + 1]]
 
 
 def pack_block_entries(

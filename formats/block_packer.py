@@ -4,9 +4,10 @@
 that streams a block (the Spark source) receives it as chunks of ``read_buffer`` bytes;
 joining them costs a copy of the block, and packing only after the last chunk leaves the CPU
 idle while the bytes arrive. :class:`BlockPacker` packs each chunk as it is fed (one C call
-per chunk): an entry cut by a chunk boundary is assembled from its pieces (a copy of that one
-entry), so the result is a list of :class:`~formats.block.PackedEntries` pieces whose ids
-follow each other.
+per chunk, :func:`formats.framing.pack_into`) into one payload buffer and one offsets buffer
+of its own: an entry cut by a chunk boundary is assembled from its pieces first (a copy of
+that one entry). The result is one :class:`~formats.block.PackedEntries` for the block, its
+``data`` and ``offsets`` memoryviews of those buffers.
 
 The verdict is exactly :func:`pack_block_entries`' on the joined block: the same entries, or
 the same typed error at the same offset. Nothing is raised before :meth:`BlockPacker.finish`,
@@ -25,7 +26,7 @@ from formats.block import (
     pack_block_entries,
 )
 from formats.errors import FormatError
-from formats.framing import pack_entries
+from formats.framing import pack_into
 from formats.wire import BLOCK_HEADER_LEN, ENTRY_HEADER, ENTRY_HEADER_LEN
 
 __all__ = ["BlockPacker"]
@@ -49,7 +50,11 @@ class BlockPacker:
         self._fed = 0  # bytes fed so far
         self._pos = 0  # block offset of the next byte to pack (the start of _pending)
         self._next_id = 0
-        self._pieces: list[PackedEntries] = []
+        self._first_id = 0
+        self._count = 0  # entries packed
+        self._out = bytearray()  # their payloads, back to back (block_len bytes, once started)
+        self._out_pos = 0
+        self._offsets = bytearray()  # count + 1 native int32 ends (grown as needed)
         #: bytes from _pos on not packed yet: the block header, or an entry cut by a chunk end
         self._pending: list[bytes] = []
         self._pending_len = 0
@@ -81,30 +86,29 @@ class BlockPacker:
             return
         self._pack_chunk(chunk)
 
-    def finish(self) -> list[PackedEntries]:
-        """The pieces, once every byte was fed; or the typed error the whole block gives."""
+    def finish(self) -> PackedEntries:
+        """The block's entries, once every byte was fed; or the typed error the whole block
+        gives."""
         if self._fed != self._block_len:
             raise ValueError(f"BlockPacker: {self._fed} bytes fed, the block has {self._block_len}")
         if self._mode == "packing" and not self._started:
             self._mode = "whole"  # a block shorter than a header
         if self._mode == "whole":
             block = b"".join(self._kept)
-            return [
-                pack_block_entries(
-                    block,
-                    base_offset=self._base,
-                    expected_first_entry_id=self._expected_first,
-                    check_padding=self._check_padding,
-                )
-            ]
+            return pack_block_entries(
+                block,
+                base_offset=self._base,
+                expected_first_entry_id=self._expected_first,
+                check_padding=self._check_padding,
+            )
         if self._pending_len or self._mode == "stopped":
             rest = memoryview(b"".join(self._pending))
-            error = _stop_error(
-                rest, 0, self._next_id, self._base + self._pos, self._check_padding
-            )
+            error = _stop_error(rest, 0, self._next_id, self._base + self._pos, self._check_padding)
             if error is not None:
                 raise error
-        return self._pieces
+        data = memoryview(self._out)[: self._out_pos]
+        offsets = memoryview(self._offsets)[: 4 * (self._count + 1)]
+        return PackedEntries(self._first_id, self._count, data, offsets)
 
     # --- internals ------------------------------------------------------------------------
     def _start(self) -> None:
@@ -121,7 +125,9 @@ class BlockPacker:
             return
         self._kept = []
         self._started = True
-        self._next_id = header.first_entry_id
+        self._next_id = self._first_id = header.first_entry_id
+        self._out = bytearray(self._block_len)
+        self._offsets = bytearray(4 * (self._block_len // 1024 + 64))
         self._pending, self._pending_len = [], 0
         self._pos = header.header_len
         self._pack_chunk(head, header.header_len)
@@ -133,10 +139,7 @@ class BlockPacker:
                 return
         if at == len(chunk):
             return
-        data, offsets, count, stop, _ = pack_entries(chunk, at, len(chunk), self._next_id)
-        if count:
-            self._pieces.append(PackedEntries(self._next_id, count, data, offsets))
-            self._next_id += count
+        stop = self._pack_run(chunk, at)
         self._pos += stop - at
         if stop < len(chunk):
             self._hold(chunk[stop:])
@@ -190,9 +193,20 @@ class BlockPacker:
             return -1
         entry = b"".join(self._pending)
         self._entry_len = -1
-        data, offsets, count, _, _ = pack_entries(entry, 0, len(entry), self._next_id)
-        self._pieces.append(PackedEntries(self._next_id, count, data, offsets))
-        self._next_id += count
+        self._pack_run(entry, 0)
         self._pos += len(entry)
         self._pending, self._pending_len = [], 0
         return used + take
+
+    def _pack_run(self, buf: bytes, at: int) -> int:
+        """Pack the entries of ``buf[at:]`` into the block's buffers; returns where they stop."""
+        most = self._count + (len(buf) - at) // ENTRY_HEADER_LEN + 2
+        have = len(self._offsets) // 4
+        if most > have:
+            self._offsets.extend(bytes(4 * (max(most, 2 * have) - have)))
+        self._out_pos, count, stop = pack_into(
+            self._out, self._out_pos, self._offsets, self._count, buf, at, len(buf), self._next_id
+        )
+        self._count += count
+        self._next_id += count
+        return stop

@@ -174,18 +174,18 @@ def read_block(
 
 def read_block_packed(
     store: ObjectStore, ref: BlockRef, *, read_buffer: int = DEFAULT_READ_BUFFER
-) -> list[PackedEntries]:
-    """Fetch one block and pack its entries as Arrow-style binary columns: one piece per
-    chunk fetched (and one per entry cut by a chunk boundary), packed as the chunks arrive
-    (:class:`formats.block_packer.BlockPacker`), ids following each other. The block's length
-    and CRC32C are checked before its framing, with the same checks as :func:`read_block`."""
+) -> PackedEntries:
+    """Fetch one block and pack its entries as an Arrow-style binary column, chunk by chunk as
+    the bytes arrive (:class:`formats.block_packer.BlockPacker`: no copy of the whole block,
+    and the packing overlaps the download). The block's length and CRC32C are checked before
+    its framing, with the same checks as :func:`read_block`."""
     packer = BlockPacker(
         ref.end - ref.start, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id
     )
     _fetch_chunks(store, ref, read_buffer, packer.feed)
-    pieces = packer.finish()
-    _check_entry_count(ref, sum(p.count for p in pieces))
-    return pieces
+    packed = packer.finish()
+    _check_entry_count(ref, packed.count)
+    return packed
 
 
 def _check_entry_count(ref: BlockRef, count: int) -> None:

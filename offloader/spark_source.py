@@ -277,44 +277,39 @@ def read_block_batches(
     """A block's (filtered) entries as Arrow batches of at most ``batch_rows`` rows.
 
     The block is fetched whole (one streamed GET, CRC32C summed as it arrives) and its payloads
-    are packed into Arrow binary columns as the chunks arrive (C when built); nothing is
-    yielded before the whole block passed its checks. The batches are zero-copy slices of
-    those columns."""
+    are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
+    whole block); nothing is yielded before the block passed every check. The batches are
+    zero-copy slices of that column."""
     store = CountingStore(executor_store(task.store))
     try:
-        pieces = read_block_packed(
+        packed = read_block_packed(
             store,  # type: ignore[arg-type]
             task.ref,
             read_buffer=task.store.settings.read_buffer_size,
         )
     finally:
         store.close()  # leaves the cached client open
+    n = packed.count
+    first = packed.first_entry_id
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(pa.scalar(task.topic, pa.string()), n),
+            pa.repeat(pa.scalar(task.ref.ledger_id, pa.int64()), n),
+            pa.array(range(first, first + n), pa.int64()),
+            pa.Array.from_buffers(
+                pa.binary(), n, [None, pa.py_buffer(packed.offsets), pa.py_buffer(packed.data)]
+            ),
+        ],
+        schema=ARROW_SCHEMA,
+    )
     flt = entry_filter if entry_filter is not None and entry_filter.filters_entries else None
-    topic = pa.scalar(task.topic, pa.string())
-    ledger = pa.scalar(task.ref.ledger_id, pa.int64())
+    if flt is not None:
+        keep = [flt.keeps_entry(i) for i in range(first, first + n)]
+        if not all(keep):
+            batch = batch.filter(pa.array(keep, pa.bool_()))
     step = max(1, batch_rows)
-    for packed in pieces:
-        n = packed.count
-        first = packed.first_entry_id
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.repeat(topic, n),
-                pa.repeat(ledger, n),
-                pa.array(range(first, first + n), pa.int64()),
-                pa.Array.from_buffers(
-                    pa.binary(), n, [None, pa.py_buffer(packed.offsets), pa.py_buffer(packed.data)]
-                ),
-            ],
-            schema=ARROW_SCHEMA,
-        )
-        if flt is not None:
-            keep = [flt.keeps_entry(i) for i in range(first, first + n)]
-            if not any(keep):
-                continue
-            if not all(keep):
-                batch = batch.filter(pa.array(keep, pa.bool_()))
-        for at in range(0, batch.num_rows, step):
-            yield batch.slice(at, step)
+    for at in range(0, batch.num_rows, step):
+        yield batch.slice(at, step)
 
 
 def register(spark: Any) -> None:

@@ -4,6 +4,7 @@ joined block (the same entries, or the same typed error at the same offset)."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -49,10 +50,10 @@ def _judge(run: object) -> tuple[str, object]:
     return "entries", _verdict(got)
 
 
-def _packed_in_chunks(block: bytes, start: int, cuts: list[int]) -> list[PackedEntries]:
+def _packed_in_chunks(block: bytes, start: int, cuts: list[int]) -> PackedEntries:
     packer = BlockPacker(len(block), base_offset=start)
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(block)), len(block)]
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in pairwise(bounds):
         packer.feed(block[a:b])
     return packer.finish()
 
