@@ -30,6 +30,14 @@
  *       With a ``learned`` list, offsets are learned as parse_entries learns them. The
  *       copy runs without the GIL.
  *
+ *   pack_into(out, out_pos, offsets, index, buf, off, limit, first_id)
+ *           -> (out_pos, count, stop)
+ *       pack_entries into buffers the caller owns: the payloads of the consecutive entries
+ *       of ``buf[off:limit]`` are copied to ``out`` from ``out_pos`` and their end positions
+ *       written as native int32 to ``offsets[index + 1 ..]`` (``offsets[index]`` is the
+ *       caller's: ``out_pos``). Stops like pack_entries (no last id), and before an entry
+ *       ``out`` or ``offsets`` has no room for. The copy runs without the GIL.
+ *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
  *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
@@ -280,6 +288,58 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
     return Py_BuildValue("(NNnnL)", data, offsets, count, pos, learn_next);
+}
+
+static PyObject *pack_into(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer out, offs, in;
+    Py_ssize_t out_pos, index, off, limit;
+    long long first_id;
+    if (!PyArg_ParseTuple(args, "w*nw*ny*nnL", &out, &out_pos, &offs, &index, &in, &off, &limit,
+                          &first_id)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t cap = offs.len / (Py_ssize_t)sizeof(int32_t);
+    if (off < 0 || limit > in.len || off > limit || out_pos < 0 || out_pos > out.len ||
+        out_pos > INT32_MAX || index < 0 || index >= cap) {
+        PyErr_SetString(PyExc_ValueError, "pack_into: a position outside its buffer");
+        goto done;
+    }
+    const unsigned char *p = (const unsigned char *)in.buf;
+    Py_ssize_t pos = off, count = 0, room = out.len - out_pos;
+    if (room > INT32_MAX - out_pos) room = INT32_MAX - out_pos;
+    long long total = 0, cur_id = first_id;
+    while (pos < limit && index + count + 1 < cap) {
+        Py_ssize_t remaining = limit - pos;
+        if (remaining < ENTRY_HEADER_LEN || (p[pos] & 0x80)) break;
+        uint32_t length = get_be32(p + pos);
+        if ((long long)get_be64(p + pos + 4) != cur_id) break;
+        if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) break;
+        if ((long long)length > room - total) break;
+        total += length;
+        count++;
+        cur_id++;
+        pos += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    }
+    unsigned char *dst = (unsigned char *)out.buf;
+    int32_t *o = (int32_t *)offs.buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t at = off, filled = out_pos;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t length = get_be32(p + at);
+        memcpy(dst + filled, p + at + ENTRY_HEADER_LEN, length);
+        filled += (Py_ssize_t)length;
+        o[index + 1 + i] = (int32_t)filled;
+        at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(nnn)", out_pos + (Py_ssize_t)total, count, pos);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&in);
+    return result;
 }
 
 static PyObject *framed_prefix(PyObject *self, PyObject *arg) {
@@ -600,6 +660,9 @@ static PyMethodDef methods[] = {
     {"pack_entries", pack_entries, METH_VARARGS,
      "pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
      "learned]) -> (data, offsets, count, stop, learn_next)"},
+    {"pack_into", pack_into, METH_VARARGS,
+     "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
+     "stop)"},
     {"framed_prefix", framed_prefix, METH_O,
      "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
     {"frame_spans", frame_spans, METH_VARARGS,

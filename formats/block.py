@@ -171,14 +171,20 @@ class BlockEntry:
 
 
 def _checked_header(
-    view: memoryview, base_offset: int, expected_first_entry_id: int | None
+    view: memoryview,
+    base_offset: int,
+    expected_first_entry_id: int | None,
+    *,
+    block_len: int | None = None,
 ) -> DataBlockHeader:
-    """The block's header, checked against the block's length, its reserved bytes (zeros) and
-    the first entry id the index expects."""
+    """The block's header, checked against the block's length (``len(view)`` unless
+    ``block_len`` says it, when the view holds only the start of the block), its reserved
+    bytes (zeros) and the first entry id the index expects."""
     header = DataBlockHeader.decode(view, 0, base_offset=base_offset)
-    if header.block_len != len(view):
+    actual = len(view) if block_len is None else block_len
+    if header.block_len != actual:
         raise TruncatedError(
-            f"block header says {header.block_len} bytes, the block has {len(view)}",
+            f"block header says {header.block_len} bytes, the block has {actual}",
             offset=base_offset + 12,
         )
     reserved = view[BLOCK_HEADER_USED : header.header_len]
@@ -301,8 +307,9 @@ class PackedEntries:
 
     first_entry_id: int
     count: int
-    data: bytes
-    offsets: bytes
+    #: bytes, or a memoryview of a buffer the packer owns (formats.block_packer)
+    data: bytes | memoryview
+    offsets: bytes | memoryview
 
     def __len__(self) -> int:
         return self.count
@@ -315,7 +322,7 @@ class PackedEntries:
     @property
     def payload_bytes(self) -> int:
         """Sum of the payload sizes."""
-        return len(self.data)
+        return self.data.nbytes if isinstance(self.data, memoryview) else len(self.data)
 
     def offsets_view(self) -> memoryview:
         """The ``count + 1`` offsets as a memoryview of int32."""
@@ -330,13 +337,17 @@ class PackedEntries:
                 f"{self.last_entry_id})"
             )
         offsets = self.offsets_view()
-        return self.data[offsets[i] : offsets[i + 1]]
+        return bytes(self.data[offsets[i] : offsets[i + 1]])
 
     def payloads(self) -> Iterator[bytes]:
         """Every payload, in id order."""
         data, offsets = self.data, self.offsets_view()
-        for i in range(self.count):
-            yield data[offsets[i] : offsets[i + 1]]
+        if isinstance(data, memoryview):
+            for i in range(self.count):
+                yield data[offsets[i] : offsets[i + 1]].tobytes()
+        else:
+            for i in range(self.count):
+                yield data[offsets[i] : offsets[i + 1]]
 
 
 def pack_block_entries(

@@ -42,6 +42,8 @@ __all__ = [
     "framed_prefix_py",
     "pack_entries",
     "pack_entries_py",
+    "pack_into",
+    "pack_into_py",
     "parse_entries",
     "parse_entries_py",
     "record_spans",
@@ -204,6 +206,38 @@ def pack_entries_py(
     return b"".join(spans), offsets.tobytes(), len(spans), pos, learn_next
 
 
+def pack_into_py(
+    out: Any, out_pos: int, offsets: Any, index: int, buf: Any, off: int, limit: int, first_id: int
+) -> tuple[int, int, int]:
+    """:func:`pack_entries_py` into buffers the caller owns: payloads copied to the writable
+    ``out`` from ``out_pos``, their end positions written as native int32 to
+    ``offsets[index + 1 ..]``; stops like it, and before an entry either buffer has no room
+    for. Returns (position in ``out`` after the last payload, count, where the entries stop)."""
+    dst = memoryview(out).cast("B")
+    ends = memoryview(offsets).cast("B").cast("i")
+    view = memoryview(buf).cast("B")
+    if not (0 <= off <= limit <= len(view) and 0 <= out_pos <= min(len(dst), 0x7FFFFFFF)) or not (
+        0 <= index < len(ends)
+    ):
+        raise ValueError("pack_into: a position outside its buffer")
+    room = min(len(dst), 0x7FFFFFFF) - out_pos
+    pos, cur_id, count, total = off, first_id, 0, 0
+    while pos < limit and index + count + 1 < len(ends):
+        if limit - pos < ENTRY_HEADER_LEN or view[pos] & 0x80:
+            break
+        length, entry_id = _UNPACK(view, pos)
+        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN or length > room - total:
+            break
+        start = out_pos + total
+        dst[start : start + length] = view[pos + ENTRY_HEADER_LEN : pos + ENTRY_HEADER_LEN + length]
+        total += length
+        count += 1
+        ends[index + count] = out_pos + total
+        pos += ENTRY_HEADER_LEN + length
+        cur_id += 1
+    return out_pos + total, count, pos
+
+
 def framed_prefix_py(lengths: Sequence[int]) -> tuple[bytes, int, int]:
     """(``len(lengths) + 1`` native int64 prefix sums of the framed entry sizes, as bytes,
     prefix[i] = 12 * i + sum(lengths[:i]); the smallest and largest length, 0 and 0 if none)."""
@@ -263,7 +297,10 @@ PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
 FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
 FrameSpans = Callable[[Any, int, int, Any, Any, Any, int, int, int], tuple[int, int]]
 RecordSpans = Callable[[Any, Any, int, int], tuple[bytes, bytes, int, "str | None"]]
-Loops = tuple[FrameEntries, FrameSpans, ParseEntries, PackEntries, FramedPrefix, RecordSpans]
+PackInto = Callable[[Any, int, Any, int, Any, int, int, int], tuple[int, int, int]]
+Loops = tuple[
+    FrameEntries, FrameSpans, ParseEntries, PackEntries, PackInto, FramedPrefix, RecordSpans
+]
 
 
 def _pick() -> tuple[Loops, bool]:
@@ -272,6 +309,7 @@ def _pick() -> tuple[Loops, bool]:
         frame_spans_py,
         parse_entries_py,
         pack_entries_py,
+        pack_into_py,
         framed_prefix_py,
         record_spans_py,
     )
@@ -287,6 +325,7 @@ def _pick() -> tuple[Loops, bool]:
         c.frame_spans,
         c.parse_entries,
         c.pack_entries,
+        c.pack_into,
         c.framed_prefix,
         c.record_spans,
     )
@@ -294,6 +333,14 @@ def _pick() -> tuple[Loops, bool]:
 
 
 (
-    (frame_entries, frame_spans, parse_entries, pack_entries, framed_prefix, record_spans),
+    (
+        frame_entries,
+        frame_spans,
+        parse_entries,
+        pack_entries,
+        pack_into,
+        framed_prefix,
+        record_spans,
+    ),
     SPEEDUPS,
 ) = _pick()

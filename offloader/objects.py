@@ -8,11 +8,11 @@ they can run in Spark executors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from formats.block import BlockEntry, PackedEntries, iter_block_entries, pack_block_entries
-from formats.extension import crc32c
+from formats.block import BlockEntry, PackedEntries, iter_block_entries
+from formats.block_packer import BlockPacker
 from formats.index import OffloadIndex, decode_index
 from formats.keys import check_format_version, data_key, index_key
 from offloader.errors import (
@@ -106,6 +106,16 @@ def fetch_block(
     summing the CRC32C as the bytes arrive; S3's per-request cost is paid once per block and
     a dropped connection resumes where it stopped (on S3, on the same object version).
     """
+    chunks: list[bytes] = []
+    _fetch_chunks(store, ref, read_buffer, chunks.append)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _fetch_chunks(
+    store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
+) -> None:
+    """Hand a block's bytes to ``consume`` chunk by chunk as they arrive, then check their
+    length and CRC32C (see :func:`fetch_block`)."""
     key = ref.data_key
     prefetch = RangePrefetcher(
         store,
@@ -116,35 +126,35 @@ def fetch_block(
         depth=BLOCK_PREFETCH_DEPTH,
         crc_boundaries=(ref.start, ref.end) if ref.crc32c is not None else (),
     )
-    chunks: list[bytes] = []
+    size = 0
     try:
         while not prefetch.exhausted:
-            chunks.append(prefetch.take())
+            chunk = prefetch.take()
+            size += len(chunk)
+            consume(chunk)
     except ReadError as exc:
-        size = prefetch.object_size
-        if size is not None and size < ref.end:
+        total = prefetch.object_size
+        if total is not None and total < ref.end:
             raise IndexInconsistentError(
-                f"{key}: the object ends at {size}, block {ref.block} runs to offset {ref.end}"
+                f"{key}: the object ends at {total}, block {ref.block} runs to offset {ref.end}"
             ) from exc
         raise
     finally:
         prefetch.close()
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) != ref.end - ref.start:
+    if size != ref.end - ref.start:
         raise IndexInconsistentError(
-            f"{key}: block {ref.block} is {len(data)} bytes, index says {ref.end - ref.start}"
+            f"{key}: block {ref.block} is {size} bytes, index says {ref.end - ref.start}"
         )
     if ref.crc32c is not None:
         actual = prefetch.region_crc(ref.start, ref.end)
         if actual is None:  # pragma: no cover - the thread sums every byte it delivers
-            actual = crc32c(data)
+            raise ReadError(f"{key}: block {ref.block} was not checksummed")
         if actual != ref.crc32c:
             raise ChecksumMismatchError(
                 f"{key}: block {ref.block} CRC32C is 0x{actual:08x}, the index "
                 f"recorded 0x{ref.crc32c:08x}",
                 offset=ref.start,
             )
-    return data
 
 
 def read_block(
@@ -165,12 +175,15 @@ def read_block(
 def read_block_packed(
     store: ObjectStore, ref: BlockRef, *, read_buffer: int = DEFAULT_READ_BUFFER
 ) -> PackedEntries:
-    """Fetch one block and pack all its entries as an Arrow-style binary column in one pass
-    (:func:`formats.block.pack_block_entries`), with the same checks as :func:`read_block`."""
-    data = fetch_block(store, ref, read_buffer=read_buffer)
-    packed = pack_block_entries(
-        data, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id
+    """Fetch one block and pack its entries as an Arrow-style binary column, chunk by chunk as
+    the bytes arrive (:class:`formats.block_packer.BlockPacker`: no copy of the whole block,
+    and the packing overlaps the download). The block's length and CRC32C are checked before
+    its framing, with the same checks as :func:`read_block`."""
+    packer = BlockPacker(
+        ref.end - ref.start, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id
     )
+    _fetch_chunks(store, ref, read_buffer, packer.feed)
+    packed = packer.finish()
     _check_entry_count(ref, packed.count)
     return packed
 

@@ -276,9 +276,10 @@ def read_block_batches(
 ) -> Iterator[pa.RecordBatch]:
     """A block's (filtered) entries as Arrow batches of at most ``batch_rows`` rows.
 
-    The block is fetched and checked whole (one streamed GET, CRC32C summed as it arrives),
-    then its payloads are packed into one Arrow binary column in a single pass (C when built)
-    and the batches are zero-copy slices of it."""
+    The block is fetched whole (one streamed GET, CRC32C summed as it arrives) and its payloads
+    are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
+    whole block); nothing is yielded before the block passed every check. The batches are
+    zero-copy slices of that column."""
     store = CountingStore(executor_store(task.store))
     try:
         packed = read_block_packed(

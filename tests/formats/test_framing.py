@@ -229,6 +229,48 @@ def test_pack_and_parse_cut_and_learn_alike(
     assert (stop, learn_next, learned) == (p_stop, p_learn_next, p_learned)
 
 
+@settings(max_examples=300)
+@given(
+    frame=damaged_frames(),
+    out_pos=st.integers(0, 30),
+    room=st.integers(0, 3000),
+    index=st.integers(0, 3),
+    slots=st.integers(1, 40),
+)
+def test_pack_into_agrees_with_pack_entries(
+    frame: tuple[bytes, int], out_pos: int, room: int, index: int, slots: int
+) -> None:
+    """C and Python pack_into write the same bytes and offsets, and (given room) pack what
+    pack_entries packs; they stop before an entry either buffer has no room for."""
+    data, first = frame
+    results = []
+    for pack_into in (framing.pack_into_py, _built().pack_into):
+        out = bytearray(out_pos + room)
+        offsets = bytearray(4 * (index + slots))
+        got = pack_into(out, out_pos, offsets, index, data, 0, len(data), first)
+        results.append((got, bytes(out), bytes(offsets)))
+    assert results[0] == results[1]
+    (end, count, stop), out, raw_offsets = results[0]
+    packed, offsets, p_count, p_stop, _ = framing.pack_entries_py(data, 0, len(data), first)
+    assert count <= p_count and index + count < index + slots
+    assert out[out_pos:end] == packed[: end - out_pos]
+    ends = _offsets(raw_offsets)[index + 1 : index + 1 + count]
+    assert ends == [out_pos + o for o in _offsets(offsets)[1 : count + 1]]
+    if count == p_count:
+        assert stop == p_stop
+    else:  # no room for the next entry
+        length = _offsets(offsets)[count + 1] - _offsets(offsets)[count]
+        assert index + count + 1 == index + slots or end + length > out_pos + room
+
+
+def test_pack_into_refuses_positions_outside_its_buffers() -> None:
+    for pack_into in (framing.pack_into_py, _built().pack_into):
+        for args in [(5, 0, 0, 4), (0, 9, 0, 4), (0, 0, -1, 4), (0, 0, 0, 9)]:
+            out_pos, index, off, limit = args
+            with pytest.raises(ValueError, match="outside its buffer"):
+                pack_into(bytearray(4), out_pos, bytearray(8), index, b"abcd", off, limit, 0)
+
+
 # --- framed_prefix: the prefix sums the block planner searches ----------------------------
 @given(lengths=st.lists(st.integers(-5, 2**40), max_size=60))
 def test_c_and_python_framed_prefix_alike(lengths: list[int]) -> None:
