@@ -38,6 +38,11 @@
  *       caller's: ``out_pos``). Stops like pack_entries (no last id), and before an entry
  *       ``out`` or ``offsets`` has no room for. The copy runs without the GIL.
  *
+ *   zeroed_bytearray(size) -> bytearray
+ *       ``bytearray(size)`` whose zeroing (the page faults of a fresh 64 MiB block buffer:
+ *       tens of milliseconds) runs without the GIL, so a thread can prepare buffers while
+ *       another frames entries.
+ *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
  *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
@@ -340,6 +345,23 @@ done:
     PyBuffer_Release(&offs);
     PyBuffer_Release(&in);
     return result;
+}
+
+static PyObject *zeroed_bytearray(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "zeroed_bytearray: negative size");
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    char *p = PyByteArray_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    memset(p, 0, (size_t)size);
+    Py_END_ALLOW_THREADS
+    return out;
 }
 
 static PyObject *framed_prefix(PyObject *self, PyObject *arg) {
@@ -663,6 +685,8 @@ static PyMethodDef methods[] = {
     {"pack_into", pack_into, METH_VARARGS,
      "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
      "stop)"},
+    {"zeroed_bytearray", zeroed_bytearray, METH_O,
+     "zeroed_bytearray(size) -> bytearray of size zero bytes, zeroed without the GIL"},
     {"framed_prefix", framed_prefix, METH_O,
      "framed_prefix(lengths) -> (prefix int64 bytes, smallest, largest)"},
     {"frame_spans", frame_spans, METH_VARARGS,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from formats.errors import BadMagicError, CorruptDataError, OffloaderError, TruncatedError
-from formats.framing import frame_entries, frame_spans, pack_entries
+from formats.framing import frame_entries, frame_spans, pack_entries, zeroed_bytearray
 from formats.spans import SpanBatch
 from formats.wire import (
     BLOCK_HEADER_FIELDS,
@@ -92,9 +92,15 @@ class BlockWriter:
     keep blocks (concurrent uploads) use one writer per in-flight block.
     """
 
-    def __init__(self, max_block_size: int) -> None:
+    def __init__(self, max_block_size: int, buffer: bytearray | None = None) -> None:
+        """``buffer``: a bytearray of ``max_block_size`` bytes to write into (prepared ahead
+        by the caller, e.g. on another thread), else one is allocated."""
+        if buffer is None:
+            buffer = zeroed_bytearray(max_block_size)
+        elif len(buffer) != max_block_size:
+            raise ValueError(f"buffer of {len(buffer)} bytes for blocks of {max_block_size}")
         self.max_block_size = max_block_size
-        self._buf = bytearray(max_block_size)
+        self._buf = buffer
         self._view = memoryview(self._buf)
 
     def write_block(

@@ -48,6 +48,8 @@ __all__ = [
     "parse_entries_py",
     "record_spans",
     "record_spans_py",
+    "zeroed_bytearray",
+    "zeroed_bytearray_py",
 ]
 
 _PACK = ENTRY_HEADER.pack_into
@@ -332,6 +334,13 @@ def _pick() -> tuple[Loops, bool]:
     return loops, True
 
 
+def zeroed_bytearray_py(size: int) -> bytearray:
+    """``bytearray(size)`` (the C version zeroes it without holding the GIL)."""
+    if size < 0:
+        raise ValueError("zeroed_bytearray: negative size")
+    return bytearray(size)
+
+
 (
     (
         frame_entries,
@@ -344,3 +353,8 @@ def _pick() -> tuple[Loops, bool]:
     ),
     SPEEDUPS,
 ) = _pick()
+zeroed_bytearray: Callable[[int], bytearray] = zeroed_bytearray_py
+if SPEEDUPS:
+    from formats import _speedups as _c  # type: ignore[attr-defined]
+
+    zeroed_bytearray = _c.zeroed_bytearray

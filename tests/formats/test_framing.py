@@ -271,6 +271,15 @@ def test_pack_into_refuses_positions_outside_its_buffers() -> None:
                 pack_into(bytearray(4), out_pos, bytearray(8), index, b"abcd", off, limit, 0)
 
 
+@pytest.mark.parametrize("size", [0, 1, 4096, 3 * 1024 * 1024 + 5])
+def test_zeroed_bytearray(size: int) -> None:
+    for zeroed in (framing.zeroed_bytearray_py, _built().zeroed_bytearray):
+        buf = zeroed(size)
+        assert type(buf) is bytearray and buf == bytearray(size)
+        with pytest.raises(ValueError, match="negative"):
+            zeroed(-1)
+
+
 # --- framed_prefix: the prefix sums the block planner searches ----------------------------
 @given(lengths=st.lists(st.integers(-5, 2**40), max_size=60))
 def test_c_and_python_framed_prefix_alike(lengths: list[int]) -> None:
@@ -285,3 +294,16 @@ def test_framed_prefix_refuses_what_is_not_a_length() -> None:
     for impl in (framing.framed_prefix_py, framing.framed_prefix):
         with pytest.raises(TypeError):
             impl([1, "2"])  # type: ignore[list-item]
+
+
+def test_a_block_writer_writes_into_the_buffer_it_is_given() -> None:
+    from formats.block import BlockWriter, iter_block_entries
+
+    buf = bytearray(b"\xaa" * 1000)  # garbage: every byte of the block must be written
+    block = BlockWriter(1000, buf).write_block(7, [b"x" * 10, b"", b"yz"], 600)
+    assert block.obj is buf and bytes(block) == bytes(
+        BlockWriter(600).write_block(7, [b"x" * 10, b"", b"yz"], 600)
+    )
+    assert [bytes(e.payload) for e in iter_block_entries(bytes(block))] == [b"x" * 10, b"", b"yz"]
+    with pytest.raises(ValueError, match="buffer of 999 bytes"):
+        BlockWriter(1000, bytearray(999))
