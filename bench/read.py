@@ -5,10 +5,11 @@ ledger is offloaded once with our writer (64 MiB blocks, index extension). Then,
 fresh process:
 
 * sequential: every entry through ``ReadHandle.iter_entries`` (one ``(id, payload)`` tuple
-  per entry), and again through ``ReadHandle.iter_packed`` (packed batches, no object per
-  entry), each with 1 MiB reads of one streamed GET with read-ahead and every block's CRC32C
-  checked, vs a raw boto3 ``get_object`` of the data object read in 1 MiB chunks, same
-  server, same run (goal: ratio >= 0.9); both check that every entry was read;
+  per entry), again through ``ReadHandle.iter_packed`` (packed batches, no object per entry)
+  and through ``ReadHandle.iter_spans`` (spans of the fetched buffers, no copy), each with
+  1 MiB reads of one streamed GET with read-ahead and every block's CRC32C checked, vs a raw
+  boto3 ``get_object`` of the data object read in 1 MiB chunks, same server, same run (goal:
+  ratio >= 0.9); each checks that every entry was read;
 * random: single-entry reads at random ids: data GETs per read and latency p50/p99 for ours
   (fine offsets of the index extension) vs Pulsar's algorithm (the same objects opened with
   ``emulate_pulsar=True``: no extension, floor lookup, skip from the block's start, fixed
@@ -68,8 +69,12 @@ def _seq_ours(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     with ReadHandle.open(store, BENCH_LEDGER, BENCH_UUID, settings) as handle:
         total = entries = 0
-        if spec.get("packed"):
-            for batch in handle.iter_packed(0, handle.last_add_confirmed):
+        api = spec.get("api", "entries")
+        if api in ("packed", "spans"):
+            batches = (handle.iter_packed if api == "packed" else handle.iter_spans)(
+                0, handle.last_add_confirmed
+            )
+            for batch in batches:
                 total += batch.payload_bytes
                 entries += batch.count
         else:
@@ -201,22 +206,23 @@ def main(argv: list[str]) -> int:
                     f"read seq {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
                     f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
                 )
-                packed = _best({**spec, "variant": "seq-ours", "packed": True}, args.repeat)
-                record = report(
-                    f"read.sequential_packed.{srv.name}.{entry // 1024}KiB",
-                    packed["bytes"] / 1e6 / packed["seconds"],
-                    raw["bytes"] / 1e6 / raw["seconds"],
-                    "MB/s",
-                    bytes=packed["bytes"],
-                    gets=packed["gets"],
-                    goal_ratio=GOAL_RATIO,
-                    peak_rss_mb=round(packed["rss_mb"], 1),
-                    **common,
-                )
-                note(
-                    f"read seq packed {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
-                    f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
-                )
+                for api in ("packed", "spans"):
+                    batched = _best({**spec, "variant": "seq-ours", "api": api}, args.repeat)
+                    record = report(
+                        f"read.sequential_{api}.{srv.name}.{entry // 1024}KiB",
+                        batched["bytes"] / 1e6 / batched["seconds"],
+                        raw["bytes"] / 1e6 / raw["seconds"],
+                        "MB/s",
+                        bytes=batched["bytes"],
+                        gets=batched["gets"],
+                        goal_ratio=GOAL_RATIO,
+                        peak_rss_mb=round(batched["rss_mb"], 1),
+                        **common,
+                    )
+                    note(
+                        f"read seq {api} {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
+                        f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
+                    )
                 n_ours = args.moto_random if on_moto else args.random
                 n_pulsar = (
                     min(args.moto_random, args.pulsar_random) if on_moto else (args.pulsar_random)

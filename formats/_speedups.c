@@ -30,6 +30,11 @@
  *       With a ``learned`` list, offsets are learned as parse_entries learns them. The
  *       copy runs without the GIL.
  *
+ *   span_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval,
+ *                learned]) -> (starts, lengths, count, stop, learn_next)
+ *       pack_entries without the copy: where each payload is in ``buf`` (``starts``,
+ *       ``lengths``: count native int64 each, as bytes).
+ *
  *   pack_into(out, out_pos, offsets, index, buf, off, limit, first_id)
  *           -> (out_pos, count, stop)
  *       pack_entries into buffers the caller owns: the payloads of the consecutive entries
@@ -224,6 +229,43 @@ fail:
     return NULL;
 }
 
+/* The walk pack_entries and span_entries share: the consecutive entries of p[off:limit]
+ * with ids from first_id up to last_id, learning offsets into ``learned`` (if not NULL) as
+ * parse_entries does. Sets *count, *total (payload bytes), *stop; returns -1 on a Python
+ * error. */
+static int walk_entries(const unsigned char *p, Py_ssize_t off, Py_ssize_t limit,
+                        long long first_id, long long last_id, long long base,
+                        long long *learn_next, long long learn_interval, PyObject *learned,
+                        Py_ssize_t *count, long long *total, Py_ssize_t *stop) {
+    Py_ssize_t pos = off, n = 0;
+    long long sum = 0, cur_id = first_id;
+    while (pos < limit && cur_id <= last_id) {
+        Py_ssize_t remaining = limit - pos;
+        if (remaining < 4 || (p[pos] & 0x80)) break;
+        if (remaining < ENTRY_HEADER_LEN) break;
+        uint32_t length = get_be32(p + pos);
+        if ((long long)get_be64(p + pos + 4) != cur_id) break;
+        if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) break;
+        if (learned != NULL && base + pos >= *learn_next) {
+            PyObject *pair = Py_BuildValue("(LL)", cur_id, base + pos);
+            if (pair == NULL || PyList_Append(learned, pair) < 0) {
+                Py_XDECREF(pair);
+                return -1;
+            }
+            Py_DECREF(pair);
+            *learn_next = base + pos + learn_interval;
+        }
+        sum += length;
+        n++;
+        cur_id++;
+        pos += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    }
+    *count = n;
+    *total = sum;
+    *stop = pos;
+    return 0;
+}
+
 static PyObject *pack_entries(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer in;
@@ -240,29 +282,12 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
         return NULL;
     }
     const unsigned char *p = (const unsigned char *)in.buf;
-    Py_ssize_t pos = off, count = 0;
-    long long total = 0, cur_id = first_id;
-    while (pos < limit && cur_id <= last_id) {
-        Py_ssize_t remaining = limit - pos;
-        if (remaining < 4 || (p[pos] & 0x80)) break;
-        if (remaining < ENTRY_HEADER_LEN) break;
-        uint32_t length = get_be32(p + pos);
-        if ((long long)get_be64(p + pos + 4) != cur_id) break;
-        if ((Py_ssize_t)length > remaining - ENTRY_HEADER_LEN) break;
-        if (learned != NULL && base + pos >= learn_next) {
-            PyObject *pair = Py_BuildValue("(LL)", cur_id, base + pos);
-            if (pair == NULL || PyList_Append(learned, pair) < 0) {
-                Py_XDECREF(pair);
-                PyBuffer_Release(&in);
-                return NULL;
-            }
-            Py_DECREF(pair);
-            learn_next = base + pos + learn_interval;
-        }
-        total += length;
-        count++;
-        cur_id++;
-        pos += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    Py_ssize_t pos, count;
+    long long total;
+    if (walk_entries(p, off, limit, first_id, last_id, base, &learn_next, learn_interval, learned,
+                     &count, &total, &pos) < 0) {
+        PyBuffer_Release(&in);
+        return NULL;
     }
     if (total > INT32_MAX) {
         PyBuffer_Release(&in);
@@ -293,6 +318,49 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
     return Py_BuildValue("(NNnnL)", data, offsets, count, pos, learn_next);
+}
+
+static PyObject *span_entries(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer in;
+    Py_ssize_t off, limit;
+    long long first_id, last_id = LLONG_MAX, base = 0, learn_next = LLONG_MAX, learn_interval = 0;
+    PyObject *learned = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnL|LLLLO!", &in, &off, &limit, &first_id, &last_id, &base,
+                          &learn_next, &learn_interval, &PyList_Type, &learned)) {
+        return NULL;
+    }
+    if (off < 0 || limit > in.len || off > limit) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "span_entries: off/limit outside the buffer");
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)in.buf;
+    Py_ssize_t pos, count;
+    long long total;
+    if (walk_entries(p, off, limit, first_id, last_id, base, &learn_next, learn_interval, learned,
+                     &count, &total, &pos) < 0) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    PyObject *starts = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    PyObject *lengths = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (starts == NULL || lengths == NULL) {
+        Py_XDECREF(starts);
+        Py_XDECREF(lengths);
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *l = (int64_t *)PyBytes_AS_STRING(lengths);
+    Py_ssize_t at = off;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t length = get_be32(p + at);
+        s[i] = at + ENTRY_HEADER_LEN;
+        l[i] = length;
+        at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&in);
+    return Py_BuildValue("(NNnnL)", starts, lengths, count, pos, learn_next);
 }
 
 static PyObject *pack_into(PyObject *self, PyObject *args) {
@@ -682,6 +750,9 @@ static PyMethodDef methods[] = {
     {"pack_entries", pack_entries, METH_VARARGS,
      "pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
      "learned]) -> (data, offsets, count, stop, learn_next)"},
+    {"span_entries", span_entries, METH_VARARGS,
+     "span_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
+     "learned]) -> (starts, lengths, count, stop, learn_next)"},
     {"pack_into", pack_into, METH_VARARGS,
      "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
      "stop)"},

@@ -8,7 +8,9 @@ it stopped. Two cuts share that signature:
 
 * :func:`cut_entries`: a list of ``entry_type(entry_id, payload)`` tuples (``iter_entries``);
 * :func:`cut_packed`: one :class:`~formats.block.PackedEntries` (payloads back to back plus
-  int32 offsets, no object per entry: ``iter_packed``).
+  int32 offsets, no object per entry: ``iter_packed``);
+* :func:`cut_spans`: one :class:`~formats.spans.SpanEntries` (where each payload lies in the
+  buffer, no copy at all: ``iter_spans``).
 
 Both also *learn* offsets for the offsets cache the same way: every entry starting at an
 object offset (``base + buffer index``) at or after ``learn_next`` is appended to ``learned``
@@ -17,13 +19,15 @@ as ``(entry id, object offset)``, and ``learn_next`` moves ``learn_interval`` by
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from formats.block import PackedEntries
-from formats.framing import pack_entries, parse_entries
+from formats.framing import pack_entries, parse_entries, span_entries
+from formats.spans import EntrySpans, SpanEntries
 
-__all__ = ["Cut", "cut_entries", "cut_packed"]
+__all__ = ["Cut", "cut_entries", "cut_packed", "cut_spans"]
 
 T = TypeVar("T")
 
@@ -81,3 +85,29 @@ def cut_packed(
         buf, at, limit, first_id, last_id, base, learn_next, learn_interval, learned
     )
     return PackedEntries(first_id, count, data, offsets), stop, first_id + count, learn_next
+
+
+def cut_spans(
+    buf: bytes,
+    at: int,
+    limit: int,
+    first_id: int,
+    last_id: int,
+    base: int,
+    learn_next: int,
+    learn_interval: int,
+    learned: list[tuple[int, int]],
+) -> tuple[SpanEntries, int, int, int]:
+    """A cut returning one :class:`SpanEntries` over ``buf`` itself (one pass, C when built)."""
+    raw_starts, raw_lengths, count, stop, learn_next = span_entries(
+        buf, at, limit, first_id, last_id, base, learn_next, learn_interval, learned
+    )
+    starts, lengths = array("q"), array("q")
+    starts.frombytes(raw_starts)
+    lengths.frombytes(raw_lengths)
+    return (
+        SpanEntries(first_id, EntrySpans(buf, starts, lengths)),
+        stop,
+        first_id + count,
+        learn_next,
+    )

@@ -48,6 +48,8 @@ __all__ = [
     "parse_entries_py",
     "record_spans",
     "record_spans_py",
+    "span_entries",
+    "span_entries_py",
     "zeroed_bytearray",
     "zeroed_bytearray_py",
 ]
@@ -208,6 +210,38 @@ def pack_entries_py(
     return b"".join(spans), offsets.tobytes(), len(spans), pos, learn_next
 
 
+def span_entries_py(
+    buf: Any,
+    off: int,
+    limit: int,
+    first_id: int,
+    last_id: int = _NO_LAST,
+    base: int = 0,
+    learn_next: int = _NO_LAST,
+    learn_interval: int = 0,
+    learned: list[tuple[int, int]] | None = None,
+) -> tuple[bytes, bytes, int, int, int]:
+    """:func:`pack_entries_py` without the copy: (count native int64 payload starts in
+    ``buf``, count native int64 lengths, count, stop, learn_next)."""
+    view = memoryview(buf).cast("B")
+    if off < 0 or limit > len(view) or off > limit:
+        raise ValueError("span_entries: off/limit outside the buffer")
+    pos, cur_id = off, first_id
+    starts, lengths = array("q"), array("q")
+    while cur_id <= last_id and limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
+        length, entry_id = _UNPACK(view, pos)
+        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
+            break
+        if learned is not None and base + pos >= learn_next:
+            learned.append((cur_id, base + pos))
+            learn_next = base + pos + learn_interval
+        starts.append(pos + ENTRY_HEADER_LEN)
+        lengths.append(length)
+        pos += ENTRY_HEADER_LEN + length
+        cur_id += 1
+    return starts.tobytes(), lengths.tobytes(), len(starts), pos, learn_next
+
+
 def pack_into_py(
     out: Any, out_pos: int, offsets: Any, index: int, buf: Any, off: int, limit: int, first_id: int
 ) -> tuple[int, int, int]:
@@ -354,7 +388,9 @@ def zeroed_bytearray_py(size: int) -> bytearray:
     SPEEDUPS,
 ) = _pick()
 zeroed_bytearray: Callable[[int], bytearray] = zeroed_bytearray_py
+span_entries: PackEntries = span_entries_py
 if SPEEDUPS:
     from formats import _speedups as _c  # type: ignore[attr-defined]
 
     zeroed_bytearray = _c.zeroed_bytearray
+    span_entries = _c.span_entries

@@ -263,6 +263,38 @@ def test_pack_into_agrees_with_pack_entries(
         assert index + count + 1 == index + slots or end + length > out_pos + room
 
 
+@settings(max_examples=300)
+@given(
+    frame=damaged_frames(),
+    start=st.integers(0, 40),
+    last_delta=st.integers(-1, 50),
+    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
+)
+def test_span_entries_agree_with_pack_entries(
+    frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
+) -> None:
+    """C and Python span_entries agree, and their spans hold exactly what pack_entries packs
+    (same stop, learned offsets and next learn point)."""
+    data, first = frame
+    start = min(start, len(data))
+    args = (data, start, len(data), first, first + last_delta, 5000, *learn)
+    results = []
+    for span in (framing.span_entries_py, _built().span_entries):
+        learned: list[tuple[int, int]] = []
+        results.append((span(*args, learned), learned))
+    assert results[0] == results[1]
+    (raw_starts, raw_lengths, count, stop, learn_next), learned = results[0]
+    starts, lengths = array("q", raw_starts), array("q", raw_lengths)
+    p_learned: list[tuple[int, int]] = []
+    packed, offsets, p_count, p_stop, p_next = framing.pack_entries_py(*args, p_learned)
+    bounds = _offsets(offsets)
+    assert count == p_count == len(starts) == len(lengths)
+    assert [data[a : a + n] for a, n in zip(starts, lengths, strict=True)] == [
+        packed[bounds[i] : bounds[i + 1]] for i in range(count)
+    ]
+    assert (stop, learn_next, learned) == (p_stop, p_next, p_learned)
+
+
 def test_pack_into_refuses_positions_outside_its_buffers() -> None:
     for pack_into in (framing.pack_into_py, _built().pack_into):
         for args in [(5, 0, 0, 4), (0, 9, 0, 4), (0, 0, -1, 4), (0, 0, 0, 9)]:

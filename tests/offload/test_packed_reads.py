@@ -1,5 +1,5 @@
-"""ReadHandle.iter_packed: the same entries, requests, checks and errors as iter_entries, as
-packed batches."""
+"""ReadHandle.iter_packed and iter_spans: the same entries, requests, checks and errors as
+iter_entries, as packed batches or as spans of the fetched buffers."""
 
 from __future__ import annotations
 
@@ -41,6 +41,24 @@ def _offload(store: ObjectStore, kind: str, payloads: list[bytes], *, extension:
     offload_ledger(InMemoryLedger(4, payloads), store, UUID, settings)
 
 
+def _read(handle: ReadHandle, mode: str, first: int, last: int) -> list[bytes]:
+    """Payloads ``first..last`` read the ``mode`` way (entries, packed, spans)."""
+    if mode == "entries":
+        return [e.payload for e in handle.iter_entries(first, last)]
+    if mode == "packed":
+        return [p for b in _packed(handle, first, last) for p in b.payloads()]
+    batches = list(handle.iter_spans(first, last))
+    expected = first
+    for batch in batches:
+        assert batch.count > 0 and batch.first_entry_id == expected
+        expected = batch.last_entry_id + 1
+    assert expected == last + 1
+    return [bytes(p) for b in batches for p in b.payloads()]
+
+
+MODES = ["entries", "packed", "spans"]
+
+
 def _packed(handle: ReadHandle, first: int, last: int) -> list[PackedEntries]:
     batches = list(handle.iter_packed(first, last))
     expected = first
@@ -66,15 +84,12 @@ def test_packed_reads_equal_entry_reads(
     ranges += [tuple(sorted((rng.randrange(1500), rng.randrange(1500)))) for _ in range(6)]
     for first, last in ranges:
         gets = []
-        for packed in (True, False):
+        for mode in MODES:
             with ReadHandle.open(store, 4, UUID, settings) as handle:
-                if packed:
-                    got = [p for b in _packed(handle, first, last) for p in b.payloads()]
-                else:
-                    got = [e.payload for e in handle.iter_entries(first, last)]
-                assert got == payloads[first : last + 1], (first, last, packed)
+                got = _read(handle, mode, first, last)
+                assert got == payloads[first : last + 1], (first, last, mode)
                 gets.append(handle.data_gets)
-        assert gets[0] == gets[1], (first, last, gets)
+        assert len(set(gets)) == 1, (first, last, gets)
 
 
 def test_packed_batch_accessors(tmp_path: Path) -> None:
@@ -83,6 +98,11 @@ def test_packed_batch_accessors(tmp_path: Path) -> None:
     _offload(store, "local", payloads, extension=True)
     with ReadHandle.open(store, 4, UUID) as handle:
         (batch,) = _packed(handle, 10, 19)
+        (spans,) = handle.iter_spans(10, 19)
+    assert len(spans) == 10 and spans.last_entry_id == 19 and spans.payload(15) == payloads[15]
+    assert spans.payload_bytes == sum(map(len, payloads[10:20]))
+    with pytest.raises(IndexError, match=r"not in this batch \(10..19\)"):
+        spans.payload(20)
     assert len(batch) == 10 and batch.last_entry_id == 19
     assert batch.payload(15) == payloads[15]
     assert batch.payload_bytes == sum(map(len, payloads[10:20]))
@@ -100,21 +120,15 @@ def test_packed_reads_learn_like_entry_reads(tmp_path: Path) -> None:
         payloads = _payloads(2000)
         _offload(store, "local", payloads, extension=extension)
         learned = []
-        for packed in (True, False):
+        for mode in MODES:
             cache = OffsetsCache(100_000)
             with ReadHandle.open(store, 4, UUID, offsets_cache=cache) as handle:
-                if packed:
-                    _packed(handle, 0, 1999)
-                else:
-                    handle.read(0, 1999)
+                _read(handle, mode, 0, 1999)
                 bulk = {e: cache.get(4, e) for e in range(2000) if cache.get(4, e) is not None}
-                if packed:
-                    _packed(handle, 500, 509)
-                else:
-                    handle.read(500, 509)
+                _read(handle, mode, 500, 509)
                 assert all(cache.get(4, e) is not None for e in range(500, 510))
             learned.append(bulk)
-        assert learned[0] == learned[1]
+        assert learned[0] == learned[1] == learned[2]
         if extension:
             assert learned[0] == {}
         else:
@@ -170,14 +184,11 @@ def test_packed_reads_fail_like_entry_reads(tmp_path: Path, damage: str) -> None
     offload_ledger(InMemoryLedger(4, payloads), store, UUID, settings)
     apply(store)
     messages = []
-    for packed in (True, False):
+    for mode in MODES:
         with ReadHandle.open(store, 4, UUID) as handle, pytest.raises(error) as caught:
-            if packed:
-                list(handle.iter_packed(0, 99))
-            else:
-                list(handle.iter_entries(0, 99))
+            _read(handle, mode, 0, 99)
         messages.append(str(caught.value))
-    assert messages[0] == messages[1]
+    assert len(set(messages)) == 1, messages
 
 
 def test_packed_range_checks(tmp_path: Path) -> None:
@@ -185,11 +196,13 @@ def test_packed_range_checks(tmp_path: Path) -> None:
     _offload(store, "local", _payloads(50), extension=True)
     handle = ReadHandle.open(store, 4, UUID)
     for first, last in [(-1, 3), (3, 2), (0, 50)]:
-        with pytest.raises(EntryOutOfRange):
-            handle.iter_packed(first, last)
+        for read in (handle.iter_packed, handle.iter_spans):
+            with pytest.raises(EntryOutOfRange):
+                read(first, last)
     handle.close()
-    with pytest.raises(ReadError, match="closed"):
-        handle.iter_packed(0, 0)
+    for read in (handle.iter_packed, handle.iter_spans):
+        with pytest.raises(ReadError, match="closed"):
+            read(0, 0)
 
 
 def test_a_packed_single_entry_read_costs_one_get(tmp_path: Path) -> None:
@@ -204,4 +217,9 @@ def test_a_packed_single_entry_read_costs_one_get(tmp_path: Path) -> None:
             counted.reset_counts()
             (batch,) = _packed(handle, entry_id, entry_id)
             assert batch.payload(entry_id) == payloads[entry_id]
+            assert counted.calls["get_range"] + counted.calls["open_range"] <= 1
+            handle.offsets_cache.clear()
+            counted.reset_counts()
+            (spans,) = handle.iter_spans(entry_id, entry_id)
+            assert spans.payload(entry_id) == payloads[entry_id]
             assert counted.calls["get_range"] + counted.calls["open_range"] <= 1
