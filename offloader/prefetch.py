@@ -8,11 +8,11 @@ bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* whi
 (about 2 ms of client CPU per GET here) is paid once per window instead of once per buffer.
 
 Given the offsets where checksummed regions begin and end (``crc_boundaries``: the ReadHandle
-passes its block boundaries), a second thread computes the running CRC32C of every region
-that begins at or after ``start``, chunk by chunk as they are received: beside the socket
-reads, not between them (summing 1 MiB takes about 0.13 ms, a tenth of receiving it), and
-beside the consumer's parsing (``crc32c`` releases the GIL). :meth:`region_crc` waits until
-that thread has summed the bytes asked about, then hands the result to the consumer.
+passes its block boundaries), the thread also computes the running CRC32C of every region
+that begins at or after ``start``, right after receiving each chunk, while its bytes are still
+in that core's cache (``crc32c`` releases the GIL, so this overlaps the consumer's parsing).
+:meth:`region_crc` hands the result to the consumer; a region's state is recorded before the
+chunk that reaches it is queued, so it is there once the consumer has taken that chunk.
 
 Memory is bounded by ``depth x chunk``. The thread ends at the range's end, on the first
 error (handed to the consumer, which raises it from :meth:`take`), or soon after
@@ -72,13 +72,6 @@ class RangePrefetcher:
         self._region: int | None = start if start in self._bound_set else None
         self._region_crc = 0
         self._regions: dict[int, tuple[int, int]] = {}
-        # the summing thread: chunks to sum, and how far it has got (under _summed)
-        self._to_sum: queue.SimpleQueue[tuple[bytes, int] | None] = queue.SimpleQueue()
-        self._summed = threading.Condition()
-        self._summed_to = start
-        self._summing_over = not crc_boundaries
-        if crc_boundaries:
-            threading.Thread(target=self._sum_run, name="range-crc", daemon=True).start()
         self._thread = threading.Thread(target=self._run, name="range-prefetch", daemon=True)
         self._thread.start()
 
@@ -112,19 +105,15 @@ class RangePrefetcher:
         return region_start >= self.start and region_start in self._bound_set
 
     def region_crc(self, region_start: int, end: int) -> int | None:
-        """The CRC32C of bytes ``[region_start, end)`` if the summing thread has summed
-        exactly those (``region_start`` a boundary, ``end`` a boundary or the end of what was
-        received), else None. Waits for the thread to reach ``end`` (it only sums memory)."""
-        with self._summed:
-            self._summed.wait_for(lambda: self._summed_to >= end or self._summing_over)
-            state = self._regions.get(region_start)
+        """The CRC32C of bytes ``[region_start, end)`` if the thread has summed exactly
+        those (``region_start`` a boundary, ``end`` the offset it had reached, a boundary or
+        the end of its range), else None."""
+        state = self._regions.get(region_start)
         return state[1] if state is not None and state[0] == end else None
 
     def close(self) -> None:
-        """Stop the threads (the reader drops the rest of the body) and free the queued
-        chunks."""
+        """Stop the thread (it drops the rest of the body) and free the queued chunks."""
         self._stop.set()
-        self._to_sum.put(None)
         while True:
             try:
                 self._queue.get_nowait()
@@ -144,7 +133,7 @@ class RangePrefetcher:
                 if not data:
                     break
                 if self._bounds:
-                    self._to_sum.put((data, offset))
+                    self._checksum(data, offset)
                 offset += len(data)
                 left -= len(data)
                 self._put(data)
@@ -152,28 +141,8 @@ class RangePrefetcher:
         except BaseException as exc:  # handed to the consumer, raised there
             self._put(exc)
         finally:
-            self._to_sum.put(None)
             if reader is not None:
                 reader.close()
-
-    def _sum_run(self) -> None:
-        """The summing thread: each received chunk, in order, until the reader is done or
-        :meth:`close` (every chunk the consumer took was queued here before it, so its sum
-        is complete)."""
-        try:
-            while True:
-                item = self._to_sum.get()
-                if item is None:
-                    break
-                data, offset = item
-                self._checksum(data, offset)
-                with self._summed:
-                    self._summed_to = offset + len(data)
-                    self._summed.notify_all()
-        finally:
-            with self._summed:
-                self._summing_over = True
-                self._summed.notify_all()
 
     def _checksum(self, data: bytes, offset: int) -> None:
         """Fold ``data`` (object bytes from ``offset``) into the running region CRC32Cs."""

@@ -142,7 +142,7 @@ def _ledger(tmp_path: Path, n: int = 2000) -> tuple[LocalObjectStore, list[bytes
 
 
 def _prefetch_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name in ("range-prefetch", "range-crc")]
+    return [t for t in threading.enumerate() if t.name == "range-prefetch"]
 
 
 def _wait_no_prefetch_threads() -> None:
@@ -342,8 +342,8 @@ def test_a_corrupt_or_short_block_is_refused_whole(tmp_path: Path) -> None:
 
 
 def test_region_sums_cover_what_was_taken_even_after_close(tmp_path: Path) -> None:
-    """The summing thread sums every chunk the consumer took, also when the prefetcher is
-    closed early; a region not received whole has no sum, at once (nothing waits forever)."""
+    """Every chunk the consumer took is summed, also when the prefetcher is closed early; a
+    region not received whole has no sum (at once: nothing waits)."""
     from offloader.prefetch import RangePrefetcher
 
     store = LocalObjectStore(tmp_path)
