@@ -266,101 +266,76 @@ static int walk_entries(const unsigned char *p, Py_ssize_t off, Py_ssize_t limit
     return 0;
 }
 
-static PyObject *pack_entries(PyObject *self, PyObject *args) {
-    (void)self;
+/* pack_entries (copy != 0) and span_entries (copy == 0): one walk, then either the
+ * payloads copied back to back with int32 offsets, or int64 starts and lengths. */
+static PyObject *walk_and_emit(PyObject *args, int copy, const char *name) {
     Py_buffer in;
     Py_ssize_t off, limit;
     long long first_id, last_id = LLONG_MAX, base = 0, learn_next = LLONG_MAX, learn_interval = 0;
-    PyObject *learned = NULL;
+    PyObject *learned = NULL, *a = NULL, *b = NULL;
     if (!PyArg_ParseTuple(args, "y*nnL|LLLLO!", &in, &off, &limit, &first_id, &last_id, &base,
                           &learn_next, &learn_interval, &PyList_Type, &learned)) {
         return NULL;
     }
     if (off < 0 || limit > in.len || off > limit) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_ValueError, "pack_entries: off/limit outside the buffer");
-        return NULL;
+        PyErr_Format(PyExc_ValueError, "%s: off/limit outside the buffer", name);
+        goto fail;
     }
     const unsigned char *p = (const unsigned char *)in.buf;
     Py_ssize_t pos, count;
     long long total;
     if (walk_entries(p, off, limit, first_id, last_id, base, &learn_next, learn_interval, learned,
                      &count, &total, &pos) < 0) {
-        PyBuffer_Release(&in);
-        return NULL;
+        goto fail;
     }
-    if (total > INT32_MAX) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_OverflowError, "pack_entries: over 2 GiB of payload");
-        return NULL;
+    if (copy && total > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s: over 2 GiB of payload", name);
+        goto fail;
     }
-    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (count + 1) * (Py_ssize_t)sizeof(int32_t));
-    if (data == NULL || offsets == NULL) {
-        Py_XDECREF(data);
-        Py_XDECREF(offsets);
-        PyBuffer_Release(&in);
-        return NULL;
-    }
-    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(data);
-    int32_t *out = (int32_t *)PyBytes_AS_STRING(offsets);
-    Py_BEGIN_ALLOW_THREADS
+    a = PyBytes_FromStringAndSize(NULL, copy ? (Py_ssize_t)total : count * 8);
+    b = PyBytes_FromStringAndSize(NULL, copy ? (count + 1) * 4 : count * 8);
+    if (a == NULL || b == NULL) goto fail;
     Py_ssize_t at = off;
-    int32_t filled = 0;
-    out[0] = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t length = get_be32(p + at);
-        memcpy(dst + filled, p + at + ENTRY_HEADER_LEN, length);
-        filled += (int32_t)length;
-        out[i + 1] = filled;
-        at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+    if (copy) {
+        unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(a);
+        int32_t *ends = (int32_t *)PyBytes_AS_STRING(b);
+        Py_BEGIN_ALLOW_THREADS
+        int32_t filled = 0;
+        ends[0] = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            uint32_t length = get_be32(p + at);
+            memcpy(dst + filled, p + at + ENTRY_HEADER_LEN, length);
+            filled += (int32_t)length;
+            ends[i + 1] = filled;
+            at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+        }
+        Py_END_ALLOW_THREADS
+    } else {
+        int64_t *starts = (int64_t *)PyBytes_AS_STRING(a), *lengths = (int64_t *)PyBytes_AS_STRING(b);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            uint32_t length = get_be32(p + at);
+            starts[i] = at + ENTRY_HEADER_LEN;
+            lengths[i] = length;
+            at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
+        }
     }
-    Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
-    return Py_BuildValue("(NNnnL)", data, offsets, count, pos, learn_next);
+    return Py_BuildValue("(NNnnL)", a, b, count, pos, learn_next);
+fail:
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    PyBuffer_Release(&in);
+    return NULL;
+}
+
+static PyObject *pack_entries(PyObject *self, PyObject *args) {
+    (void)self;
+    return walk_and_emit(args, 1, "pack_entries");
 }
 
 static PyObject *span_entries(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer in;
-    Py_ssize_t off, limit;
-    long long first_id, last_id = LLONG_MAX, base = 0, learn_next = LLONG_MAX, learn_interval = 0;
-    PyObject *learned = NULL;
-    if (!PyArg_ParseTuple(args, "y*nnL|LLLLO!", &in, &off, &limit, &first_id, &last_id, &base,
-                          &learn_next, &learn_interval, &PyList_Type, &learned)) {
-        return NULL;
-    }
-    if (off < 0 || limit > in.len || off > limit) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_ValueError, "span_entries: off/limit outside the buffer");
-        return NULL;
-    }
-    const unsigned char *p = (const unsigned char *)in.buf;
-    Py_ssize_t pos, count;
-    long long total;
-    if (walk_entries(p, off, limit, first_id, last_id, base, &learn_next, learn_interval, learned,
-                     &count, &total, &pos) < 0) {
-        PyBuffer_Release(&in);
-        return NULL;
-    }
-    PyObject *starts = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
-    PyObject *lengths = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
-    if (starts == NULL || lengths == NULL) {
-        Py_XDECREF(starts);
-        Py_XDECREF(lengths);
-        PyBuffer_Release(&in);
-        return NULL;
-    }
-    int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *l = (int64_t *)PyBytes_AS_STRING(lengths);
-    Py_ssize_t at = off;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t length = get_be32(p + at);
-        s[i] = at + ENTRY_HEADER_LEN;
-        l[i] = length;
-        at += ENTRY_HEADER_LEN + (Py_ssize_t)length;
-    }
-    PyBuffer_Release(&in);
-    return Py_BuildValue("(NNnnL)", starts, lengths, count, pos, learn_next);
+    return walk_and_emit(args, 0, "span_entries");
 }
 
 static PyObject *pack_into(PyObject *self, PyObject *args) {

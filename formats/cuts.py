@@ -42,72 +42,36 @@ def cut_entries(entry_type: type[Any]) -> Cut[list[Any]]:
     """A cut returning a list of ``entry_type(entry_id, payload)`` (a two-field NamedTuple)."""
 
     def cut(
-        buf: bytes,
-        at: int,
-        limit: int,
-        first_id: int,
-        last_id: int,
-        base: int,
-        learn_next: int,
-        learn_interval: int,
-        learned: list[tuple[int, int]],
+        buf: bytes, at: int, limit: int, first_id: int, last_id: int, *learning: Any
     ) -> tuple[list[Any], int, int, int]:
-        entries, stop, next_id, learn_next = parse_entries(
-            buf,
-            at,
-            limit,
-            first_id,
-            last_id,
-            entry_type,
-            base,
-            learn_next,
-            learn_interval,
-            learned,
-        )
-        return entries, stop, next_id, learn_next
+        # learning: base, learn_next, learn_interval, learned
+        return parse_entries(buf, at, limit, first_id, last_id, entry_type, *learning)
 
     return cut
 
 
-def cut_packed(
-    buf: bytes,
-    at: int,
-    limit: int,
-    first_id: int,
-    last_id: int,
-    base: int,
-    learn_next: int,
-    learn_interval: int,
-    learned: list[tuple[int, int]],
-) -> tuple[PackedEntries, int, int, int]:
-    """A cut returning one :class:`PackedEntries` (one pass, in C when built)."""
-    data, offsets, count, stop, learn_next = pack_entries(
-        buf, at, limit, first_id, last_id, base, learn_next, learn_interval, learned
-    )
-    return PackedEntries(first_id, count, data, offsets), stop, first_id + count, learn_next
+def _walk_cut(
+    walk: Callable[..., tuple[bytes, bytes, int, int, int]],
+    make: Callable[[int, int, bytes, bytes, bytes], T],
+) -> Cut[T]:
+    """A cut from a walk (:data:`pack_entries` or :data:`span_entries`: one pass, C when
+    built) and what makes its batch from (first id, count, its two outputs, the buffer)."""
+
+    def cut(buf: bytes, at: int, limit: int, first_id: int, *rest: Any) -> tuple[T, int, int, int]:
+        # rest: last_id, base, learn_next, learn_interval, learned
+        a, b, count, stop, learn_next = walk(buf, at, limit, first_id, *rest)
+        return make(first_id, count, a, b, buf), stop, first_id + count, learn_next
+
+    return cut
 
 
-def cut_spans(
-    buf: bytes,
-    at: int,
-    limit: int,
-    first_id: int,
-    last_id: int,
-    base: int,
-    learn_next: int,
-    learn_interval: int,
-    learned: list[tuple[int, int]],
-) -> tuple[SpanEntries, int, int, int]:
-    """A cut returning one :class:`SpanEntries` over ``buf`` itself (one pass, C when built)."""
-    raw_starts, raw_lengths, count, stop, learn_next = span_entries(
-        buf, at, limit, first_id, last_id, base, learn_next, learn_interval, learned
-    )
-    starts, lengths = array("q"), array("q")
-    starts.frombytes(raw_starts)
-    lengths.frombytes(raw_lengths)
-    return (
-        SpanEntries(first_id, EntrySpans(buf, starts, lengths)),
-        stop,
-        first_id + count,
-        learn_next,
-    )
+def _span_entries(first: int, count: int, starts: bytes, lengths: bytes, buf: bytes) -> SpanEntries:
+    return SpanEntries(first, EntrySpans(buf, array("q", starts), array("q", lengths)))
+
+
+#: a cut returning one :class:`PackedEntries` (payloads copied back to back)
+cut_packed: Cut[PackedEntries] = _walk_cut(
+    pack_entries, lambda first, count, data, offsets, _: PackedEntries(first, count, data, offsets)
+)
+#: a cut returning one :class:`SpanEntries` over the buffer itself (no copy)
+cut_spans: Cut[SpanEntries] = _walk_cut(span_entries, _span_entries)

@@ -170,6 +170,39 @@ def parse_entries_py(
     return entries, off, cur_id, learn_next
 
 
+def _walk_py(
+    name: str,
+    buf: Any,
+    off: int,
+    limit: int,
+    first_id: int,
+    last_id: int,
+    base: int,
+    learn_next: int,
+    learn_interval: int,
+    learned: list[tuple[int, int]] | None,
+) -> tuple[memoryview, array[int], array[int], int, int]:
+    """The walk of pack_entries and span_entries: (the bytes, payload starts, lengths, where
+    the entries stop, learn_next)."""
+    view = memoryview(buf).cast("B")
+    if off < 0 or limit > len(view) or off > limit:
+        raise ValueError(f"{name}: off/limit outside the buffer")
+    pos, cur_id = off, first_id
+    starts, lengths = array("q"), array("q")
+    while cur_id <= last_id and limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
+        length, entry_id = _UNPACK(view, pos)
+        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
+            break
+        if learned is not None and base + pos >= learn_next:
+            learned.append((cur_id, base + pos))
+            learn_next = base + pos + learn_interval
+        starts.append(pos + ENTRY_HEADER_LEN)
+        lengths.append(length)
+        pos += ENTRY_HEADER_LEN + length
+        cur_id += 1
+    return view, starts, lengths, pos, learn_next
+
+
 def pack_entries_py(
     buf: Any,
     off: int,
@@ -186,28 +219,14 @@ def pack_entries_py(
     int32 offsets, count, where the entries stop: ``limit``, after ``last_id``, padding, or
     bytes that are not the next entry, ``learn_next``). With a ``learned`` list, offsets are
     learned as :func:`parse_entries_py` learns them."""
-    view = memoryview(buf).cast("B")
-    if off < 0 or limit > len(view) or off > limit:
-        raise ValueError("pack_entries: off/limit outside the buffer")
-    pos, cur_id = off, first_id
-    spans: list[memoryview] = []
+    args = (buf, off, limit, first_id, last_id, base, learn_next, learn_interval, learned)
+    view, starts, lengths, stop, learn_next = _walk_py("pack_entries", *args)
+    if sum(lengths) > 0x7FFFFFFF:
+        raise OverflowError("pack_entries: over 2 GiB of payload")
     offsets = array("i", [0])
-    total = 0
-    while cur_id <= last_id and limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
-        length, entry_id = _UNPACK(view, pos)
-        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
-            break
-        if learned is not None and base + pos >= learn_next:
-            learned.append((cur_id, base + pos))
-            learn_next = base + pos + learn_interval
-        spans.append(view[pos + ENTRY_HEADER_LEN : pos + ENTRY_HEADER_LEN + length])
-        total += length
-        if total > 0x7FFFFFFF:
-            raise OverflowError("pack_entries: over 2 GiB of payload")
-        offsets.append(total)
-        pos += ENTRY_HEADER_LEN + length
-        cur_id += 1
-    return b"".join(spans), offsets.tobytes(), len(spans), pos, learn_next
+    offsets.extend(accumulate(lengths))
+    data = b"".join(view[a : a + n] for a, n in zip(starts, lengths, strict=True))
+    return data, offsets.tobytes(), len(starts), stop, learn_next
 
 
 def span_entries_py(
@@ -223,23 +242,9 @@ def span_entries_py(
 ) -> tuple[bytes, bytes, int, int, int]:
     """:func:`pack_entries_py` without the copy: (count native int64 payload starts in
     ``buf``, count native int64 lengths, count, stop, learn_next)."""
-    view = memoryview(buf).cast("B")
-    if off < 0 or limit > len(view) or off > limit:
-        raise ValueError("span_entries: off/limit outside the buffer")
-    pos, cur_id = off, first_id
-    starts, lengths = array("q"), array("q")
-    while cur_id <= last_id and limit - pos >= ENTRY_HEADER_LEN and not view[pos] & 0x80:
-        length, entry_id = _UNPACK(view, pos)
-        if entry_id != cur_id or length > limit - pos - ENTRY_HEADER_LEN:
-            break
-        if learned is not None and base + pos >= learn_next:
-            learned.append((cur_id, base + pos))
-            learn_next = base + pos + learn_interval
-        starts.append(pos + ENTRY_HEADER_LEN)
-        lengths.append(length)
-        pos += ENTRY_HEADER_LEN + length
-        cur_id += 1
-    return starts.tobytes(), lengths.tobytes(), len(starts), pos, learn_next
+    args = (buf, off, limit, first_id, last_id, base, learn_next, learn_interval, learned)
+    _, starts, lengths, stop, learn_next = _walk_py("span_entries", *args)
+    return starts.tobytes(), lengths.tobytes(), len(starts), stop, learn_next
 
 
 def pack_into_py(

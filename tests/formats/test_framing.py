@@ -204,29 +204,38 @@ def test_pack_stops_after_the_last_id(pack: Any) -> None:
     last_delta=st.integers(-1, 50),
     learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
 )
-def test_pack_and_parse_cut_and_learn_alike(
+def test_pack_span_and_parse_cut_and_learn_alike(
     frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
 ) -> None:
-    """With a last id and offsets to learn, the C and Python packers agree with each other
-    and with parse_entries: the same entries, stop, next learn point and learned offsets."""
+    """With a last id and offsets to learn, the C and Python packers agree with each other,
+    as do the C and Python span walks, and both with parse_entries: the same entries, stop,
+    next learn point and learned offsets."""
     data, first = frame
     start = min(start, len(data))
     last = first + last_delta
     parsed = _parse(IMPLEMENTATIONS[0].values[0], data, start, len(data), first, last, 5000, *learn)
-    results = []
-    for pack in (framing.pack_entries_py, _built().pack_entries):
-        learned: list[tuple[int, int]] = []
-        packed, offsets, count, stop, learn_next = pack(
-            data, start, len(data), first, last, 5000, learn[0], learn[1], learned
-        )
-        bounds = _offsets(offsets)
-        payloads = [packed[bounds[i] : bounds[i + 1]] for i in range(count)]
-        results.append((payloads, stop, learn_next, learned))
-    assert results[0] == results[1]
-    payloads, stop, learn_next, learned = results[0]
     entries, p_stop, _, p_learn_next, p_learned = parsed
-    assert payloads == [p for _, p in entries]
-    assert (stop, learn_next, learned) == (p_stop, p_learn_next, p_learned)
+    args = (data, start, len(data), first, last, 5000, *learn)
+    for walks in (
+        (framing.pack_entries_py, _built().pack_entries),
+        (framing.span_entries_py, _built().span_entries),
+    ):
+        results = []
+        for walk in walks:
+            learned: list[tuple[int, int]] = []
+            a, b, count, stop, learn_next = walk(*args, learned)
+            if walk in (framing.pack_entries_py, _built().pack_entries):
+                bounds = _offsets(b)
+                payloads = [a[bounds[i] : bounds[i + 1]] for i in range(count)]
+            else:
+                spans = zip(array("q", a), array("q", b), strict=True)
+                payloads = [data[at : at + n] for at, n in spans]
+            assert len(payloads) == count
+            results.append((payloads, stop, learn_next, learned))
+        assert results[0] == results[1]
+        payloads, stop, learn_next, learned = results[0]
+        assert payloads == [p for _, p in entries]
+        assert (stop, learn_next, learned) == (p_stop, p_learn_next, p_learned)
 
 
 @settings(max_examples=300)
@@ -261,38 +270,6 @@ def test_pack_into_agrees_with_pack_entries(
     else:  # no room for the next entry
         length = _offsets(offsets)[count + 1] - _offsets(offsets)[count]
         assert index + count + 1 == index + slots or end + length > out_pos + room
-
-
-@settings(max_examples=300)
-@given(
-    frame=damaged_frames(),
-    start=st.integers(0, 40),
-    last_delta=st.integers(-1, 50),
-    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
-)
-def test_span_entries_agree_with_pack_entries(
-    frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
-) -> None:
-    """C and Python span_entries agree, and their spans hold exactly what pack_entries packs
-    (same stop, learned offsets and next learn point)."""
-    data, first = frame
-    start = min(start, len(data))
-    args = (data, start, len(data), first, first + last_delta, 5000, *learn)
-    results = []
-    for span in (framing.span_entries_py, _built().span_entries):
-        learned: list[tuple[int, int]] = []
-        results.append((span(*args, learned), learned))
-    assert results[0] == results[1]
-    (raw_starts, raw_lengths, count, stop, learn_next), learned = results[0]
-    starts, lengths = array("q", raw_starts), array("q", raw_lengths)
-    p_learned: list[tuple[int, int]] = []
-    packed, offsets, p_count, p_stop, p_next = framing.pack_entries_py(*args, p_learned)
-    bounds = _offsets(offsets)
-    assert count == p_count == len(starts) == len(lengths)
-    assert [data[a : a + n] for a, n in zip(starts, lengths, strict=True)] == [
-        packed[bounds[i] : bounds[i + 1]] for i in range(count)
-    ]
-    assert (stop, learn_next, learned) == (p_stop, p_next, p_learned)
 
 
 def test_pack_into_refuses_positions_outside_its_buffers() -> None:
