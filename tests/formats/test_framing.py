@@ -126,13 +126,17 @@ def damaged_frames(draw: st.DrawFn) -> tuple[bytes, int]:
     return bytes(buf[: min(draw(cuts), len(buf))]), first
 
 
+#: a walk over damaged bytes: from where, up to which id, learning from where and how often
+WALK_ARGS = {
+    "frame": damaged_frames(),
+    "start": st.integers(0, 40),
+    "last_delta": st.integers(-1, 50),
+    "learn": st.tuples(st.integers(0, 500), st.integers(0, 200)),
+}
+
+
 @settings(max_examples=300)
-@given(
-    frame=damaged_frames(),
-    start=st.integers(0, 40),
-    last_delta=st.integers(-1, 50),
-    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
-)
+@given(**WALK_ARGS)
 @example(frame=(b"\x80" + _frame([b"x"], 0)[1:], 0), start=0, last_delta=5, learn=(0, 0))
 def test_c_and_python_agree_on_any_bytes(
     frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
@@ -198,12 +202,7 @@ def test_pack_stops_after_the_last_id(pack: Any) -> None:
 
 
 @settings(max_examples=300)
-@given(
-    frame=damaged_frames(),
-    start=st.integers(0, 40),
-    last_delta=st.integers(-1, 50),
-    learn=st.tuples(st.integers(0, 500), st.integers(0, 200)),
-)
+@given(**WALK_ARGS)
 def test_pack_span_and_parse_cut_and_learn_alike(
     frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
 ) -> None:
