@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import weakref
 from array import array
+from operator import sub
 from types import TracebackType
 
 from formats.framing import record_spans
 from formats.ledger_metadata import LedgerMetadata
 from formats.spans import EntrySpans
 from offloader.errors import CorruptLedgerError, EntryOutOfRange, LedgerStoreError
-from offloader.ledgers.fileformat import LENGTH
+from offloader.ledgers.fileformat import LENGTH, RECORD_HEADER_SIZE
 from offloader.ledgers.scan import LedgerLayout, pread_exact
 
 
@@ -113,6 +114,27 @@ class ClosedLedgerReader:
     @property
     def length(self) -> int:
         return self._layout.total_length
+
+    def entry_lengths(self) -> list[int]:
+        """Every entry's payload length, from the offset index alone (the writer plans an
+        offload with these instead of reading the whole file twice; each record's length
+        field and CRC32C are still checked when the offload reads it, and a record that
+        disagrees fails the offload with :class:`CorruptLedgerError`)."""
+        layout = self._layout
+        offsets = layout.offsets
+        if not offsets:
+            return []
+        ends = offsets[1:]
+        ends.append(layout.data_end)
+        lengths = list(map(sub, ends, map(RECORD_HEADER_SIZE.__add__, offsets)))
+        if min(lengths) < 0:
+            bad = next(i for i, n in enumerate(lengths) if n < 0)
+            raise CorruptLedgerError(
+                f"entry {bad}: the offset index leaves no room for its record header",
+                path=self._path,
+                offset=offsets[bad],
+            )
+        return lengths
 
     @property
     def ctime_ms(self) -> int:

@@ -171,3 +171,39 @@ def test_the_messages_are_those_read_always_raised(
         )
     finally:
         os.close(fd)
+
+
+def test_entry_lengths_come_from_the_index_and_damage_fails_the_offload(
+    ledger: tuple[ClosedLedgerReader, Path], tmp_path: Path
+) -> None:
+    """The writer plans from the offset index (no first read of the records); a damaged
+    record still fails the offload, when it is read, and nothing is left in the store."""
+    from formats.keys import data_key, index_key
+    from offloader.config import OffloadSettings
+    from offloader.store.local import LocalObjectStore
+    from offloader.writer import offload_ledger
+
+    reader, path = ledger
+    assert reader.entry_lengths() == [len(p) for p in PAYLOADS]
+    calls: list[tuple[int, int]] = []
+    real = reader.read_spans
+
+    def counted(first: int, last: int) -> EntrySpans:
+        calls.append((first, last))
+        return real(first, last)
+
+    reader.read_spans = counted  # type: ignore[method-assign]
+    store = LocalObjectStore(tmp_path / "objects")
+    uuid = "5b0a7c2e-52a4-4b5f-a9a4-1d8b2d7e0c11"
+    offload_ledger(reader, store, uuid, OffloadSettings())
+    assert calls == [(0, LAST)]  # one pass over the records: the upload's
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"\xff", STARTS[5] + RECORD_HEADER_SIZE - 1)  # a CRC byte of entry 5
+    finally:
+        os.close(fd)
+    with pytest.raises(CorruptLedgerError, match="entry 5: CRC32C mismatch"):
+        offload_ledger(reader, store, "6c1b8d3f-52a4-4b5f-a9a4-1d8b2d7e0c11", OffloadSettings())
+    # only the first offload's two objects: the failed one left no object and no upload
+    assert sorted(o.key for o in store.list("")) == sorted([data_key(uuid, 4), index_key(uuid, 4)])
+    assert not list(store.list_multipart_uploads(""))
