@@ -96,6 +96,11 @@ def test_read_objects_uploaded_by_pulsar(store: ObjectStore, name: str) -> None:
         assert not handle.has_extension
         entries = list(handle.iter_entries(0, handle.last_add_confirmed))
         assert [sha256(e.payload) for e in entries] == list(case.entry_sha256)
+        # the batch forms read the same entries
+        packed = handle.iter_packed(0, handle.last_add_confirmed)
+        assert [sha256(p) for b in packed for p in b.payloads()] == list(case.entry_sha256)
+        spans = handle.iter_spans(0, handle.last_add_confirmed)
+        assert [sha256(bytes(p)) for b in spans for p in b.payloads()] == list(case.entry_sha256)
         # backwards single reads (Pulsar's worst case: re-seek and skip inside a block)
         last = handle.last_add_confirmed
         for entry_id in range(last, -1, -max(1, last // 7)):
