@@ -328,7 +328,7 @@ class PackedEntries:
     @property
     def payload_bytes(self) -> int:
         """Sum of the payload sizes."""
-        return self.data.nbytes if isinstance(self.data, memoryview) else len(self.data)
+        return memoryview(self.data).nbytes
 
     def offsets_view(self) -> memoryview:
         """The ``count + 1`` offsets as a memoryview of int32."""
@@ -347,13 +347,9 @@ class PackedEntries:
 
     def payloads(self) -> Iterator[bytes]:
         """Every payload, in id order."""
-        data, offsets = self.data, self.offsets_view()
-        if isinstance(data, memoryview):
-            for i in range(self.count):
-                yield data[offsets[i] : offsets[i + 1]].tobytes()
-        else:
-            for i in range(self.count):
-                yield data[offsets[i] : offsets[i + 1]]
+        data, offsets = memoryview(self.data), self.offsets_view()
+        for i in range(self.count):
+            yield data[offsets[i] : offsets[i + 1]].tobytes()
 
 
 def pack_block_entries(

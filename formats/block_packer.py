@@ -55,45 +55,39 @@ class BlockPacker:
         self._out = bytearray()  # their payloads, back to back (block_len bytes, once started)
         self._out_pos = 0
         self._offsets = bytearray()  # count + 1 native int32 ends (grown as needed)
-        #: bytes from _pos on not packed yet: the block header, or an entry cut by a chunk end
+        #: bytes from _pos on not packed yet (an entry cut by a chunk end), or, once stopped,
+        #: everything from _pos to the end
         self._pending: list[bytes] = []
         self._pending_len = 0
         self._entry_len = -1  # framed size of the pending entry, once its header is whole
-        self._started = False  # the header was checked, entries are being packed
-        #: "packing", "stopped" (entries ended at _pos: keep the rest for the verdict) or
-        #: "whole" (keep every chunk: the whole block is judged at the end)
-        self._mode = "packing"
-        self._kept: list[bytes] = []
+        #: "header" (chunks kept until the block header can be checked), "packing",
+        #: "stopped" (entries ended at _pos: the rest is kept for the verdict) or "whole"
+        #: (every chunk kept: the whole block is judged at the end)
+        self._mode = "header"
+        self._kept: list[bytes] = []  # the chunks fed, in the "header" and "whole" modes
+        self._kept_len = 0
 
     def feed(self, chunk: bytes) -> None:
         """The next ``len(chunk)`` bytes of the block."""
         if not chunk:
             return
         self._fed += len(chunk)
-        if self._mode == "whole":
+        if self._mode == "packing":
+            self._pack_chunk(chunk)
+        elif self._mode == "stopped":
+            self._pending.append(chunk)
+        else:
             self._kept.append(chunk)
-            return
-        if self._mode == "stopped":
-            self._pending.append(chunk)
-            return
-        if not self._started:
-            self._kept.append(chunk)  # until the header is checked
-            self._pending.append(chunk)
-            self._pending_len += len(chunk)
-            if self._pending_len < min(BLOCK_HEADER_LEN, self._block_len):
-                return
-            self._start()
-            return
-        self._pack_chunk(chunk)
+            self._kept_len += len(chunk)
+            if self._mode == "header" and self._kept_len >= min(BLOCK_HEADER_LEN, self._block_len):
+                self._start()
 
     def finish(self) -> PackedEntries:
         """The block's entries, once every byte was fed; or the typed error the whole block
         gives."""
         if self._fed != self._block_len:
             raise ValueError(f"BlockPacker: {self._fed} bytes fed, the block has {self._block_len}")
-        if self._mode == "packing" and not self._started:
-            self._mode = "whole"  # a block shorter than a header
-        if self._mode == "whole":
+        if self._mode in ("header", "whole"):  # "header": a block shorter than a header
             block = b"".join(self._kept)
             return pack_block_entries(
                 block,
@@ -112,7 +106,7 @@ class BlockPacker:
 
     # --- internals ------------------------------------------------------------------------
     def _start(self) -> None:
-        head = b"".join(self._pending)
+        head = b"".join(self._kept)
         try:
             header = _checked_header(
                 memoryview(head), self._base, self._expected_first, block_len=self._block_len
@@ -121,14 +115,12 @@ class BlockPacker:
             header = None
         if header is None or header.header_len > len(head):
             self._mode = "whole"  # let pack_block_entries judge the whole block
-            self._pending, self._pending_len = [], 0
             return
-        self._kept = []
-        self._started = True
+        self._mode = "packing"
+        self._kept, self._kept_len = [], 0
         self._next_id = self._first_id = header.first_entry_id
         self._out = bytearray(self._block_len)
         self._offsets = bytearray(4 * (self._block_len // 1024 + 64))
-        self._pending, self._pending_len = [], 0
         self._pos = header.header_len
         self._pack_chunk(head, header.header_len)
 

@@ -33,6 +33,7 @@ import crc32c as _crc32c
 from formats.wire import ENTRY_HEADER, ENTRY_HEADER_LEN
 
 __all__ = [
+    "NO_LIMIT",
     "SPEEDUPS",
     "frame_entries",
     "frame_entries_py",
@@ -56,8 +57,9 @@ __all__ = [
 
 _PACK = ENTRY_HEADER.pack_into
 _UNPACK = ENTRY_HEADER.unpack_from
-#: pack_entries' default last_id: no limit (the largest signed 64-bit id)
-_NO_LAST = (1 << 63) - 1
+#: an entry id / object offset no entry reaches (the largest signed 64-bit integer): the
+#: default last_id and learn_next of the walks, "no limit" and "learn nothing"
+NO_LIMIT = (1 << 63) - 1
 
 
 def frame_entries_py(
@@ -208,9 +210,9 @@ def pack_entries_py(
     off: int,
     limit: int,
     first_id: int,
-    last_id: int = _NO_LAST,
+    last_id: int = NO_LIMIT,
     base: int = 0,
-    learn_next: int = _NO_LAST,
+    learn_next: int = NO_LIMIT,
     learn_interval: int = 0,
     learned: list[tuple[int, int]] | None = None,
 ) -> tuple[bytes, bytes, int, int, int]:
@@ -234,9 +236,9 @@ def span_entries_py(
     off: int,
     limit: int,
     first_id: int,
-    last_id: int = _NO_LAST,
+    last_id: int = NO_LIMIT,
     base: int = 0,
-    learn_next: int = _NO_LAST,
+    learn_next: int = NO_LIMIT,
     learn_interval: int = 0,
     learned: list[tuple[int, int]] | None = None,
 ) -> tuple[bytes, bytes, int, int, int]:
@@ -332,47 +334,6 @@ def record_spans_py(
     return starts.tobytes(), lengths.tobytes(), bad, reason
 
 
-FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
-ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
-PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
-FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
-FrameSpans = Callable[[Any, int, int, Any, Any, Any, int, int, int], tuple[int, int]]
-RecordSpans = Callable[[Any, Any, int, int], tuple[bytes, bytes, int, "str | None"]]
-PackInto = Callable[[Any, int, Any, int, Any, int, int, int], tuple[int, int, int]]
-Loops = tuple[
-    FrameEntries, FrameSpans, ParseEntries, PackEntries, PackInto, FramedPrefix, RecordSpans
-]
-
-
-def _pick() -> tuple[Loops, bool]:
-    python: Loops = (
-        frame_entries_py,
-        frame_spans_py,
-        parse_entries_py,
-        pack_entries_py,
-        pack_into_py,
-        framed_prefix_py,
-        record_spans_py,
-    )
-    if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
-        return python, False
-    try:
-        from formats import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return python, False
-    c = _speedups
-    loops = (
-        c.frame_entries,
-        c.frame_spans,
-        c.parse_entries,
-        c.pack_entries,
-        c.pack_into,
-        c.framed_prefix,
-        c.record_spans,
-    )
-    return loops, True
-
-
 def zeroed_bytearray_py(size: int) -> bytearray:
     """``bytearray(size)`` (the C version zeroes it without holding the GIL)."""
     if size < 0:
@@ -380,22 +341,34 @@ def zeroed_bytearray_py(size: int) -> bytearray:
     return bytearray(size)
 
 
-(
-    (
-        frame_entries,
-        frame_spans,
-        parse_entries,
-        pack_entries,
-        pack_into,
-        framed_prefix,
-        record_spans,
-    ),
-    SPEEDUPS,
-) = _pick()
-zeroed_bytearray: Callable[[int], bytearray] = zeroed_bytearray_py
-span_entries: PackEntries = span_entries_py
-if SPEEDUPS:
-    from formats import _speedups as _c  # type: ignore[attr-defined]
+FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
+ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
+PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
+FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
+FrameSpans = Callable[[Any, int, int, Any, Any, Any, int, int, int], tuple[int, int]]
+RecordSpans = Callable[[Any, Any, int, int], tuple[bytes, bytes, int, "str | None"]]
+PackInto = Callable[[Any, int, Any, int, Any, int, int, int], tuple[int, int, int]]
 
-    zeroed_bytearray = _c.zeroed_bytearray
-    span_entries = _c.span_entries
+
+def _speedups() -> Any | None:
+    """The C module, or None when it is not built or ``LEDGER_OFFLOADER_PURE_PYTHON`` is set."""
+    if os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from formats import _speedups as c  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return c
+
+
+_C = _speedups()
+SPEEDUPS = _C is not None
+frame_entries: FrameEntries = _C.frame_entries if _C else frame_entries_py
+frame_spans: FrameSpans = _C.frame_spans if _C else frame_spans_py
+parse_entries: ParseEntries = _C.parse_entries if _C else parse_entries_py
+pack_entries: PackEntries = _C.pack_entries if _C else pack_entries_py
+span_entries: PackEntries = _C.span_entries if _C else span_entries_py
+pack_into: PackInto = _C.pack_into if _C else pack_into_py
+framed_prefix: FramedPrefix = _C.framed_prefix if _C else framed_prefix_py
+record_spans: RecordSpans = _C.record_spans if _C else record_spans_py
+zeroed_bytearray: Callable[[int], bytearray] = _C.zeroed_bytearray if _C else zeroed_bytearray_py

@@ -39,6 +39,7 @@ from typing import NamedTuple, TypeVar
 
 from formats.block import DataBlockHeader, PackedEntries
 from formats.cuts import Cut, cut_entries, cut_packed, cut_spans
+from formats.framing import NO_LIMIT
 from formats.index import OffloadIndex
 from formats.keys import data_key, index_key
 from formats.ledger_metadata import LedgerMetadata
@@ -69,8 +70,6 @@ _UNPACK = ENTRY_HEADER.unpack_from
 #: a read of fewer than SMALL_READ entries remembers every entry
 LEARN_INTERVAL = 16 * 1024
 SMALL_READ = 64
-#: learn_next that no offset reaches: learn nothing
-_NEVER = (1 << 63) - 1
 #: a request whose bytes span at most max(4 read buffers, 4 fine-offset intervals) is
 #: fetched with one GET (with the extension, a single entry's window is about one interval)
 SINGLE_GET_BUFFERS = 4
@@ -289,7 +288,7 @@ class ReadHandle:
         learn_interval = 0 if small else LEARN_INTERVAL
         skip_learned_at = -LEARN_INTERVAL
         # the object offset from which the next entry's offset is remembered
-        learn_next = 0 if small or index.extension is None else _NEVER
+        learn_next = 0 if small or index.extension is None else NO_LIMIT
         reseeks = 0
         expected = first
         block, cur_id = self._seek(stream, expected, first, last, use_cache=True)

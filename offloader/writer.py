@@ -42,6 +42,7 @@ re-raised unchanged after the cleanup.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -239,16 +240,15 @@ class _Offload:
         # on the pool's threads without the GIL while this thread frames the first blocks
         pooled_blocks = len(plans) - (plans[-1].size < buffer_size)
         free: list[BlockWriter] = []
-        allocated = 0
         in_flight: dict[Future[tuple[UploadedPart, int]], tuple[BlockWriter, int]] = {}
         parts: list[UploadedPart] = []
         crc_of_part: dict[int, int] = {}
         done_bytes = 0
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-part")
-        buffers: list[Future[bytearray] | None] = [
+        prepared = deque(
             self.pool.submit(zeroed_bytearray, buffer_size)
             for _ in range(min(window, pooled_blocks))
-        ]
+        )
 
         def harvest(block: bool) -> None:
             nonlocal done_bytes
@@ -279,11 +279,8 @@ class _Offload:
                 free.clear()
                 writer = BlockWriter(plan.size)
             else:
-                if not free and allocated < len(buffers):
-                    prepared, buffers[allocated] = buffers[allocated], None  # hold it once
-                    assert prepared is not None
-                    free.append(BlockWriter(buffer_size, prepared.result()))
-                    allocated += 1
+                if not free and prepared:
+                    free.append(BlockWriter(buffer_size, prepared.popleft().result()))
                 while not free:
                     harvest(block=True)
                 writer = free.pop()
