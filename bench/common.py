@@ -50,6 +50,8 @@ class Server:
     name: str  # "rgw" or "moto"
     endpoint: S3Endpoint
     note: str = ""
+    #: the server's processes (for CPU placement, :mod:`bench.placement`)
+    pids: tuple[int, ...] = ()
 
 
 def endpoint_to_json(endpoint: S3Endpoint) -> dict[str, str]:
@@ -73,8 +75,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def moto_process() -> Iterator[S3Endpoint]:
-    """``moto_server`` in its own process on a free port; stopped by its pid."""
+def moto_process() -> Iterator[tuple[S3Endpoint, int]]:
+    """``moto_server`` in its own process on a free port (yields its endpoint and pid);
+    stopped by its pid."""
     exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
         "moto_server"
     )
@@ -94,9 +97,10 @@ def moto_process() -> Iterator[S3Endpoint]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("moto_server did not start")
             time.sleep(0.1)
-        yield S3Endpoint(
+        endpoint = S3Endpoint(
             name="moto", url=f"http://127.0.0.1:{port}", access_key="testing", secret_key="testing"
         )
+        yield endpoint, proc.pid
     finally:
         proc.terminate()
         try:
@@ -116,23 +120,26 @@ def server(name: str) -> Iterator[Server]:
         if reason is None:
             with tempfile.TemporaryDirectory(prefix="bench-rgw.") as base:
                 try:
-                    cm = ceph_rgw.start_rgw(Path(base))
-                    endpoint = cm.__enter__()
+                    cm = ceph_rgw.start_cluster(Path(base))
+                    cluster = cm.__enter__()
                 except Exception as exc:  # any start failure -> moto fallback
                     reason = f"RGW failed to start: {type(exc).__name__}"
                 else:
                     try:
-                        yield Server("rgw", endpoint)
+                        assert cluster.endpoint is not None
+                        yield Server("rgw", cluster.endpoint, pids=tuple(cluster.pids.values()))
                     finally:
                         cm.__exit__(None, None, None)
                     return
-        with moto_process() as endpoint:
-            yield Server("moto", endpoint, note=f"RGW unavailable ({reason}); ran on moto")
+        with moto_process() as (endpoint, pid):
+            note = f"RGW unavailable ({reason}); ran on moto"
+            yield Server("moto", endpoint, note=note, pids=(pid,))
         return
     if name != "moto":
         raise ValueError(f"unknown server {name!r}: use rgw or moto")
-    with moto_process() as endpoint:
-        yield Server("moto", endpoint, note="moto: ranged GETs read the whole object server-side")
+    with moto_process() as (endpoint, pid):
+        note = "moto: ranged GETs read the whole object server-side"
+        yield Server("moto", endpoint, note=note, pids=(pid,))
 
 
 class SyntheticLedger:
@@ -242,6 +249,32 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024 / 1e6
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
+def machine_cpu_seconds() -> float | None:
+    """CPU time this machine has spent busy (every process, every CPU, user + system) since
+    boot, from /proc/stat; None where there is no /proc. Deltas give a run's whole CPU cost,
+    the S3 server's and Spark's JVM included."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def settle(quiet: float = 0.15, window: float = 0.2, most: float = 10.0) -> None:
+    """Wait (at most ``most`` seconds) until the machine is quiet: under ``quiet`` of its CPUs
+    busy over a ``window``. Between runs, so that a server's background work after the last
+    one (RGW's garbage collection of deleted objects) does not land on the next."""
+    cpus = os.cpu_count() or 1
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        before = machine_cpu_seconds()
+        time.sleep(window)
+        after = machine_cpu_seconds()
+        if before is None or after is None or (after - before) / window / cpus < quiet:
+            return
 
 
 def run_worker(module: str, spec: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,10 @@ a smaller ledger (``--moto-size``, 64M) and fewer random reads (``--moto-random`
 
     python -m bench read [--size 512M] [--moto-size 64M] [--entries 1K,100K]
                          [--servers rgw,moto] [--random 1000] [--pulsar-random 100]
-                         [--moto-random 50] [--repeat 2]
+                         [--moto-random 50] [--repeat 2] [--placement shared,split]
+
+``--placement split`` runs the S3 server and the measured process on separate CPUs (a stand-in
+for a server on other machines, see ``bench/placement.py``); its rows end in ``.split``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from bench import note, report
 from bench.common import (
     BENCH_LEDGER,
     BENCH_UUID,
+    Server,
     empty_bucket,
     endpoint_from_json,
     endpoint_to_json,
@@ -47,8 +51,10 @@ from bench.common import (
     raw_client,
     run_worker,
     server,
+    settle,
     store_for,
 )
+from bench.placement import Placement, parse_placements, pin_worker, placed
 from formats.keys import data_key
 from offloader.config import OffloadSettings
 from offloader.units import parse_size
@@ -133,6 +139,7 @@ def _random(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker(spec: dict[str, Any]) -> None:
+    pin_worker(spec)
     variant = spec["variant"]
     if variant == "seq-ours":
         result = _seq_ours(spec)
@@ -144,7 +151,10 @@ def _worker(spec: dict[str, Any]) -> None:
 
 
 def _best(spec: dict[str, Any], repeat: int) -> dict[str, Any]:
-    runs = [run_worker("bench.read", spec) for _ in range(repeat)]
+    runs = []
+    for _ in range(repeat):
+        settle()  # the server's background work after the offload or the last run
+        runs.append(run_worker("bench.read", spec))
     return min(runs, key=lambda r: float(r["seconds"]))
 
 
@@ -167,7 +177,14 @@ def main(argv: list[str]) -> int:
         "--moto-random", type=int, default=50, help="random reads per variant on moto (50)"
     )
     parser.add_argument("--repeat", type=int, default=2, help="best of N sequential runs (2)")
+    parser.add_argument(
+        "--placement",
+        default="shared",
+        help="CPU placements to measure in: shared, split (server and client on separate "
+        "CPUs, see bench/placement.py), or both: shared,split",
+    )
     args = parser.parse_args(argv)
+    placements = parse_placements(args.placement)
     block = parse_size(args.block)
     from offloader.writer import offload_ledger
 
@@ -182,67 +199,77 @@ def main(argv: list[str]) -> int:
                 store = store_for(endpoint, bucket, settings)
                 offload_ledger(ledger_for(size, entry), store, BENCH_UUID, settings)
                 spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket, "block": block}
-                common: dict[str, Any] = {
-                    "server": srv.name,
-                    "server_note": srv.note,
-                    "entry_size": entry,
-                    "block_size": block,
-                }
-                raw = _best({**spec, "variant": "seq-raw"}, args.repeat)
-                # iter_entries keeps the historical row name; the batch APIs get a suffix
-                for api, suffix in (("entries", ""), ("packed", "_packed"), ("spans", "_spans")):
-                    ours = _best({**spec, "variant": "seq-ours", "api": api}, args.repeat)
-                    record = report(
-                        f"read.sequential{suffix}.{srv.name}.{entry // 1024}KiB",
-                        ours["bytes"] / 1e6 / ours["seconds"],
-                        raw["bytes"] / 1e6 / raw["seconds"],
-                        "MB/s",
-                        bytes=ours["bytes"],
-                        gets=ours["gets"],
-                        goal_ratio=GOAL_RATIO,
-                        peak_rss_mb=round(ours["rss_mb"], 1),
-                        baseline_peak_rss_mb=round(raw["rss_mb"], 1),
-                        api=api,
-                        **common,
-                    )
-                    note(
-                        f"read seq {api} {srv.name} {entry}B: {record['ours']:.1f} MB/s vs raw "
-                        f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
-                    )
-                n_ours = args.moto_random if on_moto else args.random
-                n_pulsar = (
-                    min(args.moto_random, args.pulsar_random) if on_moto else (args.pulsar_random)
-                )
-                mine = run_worker("bench.read", {**spec, "variant": "random-ours", "count": n_ours})
-                pulsar = run_worker(
-                    "bench.read", {**spec, "variant": "random-pulsar", "count": n_pulsar}
-                )
-                extra = {
-                    "ours_reads": mine["count"],
-                    "pulsar_reads": pulsar["count"],
-                    "ours_gets_per_read": round(mine["gets_per_read"], 3),
-                    "pulsar_gets_per_read": round(pulsar["gets_per_read"], 3),
-                    "ours_max_gets": mine["max_gets"],
-                    **common,
-                }
-                for stat in ("p50_ms", "p99_ms"):
-                    report(
-                        f"read.random.{stat}.{srv.name}.{entry // 1024}KiB",
-                        mine[stat],
-                        pulsar[stat],
-                        "ms",
-                        higher_is_better=False,
-                        **extra,
-                    )
-                note(
-                    f"read random {srv.name} {entry}B: ours {mine['gets_per_read']:.2f} GETs/"
-                    f"read p50 {mine['p50_ms']:.1f} ms p99 {mine['p99_ms']:.1f} ms; Pulsar "
-                    f"{pulsar['gets_per_read']:.1f} GETs/read p50 {pulsar['p50_ms']:.1f} ms "
-                    f"p99 {pulsar['p99_ms']:.1f} ms"
-                )
+                for place in placements:
+                    with placed(srv.pids, place) as cpus:
+                        _measure(srv, {**spec, "cpus": cpus}, entry, args, place)
                 store.close()
                 empty_bucket(endpoint, bucket)
     return 0
+
+
+def _measure(
+    srv: Server, spec: dict[str, Any], entry: int, args: argparse.Namespace, place: Placement
+) -> None:
+    """The sequential and random rows of one ledger in one placement."""
+    on_moto = srv.name == "moto"
+    block = spec["block"]
+    common: dict[str, Any] = {
+        "server": srv.name,
+        "server_note": srv.note,
+        "entry_size": entry,
+        "block_size": block,
+        "placement": place.name,
+    }
+    where = f"{srv.name} {entry}B {place.name}"
+    tail = f"{srv.name}.{entry // 1024}KiB{place.suffix}"
+    raw = _best({**spec, "variant": "seq-raw"}, args.repeat)
+    # iter_entries keeps the historical row name; the batch APIs get a suffix
+    for api, suffix in (("entries", ""), ("packed", "_packed"), ("spans", "_spans")):
+        ours = _best({**spec, "variant": "seq-ours", "api": api}, args.repeat)
+        record = report(
+            f"read.sequential{suffix}.{tail}",
+            ours["bytes"] / 1e6 / ours["seconds"],
+            raw["bytes"] / 1e6 / raw["seconds"],
+            "MB/s",
+            bytes=ours["bytes"],
+            gets=ours["gets"],
+            goal_ratio=GOAL_RATIO,
+            peak_rss_mb=round(ours["rss_mb"], 1),
+            baseline_peak_rss_mb=round(raw["rss_mb"], 1),
+            api=api,
+            **common,
+        )
+        note(
+            f"read seq {api} {where}: {record['ours']:.1f} MB/s vs raw "
+            f"{record['baseline']:.1f} MB/s (ratio {record['ratio']})"
+        )
+    n_ours = args.moto_random if on_moto else args.random
+    n_pulsar = min(args.moto_random, args.pulsar_random) if on_moto else args.pulsar_random
+    mine = run_worker("bench.read", {**spec, "variant": "random-ours", "count": n_ours})
+    pulsar = run_worker("bench.read", {**spec, "variant": "random-pulsar", "count": n_pulsar})
+    extra = {
+        "ours_reads": mine["count"],
+        "pulsar_reads": pulsar["count"],
+        "ours_gets_per_read": round(mine["gets_per_read"], 3),
+        "pulsar_gets_per_read": round(pulsar["gets_per_read"], 3),
+        "ours_max_gets": mine["max_gets"],
+        **common,
+    }
+    for stat in ("p50_ms", "p99_ms"):
+        report(
+            f"read.random.{stat}.{tail}",
+            mine[stat],
+            pulsar[stat],
+            "ms",
+            higher_is_better=False,
+            **extra,
+        )
+    note(
+        f"read random {where}: ours {mine['gets_per_read']:.2f} GETs/read p50 "
+        f"{mine['p50_ms']:.1f} ms p99 {mine['p99_ms']:.1f} ms; Pulsar "
+        f"{pulsar['gets_per_read']:.1f} GETs/read p50 {pulsar['p50_ms']:.1f} ms "
+        f"p99 {pulsar['p99_ms']:.1f} ms"
+    )
 
 
 if __name__ == "__main__":
