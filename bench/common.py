@@ -295,6 +295,35 @@ def run_worker(module: str, spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def take_turns(
+    module: str,
+    variants: dict[str, dict[str, Any]],
+    repeat: int,
+    after_each: Any = None,
+) -> dict[str, dict[str, Any]]:
+    """Run every variant's worker ``repeat`` times, the variants taking turns (so a noisy
+    stretch of the machine falls on all of them alike), each after :func:`settle`;
+    ``after_each()`` runs after every run (emptying a bucket). Returns, per variant, its
+    median run (by seconds; the lower median) with ``best_seconds`` and ``runs_seconds``
+    added and ``rss_mb`` the highest of its runs."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for _ in range(max(1, repeat)):
+        for name, spec in variants.items():
+            settle()
+            runs[name].append(run_worker(module, spec))
+            if after_each is not None:
+                after_each()
+    result = {}
+    for name, got in runs.items():
+        ordered = sorted(got, key=lambda r: float(r["seconds"]))
+        median = dict(ordered[(len(ordered) - 1) // 2])
+        median["best_seconds"] = ordered[0]["seconds"]
+        median["runs_seconds"] = [round(float(r["seconds"]), 4) for r in got]
+        median["rss_mb"] = max(float(r.get("rss_mb", 0.0)) for r in got)
+        result[name] = median
+    return result
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -5,10 +5,12 @@ For every server and entry size: our writer offloads a synthetic ledger (default
 64 MiB blocks and ``offload_concurrency`` 4; the baseline uploads the same number of bytes,
 in parts of the same sizes, with plain boto3 ``upload_part`` calls on the same number of
 threads, to the same server, in the same run. Each variant runs in a fresh process, so its peak
-RSS is its own (goal: <= concurrency x block size + 150 MB). Best of ``--repeat`` runs.
+RSS is its own (goal: <= concurrency x block size + 150 MB). The variants take turns,
+``--repeat`` runs each, every run after the machine went quiet; the median run is reported
+(``best_ratio`` compares the best runs).
 
     python -m bench offload [--size 512M] [--moto-size 128M] [--entries 1K,100K]
-                            [--servers rgw,moto] [--concurrency 4] [--block 64M] [--repeat 2]
+                            [--servers rgw,moto] [--concurrency 4] [--block 64M] [--repeat 3]
                             [--placement shared,split]
 
 ``--placement split`` runs the S3 server and the measured process on separate CPUs (a stand-in
@@ -35,10 +37,9 @@ from bench.common import (
     peak_rss_mb,
     quiet_logs,
     raw_client,
-    run_worker,
     server,
-    settle,
     store_for,
+    take_turns,
 )
 from bench.placement import Placement, parse_placements, pin_worker, placed
 from formats.layout import plan_blocks
@@ -106,26 +107,6 @@ def _worker(spec: dict[str, Any]) -> None:
     print(json.dumps(result), flush=True)
 
 
-def _measure(
-    spec: dict[str, Any], variants: tuple[str, ...], repeat: int, cleanup: Any
-) -> dict[str, dict[str, Any]]:
-    """The best run of each variant (peak RSS: the highest of its runs). The variants take
-    turns, each after the bucket was emptied and the machine has gone quiet, so that the
-    server's background work after a cleanup (RGW's garbage collection) falls on all alike."""
-    best: dict[str, dict[str, Any]] = {}
-    for _ in range(repeat):
-        for variant in variants:
-            got = run_worker("bench.offload", {**spec, "variant": variant})
-            cleanup()
-            settle()
-            prev = best.get(variant)
-            if prev is None or got["seconds"] < prev["seconds"]:
-                best[variant] = {**got, "rss_mb": max(got["rss_mb"], prev["rss_mb"] if prev else 0)}
-            else:
-                prev["rss_mb"] = max(prev["rss_mb"], got["rss_mb"])
-    return best
-
-
 def main(argv: list[str]) -> int:
     quiet_logs()
     if argv[:1] == ["--worker"]:
@@ -138,7 +119,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--block", default="64M", help="max block size (64M)")
-    parser.add_argument("--repeat", type=int, default=2, help="best of N runs (2)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per variant, taking turns; medians reported (3)"
+    )
     parser.add_argument(
         "--placement",
         default="shared",
@@ -177,7 +160,14 @@ def _measure_entry(
     def cleanup(e: S3Endpoint = srv.endpoint, b: str = spec["bucket"]) -> None:
         empty_bucket(e, b)
 
-    runs = _measure(spec, ("raw", "ours"), args.repeat, cleanup)
+    # the variants take turns, each after the bucket was emptied and the machine went quiet,
+    # so that RGW's garbage collection after a cleanup falls on both alike
+    runs = take_turns(
+        "bench.offload",
+        {v: {**spec, "variant": v} for v in ("raw", "ours")},
+        args.repeat,
+        after_each=cleanup,
+    )
     raw, ours = runs["raw"], runs["ours"]
     mb = ours["bytes"] / 1e6
     rss_goal = args.concurrency * block / 1e6 + RSS_SLACK_MB
@@ -200,6 +190,9 @@ def _measure_entry(
         rss_goal_mb=round(rss_goal, 1),
         rss_ok=ours["rss_mb"] <= rss_goal,
         repeat=args.repeat,
+        best_ratio=round(raw["best_seconds"] / ours["best_seconds"], 4),
+        ours_runs_s=ours["runs_seconds"],
+        baseline_runs_s=raw["runs_seconds"],
     )
     note(
         f"offload {srv.name} {entry}B entries {place.name}: {record['ours']:.1f} MB/s vs raw "

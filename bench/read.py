@@ -15,13 +15,16 @@ fresh process:
   ``emulate_pulsar=True``: no extension, floor lookup, skip from the block's start, fixed
   ``read_buffer_size`` GETs, no read-ahead).
 
+The sequential variants take turns (``--repeat`` runs each, every run after the machine went
+quiet) and each row reports the median run (``best_ratio`` compares the best runs).
+
 Pulsar's algorithm scans half a 64 MiB block per random read on average, so it runs fewer
 reads (``--pulsar-random``). moto reads the whole object for every ranged GET: its column uses
 a smaller ledger (``--moto-size``, 64M) and fewer random reads (``--moto-random``).
 
     python -m bench read [--size 512M] [--moto-size 64M] [--entries 1K,100K]
                          [--servers rgw,moto] [--random 1000] [--pulsar-random 100]
-                         [--moto-random 50] [--repeat 2] [--placement shared,split]
+                         [--moto-random 50] [--repeat 3] [--placement shared,split]
 
 ``--placement split`` runs the S3 server and the measured process on separate CPUs (a stand-in
 for a server on other machines, see ``bench/placement.py``); its rows end in ``.split``.
@@ -51,8 +54,8 @@ from bench.common import (
     raw_client,
     run_worker,
     server,
-    settle,
     store_for,
+    take_turns,
 )
 from bench.placement import Placement, parse_placements, pin_worker, placed
 from formats.keys import data_key
@@ -150,14 +153,6 @@ def _worker(spec: dict[str, Any]) -> None:
     print(json.dumps(result), flush=True)
 
 
-def _best(spec: dict[str, Any], repeat: int) -> dict[str, Any]:
-    runs = []
-    for _ in range(repeat):
-        settle()  # the server's background work after the offload or the last run
-        runs.append(run_worker("bench.read", spec))
-    return min(runs, key=lambda r: float(r["seconds"]))
-
-
 def main(argv: list[str]) -> int:
     quiet_logs()
     if argv[:1] == ["--worker"]:
@@ -176,7 +171,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--moto-random", type=int, default=50, help="random reads per variant on moto (50)"
     )
-    parser.add_argument("--repeat", type=int, default=2, help="best of N sequential runs (2)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per variant, taking turns; medians reported (3)"
+    )
     parser.add_argument(
         "--placement",
         default="shared",
@@ -222,10 +219,14 @@ def _measure(
     }
     where = f"{srv.name} {entry}B {place.name}"
     tail = f"{srv.name}.{entry // 1024}KiB{place.suffix}"
-    raw = _best({**spec, "variant": "seq-raw"}, args.repeat)
     # iter_entries keeps the historical row name; the batch APIs get a suffix
-    for api, suffix in (("entries", ""), ("packed", "_packed"), ("spans", "_spans")):
-        ours = _best({**spec, "variant": "seq-ours", "api": api}, args.repeat)
+    apis = (("entries", ""), ("packed", "_packed"), ("spans", "_spans"))
+    variants = {"raw": {**spec, "variant": "seq-raw"}}
+    variants.update({api: {**spec, "variant": "seq-ours", "api": api} for api, _ in apis})
+    runs = take_turns("bench.read", variants, args.repeat)
+    raw = runs["raw"]
+    for api, suffix in apis:
+        ours = runs[api]
         record = report(
             f"read.sequential{suffix}.{tail}",
             ours["bytes"] / 1e6 / ours["seconds"],
@@ -237,6 +238,9 @@ def _measure(
             peak_rss_mb=round(ours["rss_mb"], 1),
             baseline_peak_rss_mb=round(raw["rss_mb"], 1),
             api=api,
+            best_ratio=round(raw["best_seconds"] / ours["best_seconds"], 4),
+            ours_runs_s=ours["runs_seconds"],
+            baseline_runs_s=raw["runs_seconds"],
             **common,
         )
         note(
