@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import placement as placement_mod
-from bench.placement import Placement, parse_placements, pin_worker, placed
+from bench.placement import Placement, parse_placements, placed
 
 # a child with a second thread, like a server daemon: every thread must be pinned
 CHILD = (
