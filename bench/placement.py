@@ -16,6 +16,7 @@ Linux only (``os.sched_setaffinity``); ``split`` needs at least two CPUs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,19 @@ class Placement:
     def suffix(self) -> str:
         """The row-name suffix: none for ``shared``."""
         return "" if self.name == "shared" else f".{self.name}"
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--repeat`` and ``--placement``, as the offload and read benchmarks take them."""
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per variant, taking turns; medians reported (3)"
+    )
+    parser.add_argument(
+        "--placement",
+        default="shared",
+        help="CPU placements to measure in: shared, split (server and client on separate "
+        "CPUs, see bench/placement.py), or both: shared,split",
+    )
 
 
 def parse_placements(text: str) -> list[Placement]:

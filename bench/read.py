@@ -57,7 +57,7 @@ from bench.common import (
     store_for,
     take_turns,
 )
-from bench.placement import Placement, parse_placements, pin_worker, placed
+from bench.placement import Placement, add_run_arguments, parse_placements, pin_worker, placed
 from formats.keys import data_key
 from offloader.config import OffloadSettings
 from offloader.units import parse_size
@@ -171,15 +171,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--moto-random", type=int, default=50, help="random reads per variant on moto (50)"
     )
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="runs per variant, taking turns; medians reported (3)"
-    )
-    parser.add_argument(
-        "--placement",
-        default="shared",
-        help="CPU placements to measure in: shared, split (server and client on separate "
-        "CPUs, see bench/placement.py), or both: shared,split",
-    )
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
     placements = parse_placements(args.placement)
     block = parse_size(args.block)
