@@ -10,15 +10,6 @@
  *       buffer ``buf`` from ``pos``; stops before the first entry that would end past
  *       ``limit`` and returns the position after the last entry written and how many were.
  *
- *   parse_entries(buf, off, limit, first_id, last_id, entry_type, base, learn_next,
- *                 learn_interval, learned) -> (entries, off, next_id, learn_next)
- *       reads consecutive entries of ``buf`` (bytes) from ``off``: stops at ``last_id``, at a
- *       header that does not fit before ``limit``, a negative length (block padding), an
- *       unexpected entry id, or an entry ending past ``limit``. Returns entry_type(id,
- *       payload) tuples; ``entry_type`` is a tuple subclass of two fields (a NamedTuple).
- *       Every entry that starts at an object offset (base + off) >= learn_next appends
- *       (entry id, object offset) to ``learned`` and moves learn_next interval bytes on.
- *
  *   pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval,
  *                learned]) -> (data, offsets, count, stop, learn_next)
  *       the consecutive entries of ``buf[off:limit]`` (any contiguous buffer), ids from
@@ -27,13 +18,23 @@
  *       int32 offsets into it (bytes). ``stop`` is where the entries end: ``limit``, after
  *       ``last_id``, a negative length (padding), a header cut off by ``limit``, an
  *       unexpected entry id, or an entry running past ``limit`` (the caller tells which).
- *       With a ``learned`` list, offsets are learned as parse_entries learns them. The
- *       copy runs without the GIL.
+ *       With a ``learned`` list, every entry that starts at an object offset (base + its
+ *       position) >= learn_next appends (entry id, object offset) to it and moves
+ *       learn_next interval bytes on. The copy runs without the GIL.
  *
  *   span_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval,
  *                learned]) -> (starts, lengths, count, stop, learn_next)
  *       pack_entries without the copy: where each payload is in ``buf`` (``starts``,
  *       ``lengths``: count native int64 each, as bytes).
+ *
+ *   iter_span_entries(buf, starts, lengths, first_id, entry_type) -> iterator
+ *       the entries span_entries found, made one at a time as the iterator is advanced:
+ *       entry_type(first_id + i, bytes of buf[starts[i] : starts[i] + lengths[i]]) for each
+ *       i (``starts``, ``lengths``: native int64, as bytes or array('q'), the same count).
+ *       Every span must lie inside ``buf`` (ValueError when the iterator is made). Made
+ *       lazily, each payload copy lands in the memory the previous entry, once dropped, gave
+ *       back: for payloads over 512 bytes (allocated by malloc, not pymalloc) that costs
+ *       half as much as a list of them all. The iterator holds ``buf`` until it is done.
  *
  *   pack_into(out, out_pos, offsets, index, buf, off, limit, first_id)
  *           -> (out_pos, count, stop)
@@ -157,82 +158,9 @@ fail:
     return NULL;
 }
 
-static PyObject *parse_entries(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *buf, *learned;
-    PyTypeObject *entry_type;
-    Py_ssize_t off, limit;
-    long long cur_id, last_id, base, learn_next, learn_interval;
-    if (!PyArg_ParseTuple(args, "O!nnLLO!LLLO!", &PyBytes_Type, &buf, &off, &limit, &cur_id,
-                          &last_id, &PyType_Type, &entry_type, &base, &learn_next,
-                          &learn_interval, &PyList_Type, &learned)) {
-        return NULL;
-    }
-    if (!PyType_IsSubtype(entry_type, &PyTuple_Type) ||
-        entry_type->tp_basicsize != PyTuple_Type.tp_basicsize ||
-        entry_type->tp_itemsize != PyTuple_Type.tp_itemsize) {
-        PyErr_SetString(PyExc_TypeError, "entry_type must be a plain tuple subclass");
-        return NULL;
-    }
-    Py_ssize_t len = PyBytes_GET_SIZE(buf);
-    if (limit > len) limit = len;
-    if (off < 0) {
-        PyErr_SetString(PyExc_ValueError, "parse_entries: negative offset");
-        return NULL;
-    }
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(buf);
-    PyObject *entries = PyList_New(0);
-    if (entries == NULL) return NULL;
-    while (cur_id <= last_id && off <= limit - ENTRY_HEADER_LEN) {
-        uint32_t length = get_be32(p + off);
-        if (length & 0x80000000u) break;
-        if ((long long)get_be64(p + off + 4) != cur_id) break;
-        if ((Py_ssize_t)length > limit - off - ENTRY_HEADER_LEN) break;
-        if (base + off >= learn_next) {
-            PyObject *pair = Py_BuildValue("(LL)", cur_id, base + off);
-            if (pair == NULL || PyList_Append(learned, pair) < 0) {
-                Py_XDECREF(pair);
-                goto fail;
-            }
-            Py_DECREF(pair);
-            learn_next = base + off + learn_interval;
-        }
-        PyObject *payload = PyBytes_FromStringAndSize((const char *)p + off + ENTRY_HEADER_LEN,
-                                                      (Py_ssize_t)length);
-        if (payload == NULL) goto fail;
-        PyObject *id = PyLong_FromLongLong(cur_id);
-        if (id == NULL) {
-            Py_DECREF(payload);
-            goto fail;
-        }
-        PyObject *entry = entry_type->tp_alloc(entry_type, 2);
-        if (entry == NULL) {
-            Py_DECREF(payload);
-            Py_DECREF(id);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(entry, 0, id);
-        PyTuple_SET_ITEM(entry, 1, payload);
-        /* an int and a bytes object cannot be part of a cycle: the collector would untrack
-         * this tuple at its first pass anyway; untracking it now keeps those passes cheap */
-        PyObject_GC_UnTrack(entry);
-        int rc = PyList_Append(entries, entry);
-        Py_DECREF(entry);
-        if (rc < 0) goto fail;
-        off += ENTRY_HEADER_LEN + (Py_ssize_t)length;
-        cur_id++;
-    }
-    PyObject *result = Py_BuildValue("(NnLL)", entries, off, cur_id, learn_next);
-    return result;
-fail:
-    Py_DECREF(entries);
-    return NULL;
-}
-
 /* The walk pack_entries and span_entries share: the consecutive entries of p[off:limit]
- * with ids from first_id up to last_id, learning offsets into ``learned`` (if not NULL) as
- * parse_entries does. Sets *count, *total (payload bytes), *stop; returns -1 on a Python
- * error. */
+ * with ids from first_id up to last_id, learning offsets into ``learned`` (if not NULL).
+ * Sets *count, *total (payload bytes), *stop; returns -1 on a Python error. */
 static int walk_entries(const unsigned char *p, Py_ssize_t off, Py_ssize_t limit,
                         long long first_id, long long last_id, long long base,
                         long long *learn_next, long long learn_interval, PyObject *learned,
@@ -336,6 +264,162 @@ static PyObject *pack_entries(PyObject *self, PyObject *args) {
 static PyObject *span_entries(PyObject *self, PyObject *args) {
     (void)self;
     return walk_and_emit(args, 0, "span_entries");
+}
+
+/* iter_span_entries: an iterator over span_entries' result, one entry object per step. */
+typedef struct {
+    PyObject_HEAD
+    Py_buffer buf, starts, lengths; /* held until the iterator is exhausted or freed */
+    int held;
+    Py_ssize_t index, count;
+    long long first_id;
+    PyTypeObject *entry_type;
+} SpanEntryIter;
+
+static void span_iter_release(SpanEntryIter *it) {
+    if (it->held) {
+        PyBuffer_Release(&it->buf);
+        PyBuffer_Release(&it->starts);
+        PyBuffer_Release(&it->lengths);
+        it->held = 0;
+    }
+    Py_CLEAR(it->entry_type);
+}
+
+static void span_iter_dealloc(SpanEntryIter *it) {
+    span_iter_release(it);
+    Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+static PyObject *span_iter_next(SpanEntryIter *it) {
+    if (it->index >= it->count) {
+        span_iter_release(it); /* let the buffer go as soon as the last entry is made */
+        return NULL;
+    }
+    Py_ssize_t i = it->index;
+    const int64_t *starts = (const int64_t *)it->starts.buf;
+    const int64_t *lengths = (const int64_t *)it->lengths.buf;
+    PyObject *payload =
+        PyBytes_FromStringAndSize((const char *)it->buf.buf + starts[i], (Py_ssize_t)lengths[i]);
+    if (payload == NULL) return NULL;
+    PyObject *id = PyLong_FromLongLong(it->first_id + i);
+    if (id == NULL) {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    PyObject *entry = it->entry_type->tp_alloc(it->entry_type, 2);
+    if (entry == NULL) {
+        Py_DECREF(payload);
+        Py_DECREF(id);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(entry, 0, id);
+    PyTuple_SET_ITEM(entry, 1, payload);
+    /* an int and a bytes object cannot be part of a cycle: the collector would untrack this
+     * tuple at its first pass anyway; untracking it now keeps those passes cheap */
+    PyObject_GC_UnTrack(entry);
+    it->index = i + 1;
+    return entry;
+}
+
+static PyObject *span_iter_length_hint(SpanEntryIter *it, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSsize_t(it->count - it->index);
+}
+
+static PyMethodDef span_iter_methods[] = {
+    {"__length_hint__", (PyCFunction)span_iter_length_hint, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SpanEntryIterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "formats._speedups.SpanEntryIter",
+    .tp_basicsize = sizeof(SpanEntryIter),
+    .tp_dealloc = (destructor)span_iter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The entries of span_entries' spans, made one at a time (iter_span_entries).",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)span_iter_next,
+    .tp_methods = span_iter_methods,
+};
+
+/* A buffer of native int64s: bytes (any 1-byte format, length a multiple of 8) or an array
+ * of 8-byte integers. */
+static int get_int64_bytes(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=') f++;
+    int ok = f[0] != '\0' && f[1] == '\0' &&
+             ((view->itemsize == 1 && strchr("Bbc", f[0]) != NULL && view->len % 8 == 0) ||
+              (view->itemsize == 8 && strchr("qQlL", f[0]) != NULL));
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s must hold native 8-byte integers (bytes or array('q'))",
+                     what);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *iter_span_entries(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *buf_obj, *starts_obj, *lengths_obj;
+    PyTypeObject *entry_type;
+    long long first_id;
+    if (!PyArg_ParseTuple(args, "OOOLO!", &buf_obj, &starts_obj, &lengths_obj, &first_id,
+                          &PyType_Type, &entry_type)) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype(entry_type, &PyTuple_Type) ||
+        entry_type->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        entry_type->tp_itemsize != PyTuple_Type.tp_itemsize) {
+        PyErr_SetString(PyExc_TypeError, "entry_type must be a plain tuple subclass");
+        return NULL;
+    }
+    SpanEntryIter *it = PyObject_New(SpanEntryIter, &SpanEntryIterType);
+    if (it == NULL) return NULL;
+    it->held = 0;
+    it->index = it->count = 0;
+    it->first_id = first_id;
+    it->entry_type = NULL;
+    if (PyObject_GetBuffer(buf_obj, &it->buf, PyBUF_C_CONTIGUOUS) < 0) goto fail;
+    if (get_int64_bytes(starts_obj, &it->starts, "starts") < 0) {
+        PyBuffer_Release(&it->buf);
+        goto fail;
+    }
+    if (get_int64_bytes(lengths_obj, &it->lengths, "lengths") < 0) {
+        PyBuffer_Release(&it->buf);
+        PyBuffer_Release(&it->starts);
+        goto fail;
+    }
+    it->held = 1;
+    if (it->starts.len != it->lengths.len) {
+        PyErr_SetString(PyExc_ValueError, "iter_span_entries: starts and lengths differ in count");
+        goto fail;
+    }
+    Py_ssize_t count = it->starts.len / 8;
+    const int64_t *starts = (const int64_t *)it->starts.buf;
+    const int64_t *lengths = (const int64_t *)it->lengths.buf;
+    int64_t size = (int64_t)it->buf.len;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (starts[i] < 0 || lengths[i] < 0 || starts[i] > size || lengths[i] > size - starts[i]) {
+            PyErr_Format(PyExc_ValueError, "iter_span_entries: span %zd lies outside the buffer",
+                         i);
+            goto fail;
+        }
+    }
+    if (first_id > LLONG_MAX - count) {
+        PyErr_SetString(PyExc_OverflowError, "iter_span_entries: entry ids past 2**63 - 1");
+        goto fail;
+    }
+    it->count = count;
+    Py_INCREF(entry_type);
+    it->entry_type = entry_type;
+    return (PyObject *)it;
+fail:
+    Py_DECREF(it);
+    return NULL;
 }
 
 static PyObject *pack_into(PyObject *self, PyObject *args) {
@@ -719,15 +803,15 @@ fail:
 static PyMethodDef methods[] = {
     {"frame_entries", frame_entries, METH_VARARGS,
      "frame_entries(buf, pos, first_entry_id, payloads, limit) -> (pos, count)"},
-    {"parse_entries", parse_entries, METH_VARARGS,
-     "parse_entries(buf, off, limit, first_id, last_id, entry_type, base, learn_next, "
-     "learn_interval, learned) -> (entries, off, next_id, learn_next)"},
     {"pack_entries", pack_entries, METH_VARARGS,
      "pack_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
      "learned]) -> (data, offsets, count, stop, learn_next)"},
     {"span_entries", span_entries, METH_VARARGS,
      "span_entries(buf, off, limit, first_id[, last_id, base, learn_next, learn_interval, "
      "learned]) -> (starts, lengths, count, stop, learn_next)"},
+    {"iter_span_entries", iter_span_entries, METH_VARARGS,
+     "iter_span_entries(buf, starts, lengths, first_id, entry_type) -> iterator of "
+     "entry_type(id, payload bytes), made one at a time"},
     {"pack_into", pack_into, METH_VARARGS,
      "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
      "stop)"},
@@ -755,6 +839,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_tables_init();
     crc_select();
+    if (PyType_Ready(&SpanEntryIterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_hardware) < 0) {
         Py_DECREF(m);

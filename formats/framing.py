@@ -7,10 +7,10 @@ Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (pulsar-form
 These loops run once per entry, so for small entries they are most of the CPU time of an
 offload, a sequential read or a Spark scan. Each has a C version in ``formats/_speedups.c``
 (built by ``pip install``, about 10x faster) and a pure-Python twin here, with the same
-signature and results; :data:`frame_entries`, :data:`frame_spans`, :data:`parse_entries`,
-:data:`pack_entries`, :data:`framed_prefix` and :data:`record_spans` are the C ones when the
-extension is built, else the Python ones (``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python).
-The tests run both on the same inputs.
+signature and results; :data:`frame_entries`, :data:`frame_spans`, :data:`pack_entries`,
+:data:`span_entries`, :data:`iter_span_entries`, :data:`framed_prefix` and :data:`record_spans`
+are the C ones when the extension is built, else the Python ones
+(``LEDGER_OFFLOADER_PURE_PYTHON=1`` forces Python). The tests run both on the same inputs.
 
 :func:`record_spans_py` knows one thing that is not the block format: the record of a local
 ledger file (``length u32 BE | crc32c u32 BE | payload``, the CRC over the 4 length bytes then
@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
 from operator import add
 from typing import Any
@@ -41,12 +41,12 @@ __all__ = [
     "frame_spans_py",
     "framed_prefix",
     "framed_prefix_py",
+    "iter_span_entries",
+    "iter_span_entries_py",
     "pack_entries",
     "pack_entries_py",
     "pack_into",
     "pack_into_py",
-    "parse_entries",
-    "parse_entries_py",
     "record_spans",
     "record_spans_py",
     "span_entries",
@@ -132,46 +132,6 @@ def frame_spans_py(
     return pos, done
 
 
-def parse_entries_py(
-    buf: bytes,
-    off: int,
-    limit: int,
-    first_id: int,
-    last_id: int,
-    entry_type: type[tuple[Any, ...]],
-    base: int,
-    learn_next: int,
-    learn_interval: int,
-    learned: list[tuple[int, int]],
-) -> tuple[list[Any], int, int, int]:
-    """Consecutive entries of ``buf`` from ``off`` as ``entry_type(id, payload)``: stops at
-    ``last_id``, at a header that does not fit before ``limit``, a negative length (padding),
-    an unexpected id, or an entry ending past ``limit``. An entry at object offset
-    ``base + off >= learn_next`` is recorded in ``learned`` as (id, object offset) and moves
-    ``learn_next`` on by ``learn_interval``. Returns (entries, off, next id, learn_next)."""
-    if off < 0:
-        raise ValueError("parse_entries: negative offset")
-    limit = min(limit, len(buf)) - ENTRY_HEADER_LEN
-    cur_id = first_id
-    payloads: list[bytes] = []
-    append = payloads.append
-    while cur_id <= last_id and off <= limit:
-        length, entry_id = _UNPACK(buf, off)
-        if length < 0 or entry_id != cur_id or length > limit - off:
-            break
-        if base + off >= learn_next:
-            learned.append((cur_id, base + off))
-            learn_next = base + off + learn_interval
-        off += ENTRY_HEADER_LEN
-        append(buf[off : off + length])
-        off += length
-        cur_id += 1
-    new = tuple.__new__
-    pairs = zip(range(first_id, cur_id), payloads, strict=True)
-    entries = [new(entry_type, pair) for pair in pairs]
-    return entries, off, cur_id, learn_next
-
-
 def _walk_py(
     name: str,
     buf: Any,
@@ -219,8 +179,9 @@ def pack_entries_py(
     """The consecutive entries of ``buf[off:limit]`` (ids from ``first_id``, up to
     ``last_id``) packed as an Arrow binary column: (payloads back to back, count + 1 native
     int32 offsets, count, where the entries stop: ``limit``, after ``last_id``, padding, or
-    bytes that are not the next entry, ``learn_next``). With a ``learned`` list, offsets are
-    learned as :func:`parse_entries_py` learns them."""
+    bytes that are not the next entry, ``learn_next``). With a ``learned`` list, every entry
+    at object offset ``base + position >= learn_next`` is recorded in it as (id, object
+    offset) and moves ``learn_next`` on by ``learn_interval``."""
     args = (buf, off, limit, first_id, last_id, base, learn_next, learn_interval, learned)
     view, starts, lengths, stop, learn_next = _walk_py("pack_entries", *args)
     if sum(lengths) > 0x7FFFFFFF:
@@ -247,6 +208,41 @@ def span_entries_py(
     args = (buf, off, limit, first_id, last_id, base, learn_next, learn_interval, learned)
     _, starts, lengths, stop, learn_next = _walk_py("span_entries", *args)
     return starts.tobytes(), lengths.tobytes(), len(starts), stop, learn_next
+
+
+def _int64s_py(obj: Any, what: str) -> memoryview:
+    """``obj`` as native int64s: bytes (length a multiple of 8) or an array('q')."""
+    view = memoryview(obj)
+    fmt = view.format.lstrip("@=")
+    if view.itemsize == 1 and fmt in ("B", "b", "c") and view.nbytes % 8 == 0:
+        return view.cast("B").cast("q")
+    if view.itemsize == 8 and fmt in ("q", "Q", "l", "L"):
+        return view.cast("B").cast("q")
+    raise TypeError(f"{what} must hold native 8-byte integers (bytes or array('q'))")
+
+
+def iter_span_entries_py(
+    buf: Any, starts: Any, lengths: Any, first_id: int, entry_type: type[Any]
+) -> Iterator[Any]:
+    """The entries at the spans :func:`span_entries_py` found, made one at a time:
+    ``entry_type(first_id + i, payload bytes)``. The spans are checked now (ValueError for one
+    outside ``buf``); the C version also frees each payload's memory for the next."""
+    if not (isinstance(entry_type, type) and issubclass(entry_type, tuple)):
+        raise TypeError("entry_type must be a plain tuple subclass")
+    view = memoryview(buf).cast("B")
+    at, size = _int64s_py(starts, "starts"), _int64s_py(lengths, "lengths")
+    if len(at) != len(size):
+        raise ValueError("iter_span_entries: starts and lengths differ in count")
+    for i, (start, length) in enumerate(zip(at, size, strict=True)):
+        if start < 0 or length < 0 or start > len(view) or length > len(view) - start:
+            raise ValueError(f"iter_span_entries: span {i} lies outside the buffer")
+    if first_id > NO_LIMIT - len(at):
+        raise OverflowError("iter_span_entries: entry ids past 2**63 - 1")
+    new = tuple.__new__
+    return (
+        new(entry_type, (first_id + i, bytes(view[s : s + n])))
+        for i, (s, n) in enumerate(zip(at.tolist(), size.tolist(), strict=True))
+    )
 
 
 def pack_into_py(
@@ -342,12 +338,12 @@ def zeroed_bytearray_py(size: int) -> bytearray:
 
 
 FrameEntries = Callable[[Any, int, int, Sequence[Any], int], tuple[int, int]]
-ParseEntries = Callable[..., tuple[list[Any], int, int, int]]
 PackEntries = Callable[..., tuple[bytes, bytes, int, int, int]]
 FramedPrefix = Callable[[Sequence[int]], tuple[bytes, int, int]]
 FrameSpans = Callable[[Any, int, int, Any, Any, Any, int, int, int], tuple[int, int]]
 RecordSpans = Callable[[Any, Any, int, int], tuple[bytes, bytes, int, "str | None"]]
 PackInto = Callable[[Any, int, Any, int, Any, int, int, int], tuple[int, int, int]]
+IterSpanEntries = Callable[[Any, Any, Any, int, type[Any]], Iterator[Any]]
 
 
 def _speedups() -> Any | None:
@@ -365,10 +361,10 @@ _C = _speedups()
 SPEEDUPS = _C is not None
 frame_entries: FrameEntries = _C.frame_entries if _C else frame_entries_py
 frame_spans: FrameSpans = _C.frame_spans if _C else frame_spans_py
-parse_entries: ParseEntries = _C.parse_entries if _C else parse_entries_py
 pack_entries: PackEntries = _C.pack_entries if _C else pack_entries_py
 span_entries: PackEntries = _C.span_entries if _C else span_entries_py
 pack_into: PackInto = _C.pack_into if _C else pack_into_py
+iter_span_entries: IterSpanEntries = _C.iter_span_entries if _C else iter_span_entries_py
 framed_prefix: FramedPrefix = _C.framed_prefix if _C else framed_prefix_py
 record_spans: RecordSpans = _C.record_spans if _C else record_spans_py
 zeroed_bytearray: Callable[[int], bytearray] = _C.zeroed_bytearray if _C else zeroed_bytearray_py

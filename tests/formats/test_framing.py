@@ -15,13 +15,8 @@ from hypothesis import strategies as st
 
 from formats import framing
 
-IMPLEMENTATIONS: list[Any] = [
-    pytest.param((framing.frame_entries_py, framing.parse_entries_py), id="python")
-]
 try:
     from formats import _speedups  # type: ignore[attr-defined]
-
-    IMPLEMENTATIONS.append(pytest.param((_speedups.frame_entries, _speedups.parse_entries), id="c"))
 except ImportError:  # test_the_c_loops_are_built says why the suite fails then
     _speedups = None
 
@@ -29,6 +24,46 @@ except ImportError:  # test_the_c_loops_are_built says why the suite fails then
 class Entry(NamedTuple):
     entry_id: int
     payload: bytes
+
+
+def _cutter(span: Any, make: Any) -> Any:
+    """What a read's entry cut does (formats.cuts.cut_entries) with one implementation's span
+    walk and entry maker: (entries as a list, stop, next id, learn_next)."""
+
+    def cut(buf: bytes, off: int, limit: int, first_id: int, last_id: int, *rest: Any) -> Any:
+        entry_type, *learning = rest
+        starts, lengths, count, stop, learn_next = span(
+            buf, off, limit, first_id, last_id, *learning
+        )
+        return (
+            list(make(buf, starts, lengths, first_id, entry_type)),
+            stop,
+            first_id + count,
+            learn_next,
+        )
+
+    return cut
+
+
+IMPLEMENTATIONS: list[Any] = [
+    pytest.param(
+        (
+            framing.frame_entries_py,
+            _cutter(framing.span_entries_py, framing.iter_span_entries_py),
+        ),
+        id="python",
+    )
+]
+if _speedups is not None:
+    IMPLEMENTATIONS.append(
+        pytest.param(
+            (
+                _speedups.frame_entries,
+                _cutter(_speedups.span_entries, _speedups.iter_span_entries),
+            ),
+            id="c",
+        )
+    )
 
 
 def test_the_c_loops_are_built() -> None:
@@ -39,7 +74,8 @@ def test_the_c_loops_are_built() -> None:
         return
     assert _speedups is not None, "formats._speedups is not built: run `make install`"
     assert framing.SPEEDUPS
-    assert framing.parse_entries is _speedups.parse_entries
+    assert framing.span_entries is _speedups.span_entries
+    assert framing.iter_span_entries is _speedups.iter_span_entries
 
 
 def _built() -> Any:
@@ -110,9 +146,10 @@ def test_parse_round_trip(impl: Any) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_parse_refuses_a_negative_offset(impl: Any) -> None:
-    with pytest.raises(ValueError):
-        impl[1](b"x" * 20, -1, 20, 0, 5, Entry, 0, 0, 0, [])
+def test_parse_refuses_a_window_outside_the_buffer(impl: Any) -> None:
+    for off, limit in ((-1, 20), (0, 21), (5, 4)):
+        with pytest.raises(ValueError, match="outside the buffer"):
+            impl[1](b"x" * 20, off, limit, 0, 5, Entry, 0, 0, 0, [])
 
 
 @st.composite
@@ -149,6 +186,59 @@ def test_c_and_python_agree_on_any_bytes(
     c = _parse(IMPLEMENTATIONS[1].values[0], data, *args)
     assert c == py
     assert py[1] <= len(data) and all(len(p) <= len(data) for _, p in py[0])
+
+
+# --- iter_span_entries: the entries of a span walk, made one at a time --------------------
+ENTRY_MAKERS = [pytest.param(framing.iter_span_entries_py, id="python")]
+if _speedups is not None:
+    ENTRY_MAKERS.append(pytest.param(_speedups.iter_span_entries, id="c"))
+
+
+@pytest.mark.parametrize("make", ENTRY_MAKERS)
+def test_entries_are_made_one_at_a_time(make: Any) -> None:
+    buf = bytearray(b"abcdefghij")
+    it = make(buf, array("q", [0, 3, 9]), array("q", [3, 0, 1]).tobytes(), 7, Entry)
+    first = next(it)
+    assert type(first) is Entry and first == (7, b"abc")
+    assert type(first.payload) is bytes
+    buf[3:5] = b"XY"  # made later: a copy of what the buffer holds then
+    assert list(it) == [(8, b""), (9, b"j")]
+    assert list(it) == []
+
+
+@pytest.mark.parametrize("make", ENTRY_MAKERS)
+def test_entry_maker_refuses_bad_spans_up_front(make: Any) -> None:
+    buf = b"abcdefghij"
+    q = array("q", [0]).tobytes()
+    with pytest.raises(ValueError, match="outside the buffer"):
+        make(buf, array("q", [0, 8]), array("q", [1, 3]), 0, Entry)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        make(buf, array("q", [-1]), array("q", [1]), 0, Entry)
+    with pytest.raises(ValueError, match="outside the buffer"):
+        make(buf, array("q", [2]), array("q", [-1]), 0, Entry)
+    with pytest.raises(ValueError, match="differ in count"):
+        make(buf, q + q, q, 0, Entry)
+    with pytest.raises(TypeError):
+        make(buf, array("i", [0]), array("i", [1]), 0, Entry)
+    with pytest.raises(TypeError):
+        make(buf, b"x" * 7, b"x" * 7, 0, Entry)
+    with pytest.raises(TypeError):
+        make(buf, q, q, 0, dict)
+    with pytest.raises(OverflowError):
+        make(buf, q, q, 2**63 - 1, Entry)
+    assert list(make(buf, q, q, 2**63 - 2, Entry)) == [(2**63 - 2, b"")]
+
+
+@settings(max_examples=200)
+@given(frame=damaged_frames(), first_delta=st.integers(0, 3))
+def test_c_and_python_make_the_same_entries(frame: tuple[bytes, int], first_delta: int) -> None:
+    data, first = frame
+    starts, lengths, count, _, _ = framing.span_entries_py(data, 0, len(data), first)
+    made = [
+        [tuple(e) for e in make(data, starts, lengths, first + first_delta, Entry)]
+        for make in (framing.iter_span_entries_py, _built().iter_span_entries)
+    ]
+    assert made[0] == made[1] and len(made[0]) == count
 
 
 # --- pack_entries: a block's payloads as an Arrow binary column ---------------------------
@@ -207,8 +297,8 @@ def test_pack_span_and_parse_cut_and_learn_alike(
     frame: tuple[bytes, int], start: int, last_delta: int, learn: tuple[int, int]
 ) -> None:
     """With a last id and offsets to learn, the C and Python packers agree with each other,
-    as do the C and Python span walks, and both with parse_entries: the same entries, stop,
-    next learn point and learned offsets."""
+    as do the C and Python span walks, and both with the entry cut of a read: the same
+    entries, stop, next learn point and learned offsets."""
     data, first = frame
     start = min(start, len(data))
     last = first + last_delta
