@@ -19,12 +19,15 @@ The sequential variants take turns (``--repeat`` runs each, every run after the 
 quiet) and each row reports the median run (``best_ratio`` compares the best runs).
 
 Pulsar's algorithm scans half a 64 MiB block per random read on average, so it runs fewer
-reads (``--pulsar-random``). moto reads the whole object for every ranged GET: its column uses
-a smaller ledger (``--moto-size``, 64M) and fewer random reads (``--moto-random``).
+reads (``--pulsar-random``). moto reads the whole object for every ranged GET: on moto the
+sequential rows read the same 512 MiB ledger as on RGW (``--moto-size``), but the random reads
+go to a second, smaller ledger (``--moto-random-size``, 64M), and fewer of them
+(``--moto-random``).
 
-    python -m bench read [--size 512M] [--moto-size 64M] [--entries 1K,100K]
-                         [--servers rgw,moto] [--random 1000] [--pulsar-random 100]
-                         [--moto-random 50] [--repeat 3] [--placement shared,split]
+    python -m bench read [--size 512M] [--moto-size 512M] [--moto-random-size 64M]
+                         [--entries 1K,100K] [--servers rgw,moto] [--random 1000]
+                         [--pulsar-random 100] [--moto-random 50] [--repeat 3]
+                         [--placement shared,split]
 
 ``--placement split`` runs the S3 server and the measured process on separate CPUs (a stand-in
 for a server on other machines, see ``bench/placement.py``); its rows end in ``.split``.
@@ -61,6 +64,7 @@ from bench.placement import Placement, add_run_arguments, parse_placements, pin_
 from formats.keys import data_key
 from offloader.config import OffloadSettings
 from offloader.units import parse_size
+from tests.servers.endpoint import S3Endpoint
 
 GOAL_RATIO = 0.9
 CHUNK = 1024 * 1024
@@ -160,7 +164,14 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench read", description=__doc__)
     parser.add_argument("--size", default="512M", help="ledger payload size on RGW (512M)")
-    parser.add_argument("--moto-size", default="64M", help="ledger size on moto (64M)")
+    parser.add_argument(
+        "--moto-size", default="512M", help="ledger size on moto, sequential reads (512M)"
+    )
+    parser.add_argument(
+        "--moto-random-size",
+        default="64M",
+        help="ledger size on moto for random reads (64M: moto reads the whole object per GET)",
+    )
     parser.add_argument("--entries", default="1K,100K", help="entry sizes (1K,100K)")
     parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
     parser.add_argument("--block", default="64M", help="max block size (64M)")
@@ -175,31 +186,62 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     placements = parse_placements(args.placement)
     block = parse_size(args.block)
-    from offloader.writer import offload_ledger
-
     for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
         with server(name) as srv:
             endpoint = srv.endpoint
             on_moto = srv.name == "moto"
             size = parse_size(args.moto_size if on_moto else args.size)
+            random_size = parse_size(args.moto_random_size) if on_moto else size
             for entry in [parse_size(e) for e in args.entries.split(",")]:
-                bucket = endpoint.new_bucket()
-                settings = OffloadSettings(max_block_size=block)
-                store = store_for(endpoint, bucket, settings)
-                offload_ledger(ledger_for(size, entry), store, BENCH_UUID, settings)
-                spec = {"endpoint": endpoint_to_json(endpoint), "bucket": bucket, "block": block}
+                buckets = {size: _offloaded(endpoint, size, entry, block)}
+                if random_size not in buckets:
+                    buckets[random_size] = _offloaded(endpoint, random_size, entry, block)
+                spec = {"endpoint": endpoint_to_json(endpoint), "block": block}
                 for place in placements:
                     with placed(srv.pids, place) as cpus:
-                        _measure(srv, {**spec, "cpus": cpus}, entry, args, place)
-                store.close()
-                empty_bucket(endpoint, bucket)
+                        _measure(
+                            srv,
+                            {**spec, "bucket": buckets[size], "cpus": cpus},
+                            {
+                                **spec,
+                                "bucket": buckets[random_size],
+                                "cpus": cpus,
+                                "ledger_size": random_size,
+                            },
+                            entry,
+                            args,
+                            place,
+                        )
+                for bucket in buckets.values():
+                    empty_bucket(endpoint, bucket)
     return 0
 
 
+def _offloaded(endpoint: S3Endpoint, size: int, entry: int, block: int) -> str:
+    """A new bucket holding the bench ledger (``size`` bytes of ``entry``-byte entries),
+    offloaded by our writer; returns the bucket's name."""
+    from offloader.writer import offload_ledger
+
+    bucket = endpoint.new_bucket()
+    settings = OffloadSettings(max_block_size=block)
+    store = store_for(endpoint, bucket, settings)
+    try:
+        offload_ledger(ledger_for(size, entry), store, BENCH_UUID, settings)
+    finally:
+        store.close()
+    return bucket
+
+
 def _measure(
-    srv: Server, spec: dict[str, Any], entry: int, args: argparse.Namespace, place: Placement
+    srv: Server,
+    spec: dict[str, Any],
+    random_spec: dict[str, Any],
+    entry: int,
+    args: argparse.Namespace,
+    place: Placement,
 ) -> None:
-    """The sequential and random rows of one ledger in one placement."""
+    """The sequential rows (the ledger of ``spec``) and the random rows (that of
+    ``random_spec``: the same one except on moto) of one entry size in one placement."""
     on_moto = srv.name == "moto"
     block = spec["block"]
     common: dict[str, Any] = {
@@ -241,14 +283,17 @@ def _measure(
         )
     n_ours = args.moto_random if on_moto else args.random
     n_pulsar = min(args.moto_random, args.pulsar_random) if on_moto else args.pulsar_random
-    mine = run_worker("bench.read", {**spec, "variant": "random-ours", "count": n_ours})
-    pulsar = run_worker("bench.read", {**spec, "variant": "random-pulsar", "count": n_pulsar})
+    mine = run_worker("bench.read", {**random_spec, "variant": "random-ours", "count": n_ours})
+    pulsar = run_worker(
+        "bench.read", {**random_spec, "variant": "random-pulsar", "count": n_pulsar}
+    )
     extra = {
         "ours_reads": mine["count"],
         "pulsar_reads": pulsar["count"],
         "ours_gets_per_read": round(mine["gets_per_read"], 3),
         "pulsar_gets_per_read": round(pulsar["gets_per_read"], 3),
         "ours_max_gets": mine["max_gets"],
+        "ledger_size": random_spec.get("ledger_size"),
         **common,
     }
     for stat in ("p50_ms", "p99_ms"):
