@@ -1,7 +1,7 @@
 """Offload throughput vs a raw boto3 multipart upload, on Ceph RGW (default) and moto.
 
 For every server and entry size: our writer offloads a synthetic ledger (default 512 MiB of
-1 KiB and of 100 KiB entries; 128 MiB on moto, whose server is slow and memory-hungry) with
+1 KiB and of 100 KiB entries, on moto too: ``--moto-size`` makes it smaller there) with
 64 MiB blocks and ``offload_concurrency`` 4; the baseline uploads the same number of bytes,
 in parts of the same sizes, with plain boto3 ``upload_part`` calls on the same number of
 threads, to the same server, in the same run. Each variant runs in a fresh process, so its peak
@@ -9,7 +9,7 @@ RSS is its own (goal: <= concurrency x block size + 150 MB). The variants take t
 ``--repeat`` runs each, every run after the machine went quiet; the median run is reported
 (``best_ratio`` compares the best runs).
 
-    python -m bench offload [--size 512M] [--moto-size 128M] [--entries 1K,100K]
+    python -m bench offload [--size 512M] [--moto-size 512M] [--entries 1K,100K]
                             [--servers rgw,moto] [--concurrency 4] [--block 64M] [--repeat 3]
                             [--placement shared,split]
 
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench offload", description=__doc__)
     parser.add_argument("--size", default="512M", help="ledger payload size on RGW (512M)")
-    parser.add_argument("--moto-size", default="128M", help="ledger size on moto (128M)")
+    parser.add_argument("--moto-size", default="512M", help="ledger size on moto (512M)")
     parser.add_argument("--entries", default="1K,100K", help="entry sizes (1K,100K)")
     parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
     parser.add_argument("--concurrency", type=int, default=4)
