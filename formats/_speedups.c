@@ -30,7 +30,7 @@
  *   iter_span_entries(buf, starts, lengths, first_id, entry_type) -> iterator
  *       the entries span_entries found, made one at a time as the iterator is advanced:
  *       entry_type(first_id + i, bytes of buf[starts[i] : starts[i] + lengths[i]]) for each
- *       i (``starts``, ``lengths``: native int64, as bytes or array('q'), the same count).
+ *       i (``starts``, ``lengths``: arrays of 8-byte integers, the same count).
  *       Every span must lie inside ``buf`` (ValueError when the iterator is made). Made
  *       lazily, each payload copy lands in the memory the previous entry, once dropped, gave
  *       back: for payloads over 512 bytes (allocated by malloc, not pymalloc) that costs
@@ -266,6 +266,18 @@ static PyObject *span_entries(PyObject *self, PyObject *args) {
     return walk_and_emit(args, 0, "span_entries");
 }
 
+static int get_int64s(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=') f++;
+    if (view->itemsize != 8 || f[1] != '\0' || strchr("qQlL", f[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s must be an array of 8-byte integers ('q')", what);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 /* iter_span_entries: an iterator over span_entries' result, one entry object per step. */
 typedef struct {
     PyObject_HEAD
@@ -344,24 +356,6 @@ static PyTypeObject SpanEntryIterType = {
     .tp_methods = span_iter_methods,
 };
 
-/* A buffer of native int64s: bytes (any 1-byte format, length a multiple of 8) or an array
- * of 8-byte integers. */
-static int get_int64_bytes(PyObject *obj, Py_buffer *view, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    const char *f = view->format ? view->format : "B";
-    if (*f == '@' || *f == '=') f++;
-    int ok = f[0] != '\0' && f[1] == '\0' &&
-             ((view->itemsize == 1 && strchr("Bbc", f[0]) != NULL && view->len % 8 == 0) ||
-              (view->itemsize == 8 && strchr("qQlL", f[0]) != NULL));
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "%s must hold native 8-byte integers (bytes or array('q'))",
-                     what);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *iter_span_entries(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *buf_obj, *starts_obj, *lengths_obj;
@@ -384,11 +378,11 @@ static PyObject *iter_span_entries(PyObject *self, PyObject *args) {
     it->first_id = first_id;
     it->entry_type = NULL;
     if (PyObject_GetBuffer(buf_obj, &it->buf, PyBUF_C_CONTIGUOUS) < 0) goto fail;
-    if (get_int64_bytes(starts_obj, &it->starts, "starts") < 0) {
+    if (get_int64s(starts_obj, &it->starts, "starts") < 0) {
         PyBuffer_Release(&it->buf);
         goto fail;
     }
-    if (get_int64_bytes(lengths_obj, &it->lengths, "lengths") < 0) {
+    if (get_int64s(lengths_obj, &it->lengths, "lengths") < 0) {
         PyBuffer_Release(&it->buf);
         PyBuffer_Release(&it->starts);
         goto fail;
@@ -664,18 +658,6 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
  * An array('q') (or any C-contiguous buffer of 8-byte integers: 'q', 'Q', 'l', 'L'), as
  * int64_t; 'Q' values of 2**63 and above read as negative and fail the callers' bounds
  * checks. */
-static int get_int64s(PyObject *obj, Py_buffer *view, const char *what) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    const char *f = view->format ? view->format : "B";
-    if (*f == '@' || *f == '=') f++;
-    if (view->itemsize != 8 || f[1] != '\0' || strchr("qQlL", f[0]) == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s must be an array of 8-byte integers ('q')", what);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *frame_spans(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer out, data, starts, lengths;

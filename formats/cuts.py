@@ -51,7 +51,8 @@ def cut_entries(entry_type: type[Any]) -> Cut[Iterator[Any]]:
     ) -> tuple[Iterator[Any], int, int, int]:
         # rest: last_id, base, learn_next, learn_interval, learned
         starts, lengths, count, stop, learn_next = span_entries(buf, at, limit, first_id, *rest)
-        entries = iter_span_entries(buf, starts, lengths, first_id, entry_type)
+        spans = memoryview(starts).cast("q"), memoryview(lengths).cast("q")  # no copy
+        entries = iter_span_entries(buf, *spans, first_id, entry_type)
         return entries, stop, first_id + count, learn_next
 
     return cut

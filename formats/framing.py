@@ -210,17 +210,6 @@ def span_entries_py(
     return starts.tobytes(), lengths.tobytes(), len(starts), stop, learn_next
 
 
-def _int64s_py(obj: Any, what: str) -> memoryview:
-    """``obj`` as native int64s: bytes (length a multiple of 8) or an array('q')."""
-    view = memoryview(obj)
-    fmt = view.format.lstrip("@=")
-    if view.itemsize == 1 and fmt in ("B", "b", "c") and view.nbytes % 8 == 0:
-        return view.cast("B").cast("q")
-    if view.itemsize == 8 and fmt in ("q", "Q", "l", "L"):
-        return view.cast("B").cast("q")
-    raise TypeError(f"{what} must hold native 8-byte integers (bytes or array('q'))")
-
-
 def iter_span_entries_py(
     buf: Any, starts: Any, lengths: Any, first_id: int, entry_type: type[Any]
 ) -> Iterator[Any]:
@@ -230,7 +219,7 @@ def iter_span_entries_py(
     if not (isinstance(entry_type, type) and issubclass(entry_type, tuple)):
         raise TypeError("entry_type must be a plain tuple subclass")
     view = memoryview(buf).cast("B")
-    at, size = _int64s_py(starts, "starts"), _int64s_py(lengths, "lengths")
+    at, size = _int64s(starts, "starts"), _int64s(lengths, "lengths")
     if len(at) != len(size):
         raise ValueError("iter_span_entries: starts and lengths differ in count")
     for i, (start, length) in enumerate(zip(at, size, strict=True)):
