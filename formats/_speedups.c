@@ -31,10 +31,15 @@
  *       the entries span_entries found, made one at a time as the iterator is advanced:
  *       entry_type(first_id + i, bytes of buf[starts[i] : starts[i] + lengths[i]]) for each
  *       i (``starts``, ``lengths``: arrays of 8-byte integers, the same count).
- *       Every span must lie inside ``buf`` (ValueError when the iterator is made). Made
- *       lazily, each payload copy lands in the memory the previous entry, once dropped, gave
- *       back: for payloads over 512 bytes (allocated by malloc, not pymalloc) that costs
- *       half as much as a list of them all. The iterator holds ``buf`` until it is done.
+ *       Every span must lie inside ``buf`` (ValueError when the iterator is made). An entry
+ *       the caller has dropped is recycled: the entry made two steps before (a ``for``
+ *       loop's previous one), if only the iterator still holds it, gets the next id and
+ *       payload, and keeps its bytes object for the payload too if only it holds that and
+ *       the lengths are equal (its cached hash reset). Nothing else can see an object that
+ *       nothing else holds, so this is invisible, and it saves an allocation and a free of a
+ *       tuple and a payload per entry (CPython's zip() reuses its result tuple alike). An
+ *       entry or payload the caller keeps is never touched. The iterator holds ``buf``
+ *       until it is done.
  *
  *   pack_into(out, out_pos, offsets, index, buf, off, limit, first_id)
  *           -> (out_pos, count, stop)
@@ -286,6 +291,8 @@ typedef struct {
     Py_ssize_t index, count;
     long long first_id;
     PyTypeObject *entry_type;
+    PyObject *recent[2]; /* the last two entries made; recent[slot] is the older one */
+    int slot;
 } SpanEntryIter;
 
 static void span_iter_release(SpanEntryIter *it) {
@@ -296,11 +303,45 @@ static void span_iter_release(SpanEntryIter *it) {
         it->held = 0;
     }
     Py_CLEAR(it->entry_type);
+    Py_CLEAR(it->recent[0]);
+    Py_CLEAR(it->recent[1]);
 }
 
 static void span_iter_dealloc(SpanEntryIter *it) {
     span_iter_release(it);
     Py_TYPE(it)->tp_free((PyObject *)it);
+}
+
+/* Give the entry made two steps ago (the one before a `for` loop's current one) a new id and
+ * payload if nothing but this iterator holds it, and its payload too if nothing else holds
+ * that and the new payload has its length: an unshared object cannot be observed changing,
+ * and reuse saves an allocation and a free per entry (CPython's zip() reuses its result tuple
+ * the same way). Returns a new reference, or NULL with nothing changed. */
+static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t len, PyObject *id) {
+    PyObject *entry = it->recent[it->slot];
+    if (entry == NULL || Py_REFCNT(entry) != 1) return NULL;
+    PyObject *old = PyTuple_GET_ITEM(entry, 1);
+    if (len > 1 && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 && PyBytes_GET_SIZE(old) == len) {
+        memcpy(PyBytes_AS_STRING(old), src, (size_t)len);
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+        ((PyBytesObject *)old)->ob_shash = -1; /* the content changed: forget the cached hash */
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    } else {
+        PyObject *payload = PyBytes_FromStringAndSize(src, len);
+        if (payload == NULL) return NULL;
+        PyTuple_SET_ITEM(entry, 1, payload);
+        Py_DECREF(old);
+    }
+    PyObject *old_id = PyTuple_GET_ITEM(entry, 0);
+    PyTuple_SET_ITEM(entry, 0, id);
+    Py_DECREF(old_id);
+    Py_INCREF(entry);
+    return entry;
 }
 
 static PyObject *span_iter_next(SpanEntryIter *it) {
@@ -311,25 +352,36 @@ static PyObject *span_iter_next(SpanEntryIter *it) {
     Py_ssize_t i = it->index;
     const int64_t *starts = (const int64_t *)it->starts.buf;
     const int64_t *lengths = (const int64_t *)it->lengths.buf;
-    PyObject *payload =
-        PyBytes_FromStringAndSize((const char *)it->buf.buf + starts[i], (Py_ssize_t)lengths[i]);
-    if (payload == NULL) return NULL;
+    const char *src = (const char *)it->buf.buf + starts[i];
+    Py_ssize_t len = (Py_ssize_t)lengths[i];
     PyObject *id = PyLong_FromLongLong(it->first_id + i);
-    if (id == NULL) {
-        Py_DECREF(payload);
-        return NULL;
-    }
-    PyObject *entry = it->entry_type->tp_alloc(it->entry_type, 2);
+    if (id == NULL) return NULL;
+    PyObject *entry = span_iter_reuse(it, src, len, id);
     if (entry == NULL) {
-        Py_DECREF(payload);
-        Py_DECREF(id);
-        return NULL;
+        if (PyErr_Occurred()) {
+            Py_DECREF(id);
+            return NULL;
+        }
+        PyObject *payload = PyBytes_FromStringAndSize(src, len);
+        if (payload == NULL) {
+            Py_DECREF(id);
+            return NULL;
+        }
+        entry = it->entry_type->tp_alloc(it->entry_type, 2);
+        if (entry == NULL) {
+            Py_DECREF(payload);
+            Py_DECREF(id);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(entry, 0, id);
+        PyTuple_SET_ITEM(entry, 1, payload);
+        /* an int and a bytes object cannot be part of a cycle: the collector would untrack
+         * this tuple at its first pass anyway; untracking it now keeps those passes cheap */
+        PyObject_GC_UnTrack(entry);
+        Py_INCREF(entry);
+        Py_XSETREF(it->recent[it->slot], entry);
     }
-    PyTuple_SET_ITEM(entry, 0, id);
-    PyTuple_SET_ITEM(entry, 1, payload);
-    /* an int and a bytes object cannot be part of a cycle: the collector would untrack this
-     * tuple at its first pass anyway; untracking it now keeps those passes cheap */
-    PyObject_GC_UnTrack(entry);
+    it->slot ^= 1;
     it->index = i + 1;
     return entry;
 }
@@ -377,6 +429,8 @@ static PyObject *iter_span_entries(PyObject *self, PyObject *args) {
     it->index = it->count = 0;
     it->first_id = first_id;
     it->entry_type = NULL;
+    it->recent[0] = it->recent[1] = NULL;
+    it->slot = 0;
     if (PyObject_GetBuffer(buf_obj, &it->buf, PyBUF_C_CONTIGUOUS) < 0) goto fail;
     if (get_int64s(starts_obj, &it->starts, "starts") < 0) {
         PyBuffer_Release(&it->buf);

@@ -215,7 +215,7 @@ def iter_span_entries_py(
 ) -> Iterator[Any]:
     """The entries at the spans :func:`span_entries_py` found, made one at a time:
     ``entry_type(first_id + i, payload bytes)``. The spans are checked now (ValueError for one
-    outside ``buf``); the C version also frees each payload's memory for the next."""
+    outside ``buf``); the C version also recycles the entries and payloads the caller dropped."""
     if not (isinstance(entry_type, type) and issubclass(entry_type, tuple)):
         raise TypeError("entry_type must be a plain tuple subclass")
     view = memoryview(buf).cast("B")

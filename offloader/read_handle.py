@@ -213,8 +213,9 @@ class ReadHandle:
         """Entries ``first..last`` inclusive, fetched as they are consumed.
 
         Each fetched buffer is checked whole when it is reached, and each ``Entry`` is made
-        only when the iterator gets to it: a loop that drops each entry before taking the next
-        reuses its memory, the fastest way to consume this iterator."""
+        only when the iterator gets to it. An entry the caller has dropped is recycled for a
+        later one (never one the caller still holds, nor a payload it kept): a loop that keeps
+        nothing but what it needs is the fastest way to consume this iterator."""
         self._check_range(first, last)
         return chain.from_iterable(self._iter_cut(first, last, _CUT_ENTRIES))
 

@@ -243,6 +243,41 @@ def test_c_and_python_make_the_same_entries(frame: tuple[bytes, int], first_delt
     assert made[0] == made[1] and len(made[0]) == count
 
 
+#: payload lengths that repeat (recycled payloads) and change (fresh ones), 0 and 1 included
+recycled_payloads = st.lists(
+    st.sampled_from([0, 1, 2, 3, 700, 1024]).flatmap(lambda n: st.binary(min_size=n, max_size=n)),
+    max_size=30,
+)
+
+
+@settings(max_examples=200)
+@given(payloads=recycled_payloads, keep=st.sets(st.integers(0, 29)))
+def test_recycled_entries_are_never_seen_changing(payloads: list[bytes], keep: set[int]) -> None:
+    """A ``for`` loop that drops its entries gets recycled objects (C): every entry still reads
+    right, hashes right (the cached hash is reset), and whatever the caller keeps (an entry, a
+    payload, a memoryview of one) never changes afterwards."""
+    first = 2**40
+    data = _frame(payloads, first)
+    starts, lengths, count, _, _ = framing.span_entries_py(data, 0, len(data), first)
+    spans = array("q", starts), array("q", lengths)
+    kept_entries: list[Any] = []
+    kept_payloads: list[bytes] = []
+    kept_views: list[memoryview] = []
+    seen = []
+    for entry in _built().iter_span_entries(data, *spans, first, Entry):
+        seen.append((entry.entry_id, hash(entry.payload), entry.payload.hex()))
+        i = entry.entry_id - first
+        if i in keep:
+            [kept_entries, kept_payloads, kept_views][i % 3].append(
+                [entry, entry.payload, memoryview(entry.payload)][i % 3]
+            )
+    assert seen == [(first + i, hash(p), p.hex()) for i, p in enumerate(payloads)]
+    wanted = [i for i in range(count) if i in keep]
+    assert kept_entries == [(first + i, payloads[i]) for i in wanted if i % 3 == 0]
+    assert kept_payloads == [payloads[i] for i in wanted if i % 3 == 1]
+    assert [bytes(v) for v in kept_views] == [payloads[i] for i in wanted if i % 3 == 2]
+
+
 # --- pack_entries: a block's payloads as an Arrow binary column ---------------------------
 PACKERS = [pytest.param(framing.pack_entries_py, id="python")]
 if _speedups is not None:
