@@ -312,6 +312,14 @@ static void span_iter_dealloc(SpanEntryIter *it) {
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
 
+/* A payload's bytes object is recycled only on the CPython versions whose bytes object is
+ * known to cache its hash in ob_shash (3.10 to 3.13), which recycling must reset. */
+#if PY_VERSION_HEX < 0x030E0000
+#define RECYCLE_PAYLOADS 1
+#else
+#define RECYCLE_PAYLOADS 0
+#endif
+
 /* Give the entry made two steps ago (the one before a `for` loop's current one) a new id and
  * payload if nothing but this iterator holds it, and its payload too if nothing else holds
  * that and the new payload has its length: an unshared object cannot be observed changing,
@@ -321,8 +329,10 @@ static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t 
     PyObject *entry = it->recent[it->slot];
     if (entry == NULL || Py_REFCNT(entry) != 1) return NULL;
     PyObject *old = PyTuple_GET_ITEM(entry, 1);
-    if (len > 1 && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 && PyBytes_GET_SIZE(old) == len) {
+    if (RECYCLE_PAYLOADS && len > 1 && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 &&
+        PyBytes_GET_SIZE(old) == len) {
         memcpy(PyBytes_AS_STRING(old), src, (size_t)len);
+#if RECYCLE_PAYLOADS
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -330,6 +340,7 @@ static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t 
         ((PyBytesObject *)old)->ob_shash = -1; /* the content changed: forget the cached hash */
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
+#endif
 #endif
     } else {
         PyObject *payload = PyBytes_FromStringAndSize(src, len);
