@@ -326,6 +326,10 @@ static void span_iter_dealloc(SpanEntryIter *it) {
  * and reuse saves an allocation and a free per entry (CPython's zip() reuses its result tuple
  * the same way). Returns a new reference, or NULL with nothing changed. */
 static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t len, PyObject *id) {
+#ifdef Py_GIL_DISABLED
+    (void)it, (void)src, (void)len, (void)id;
+    return NULL; /* without the GIL, a reference count of 1 does not prove an object unshared */
+#endif
     PyObject *entry = it->recent[it->slot];
     if (entry == NULL || Py_REFCNT(entry) != 1) return NULL;
     PyObject *old = PyTuple_GET_ITEM(entry, 1);
