@@ -312,41 +312,48 @@ static void span_iter_dealloc(SpanEntryIter *it) {
     Py_TYPE(it)->tp_free((PyObject *)it);
 }
 
-/* A payload's bytes object is recycled only on the CPython versions whose bytes object is
- * known to cache its hash in ob_shash (3.10 to 3.13), which recycling must reset. */
-#if PY_VERSION_HEX < 0x030E0000
-#define RECYCLE_PAYLOADS 1
+/* Without the GIL, a reference count of 1 does not prove an object unshared: no recycling. */
+#ifdef Py_GIL_DISABLED
+#define RECYCLE_ENTRIES 0
 #else
-#define RECYCLE_PAYLOADS 0
+#define RECYCLE_ENTRIES 1
 #endif
 
-/* Give the entry made two steps ago (the one before a `for` loop's current one) a new id and
- * payload if nothing but this iterator holds it, and its payload too if nothing else holds
- * that and the new payload has its length: an unshared object cannot be observed changing,
- * and reuse saves an allocation and a free per entry (CPython's zip() reuses its result tuple
- * the same way). Returns a new reference, or NULL with nothing changed. */
-static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t len, PyObject *id) {
-#ifdef Py_GIL_DISABLED
-    (void)it, (void)src, (void)len, (void)id;
-    return NULL; /* without the GIL, a reference count of 1 does not prove an object unshared */
-#endif
-    PyObject *entry = it->recent[it->slot];
-    if (entry == NULL || Py_REFCNT(entry) != 1) return NULL;
-    PyObject *old = PyTuple_GET_ITEM(entry, 1);
-    if (RECYCLE_PAYLOADS && len > 1 && PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 &&
-        PyBytes_GET_SIZE(old) == len) {
-        memcpy(PyBytes_AS_STRING(old), src, (size_t)len);
-#if RECYCLE_PAYLOADS
+/* Copy ``len`` bytes from ``src`` into ``payload`` if nothing else holds it and it has that
+ * length, resetting its cached hash; returns whether it did. Only on the CPython versions
+ * whose bytes object is known to cache its hash in ob_shash (3.10 to 3.13). */
+static int recycle_payload(PyObject *payload, const char *src, Py_ssize_t len) {
+#if PY_VERSION_HEX < 0x030E0000
+    if (len <= 1 || !PyBytes_CheckExact(payload) || Py_REFCNT(payload) != 1 ||
+        PyBytes_GET_SIZE(payload) != len) {
+        return 0;
+    }
+    memcpy(PyBytes_AS_STRING(payload), src, (size_t)len);
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
-        ((PyBytesObject *)old)->ob_shash = -1; /* the content changed: forget the cached hash */
+    ((PyBytesObject *)payload)->ob_shash = -1; /* the content changed: forget the cached hash */
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+    return 1;
+#else
+    (void)payload, (void)src, (void)len;
+    return 0;
 #endif
-    } else {
+}
+
+/* Give the entry made two steps ago (the one before a `for` loop's current one) a new id and
+ * payload if nothing but this iterator holds it, recycling its payload too when
+ * recycle_payload can: an unshared object cannot be observed changing, and reuse saves an
+ * allocation and a free per entry (CPython's zip() reuses its result tuple the same way).
+ * Returns a new reference, or NULL with nothing changed. */
+static PyObject *span_iter_reuse(SpanEntryIter *it, const char *src, Py_ssize_t len, PyObject *id) {
+    PyObject *entry = it->recent[it->slot];
+    if (!RECYCLE_ENTRIES || entry == NULL || Py_REFCNT(entry) != 1) return NULL;
+    PyObject *old = PyTuple_GET_ITEM(entry, 1);
+    if (!recycle_payload(old, src, len)) {
         PyObject *payload = PyBytes_FromStringAndSize(src, len);
         if (payload == NULL) return NULL;
         PyTuple_SET_ITEM(entry, 1, payload);
