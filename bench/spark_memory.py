@@ -2,7 +2,7 @@
 
 ``spark.read.format("bench-memory-ledger")`` yields, per partition, one block's worth of rows
 (``rows`` entries of ``entry`` random bytes, the same schema as the offloaded-ledger source) as
-``pyarrow.RecordBatch`` slices of ``batch_rows`` rows, exactly as
+``pyarrow.RecordBatch`` slices of at most ``batch_rows`` rows and ``batch_bytes`` bytes, exactly as
 :func:`offloader.spark_source.read_block_batches` hands a fetched block to Spark, but with no
 object store, no CRC32C and no packing: the bytes are built once per Python worker. Scanning it
 measures what Spark alone costs to take those bytes from a Python source (Arrow over the
@@ -18,7 +18,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from offloader.spark_source import ARROW_SCHEMA, DEFAULT_BATCH_ROWS, SCHEMA
+from offloader.spark_source import (
+    ARROW_SCHEMA,
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_ROWS,
+    SCHEMA,
+    batch_bounds,
+)
 
 NAME = "bench-memory-ledger"
 _BLOCKS: dict[tuple[int, int], pa.RecordBatch] = {}  # per worker: (rows, entry) -> block
@@ -54,18 +60,21 @@ class _Reader(DataSourceReader):  # type: ignore[misc]
         self.rows = int(options.get("rows", 1))
         self.entry = int(options.get("entry", 1))
         self.batch_rows = int(options.get("batch_rows", DEFAULT_BATCH_ROWS))
+        self.batch_bytes = int(options.get("batch_bytes", DEFAULT_BATCH_BYTES))
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(i) for i in range(self.blocks)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         block = _block(self.rows, self.entry)
-        for at in range(0, block.num_rows, self.batch_rows):
-            yield block.slice(at, self.batch_rows)
+        ends = range(0, (block.num_rows + 1) * self.entry, self.entry)
+        for at, stop in batch_bounds(ends, self.batch_rows, self.batch_bytes):
+            yield block.slice(at, stop - at)
 
 
 class MemoryLedgerSource(DataSource):  # type: ignore[misc]
-    """Options: ``blocks`` (partitions), ``rows`` per block, ``entry`` bytes, ``batch_rows``."""
+    """Options: ``blocks`` (partitions), ``rows`` per block, ``entry`` bytes, ``batch_rows``,
+    ``batch_bytes``."""
 
     @classmethod
     def name(cls) -> str:

@@ -5,9 +5,11 @@ that streams a block (the Spark source) receives it as chunks of ``read_buffer``
 joining them costs a copy of the block, and packing only after the last chunk leaves the CPU
 idle while the bytes arrive. :class:`BlockPacker` packs each chunk as it is fed (one C call
 per chunk, :func:`formats.framing.pack_into`) into one payload buffer and one offsets buffer
-of its own: an entry cut by a chunk boundary is assembled from its pieces first (a copy of
-that one entry). The result is one :class:`~formats.block.PackedEntries` for the block, its
-``data`` and ``offsets`` memoryviews of those buffers.
+of its own (or, for the payloads, a writable buffer the caller passes as ``out`` and reuses
+across blocks: a fresh 64 MiB buffer costs about 16,000 page faults, some 30 ms here); an entry
+cut by a chunk boundary is assembled from its pieces first (a copy of that one entry). The
+result is one :class:`~formats.block.PackedEntries` for the block, its ``data`` and ``offsets``
+memoryviews of those buffers.
 
 The verdict is exactly :func:`pack_block_entries`' on the joined block: the same entries, or
 the same typed error at the same offset. Nothing is raised before :meth:`BlockPacker.finish`,
@@ -42,7 +44,15 @@ class BlockPacker:
         base_offset: int = 0,
         expected_first_entry_id: int | None = None,
         check_padding: bool = True,
+        out: memoryview | bytearray | None = None,
     ) -> None:
+        """``out``, when given, receives the payloads: a writable buffer of at least
+        ``block_len`` bytes that nothing else writes to until the result is dropped."""
+        if out is not None:
+            out = memoryview(out).cast("B")
+            if out.readonly or len(out) < block_len:
+                raise ValueError(f"BlockPacker: out must be writable and hold {block_len} bytes")
+        self._given_out = out
         self._block_len = block_len
         self._base = base_offset
         self._expected_first = expected_first_entry_id
@@ -52,7 +62,8 @@ class BlockPacker:
         self._next_id = 0
         self._first_id = 0
         self._count = 0  # entries packed
-        self._out = bytearray()  # their payloads, back to back (block_len bytes, once started)
+        #: their payloads, back to back (block_len bytes or ``out``, once started)
+        self._out: memoryview | bytearray = bytearray()
         self._out_pos = 0
         self._offsets = bytearray()  # count + 1 native int32 ends (grown as needed)
         #: bytes from _pos on not packed yet (an entry cut by a chunk end), or, once stopped,
@@ -119,7 +130,7 @@ class BlockPacker:
         self._mode = "packing"
         self._kept, self._kept_len = [], 0
         self._next_id = self._first_id = header.first_entry_id
-        self._out = bytearray(self._block_len)
+        self._out = self._given_out if self._given_out is not None else bytearray(self._block_len)
         self._offsets = bytearray(4 * (self._block_len // 1024 + 64))
         self._pos = header.header_len
         self._pack_chunk(head, header.header_len)

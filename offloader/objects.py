@@ -173,14 +173,23 @@ def read_block(
 
 
 def read_block_packed(
-    store: ObjectStore, ref: BlockRef, *, read_buffer: int = DEFAULT_READ_BUFFER
+    store: ObjectStore,
+    ref: BlockRef,
+    *,
+    read_buffer: int = DEFAULT_READ_BUFFER,
+    out: memoryview | None = None,
 ) -> PackedEntries:
     """Fetch one block and pack its entries as an Arrow-style binary column, chunk by chunk as
     the bytes arrive (:class:`formats.block_packer.BlockPacker`: no copy of the whole block,
     and the packing overlaps the download). The block's length and CRC32C are checked before
-    its framing, with the same checks as :func:`read_block`."""
+    its framing, with the same checks as :func:`read_block`. The payloads go to ``out`` when
+    given (a writable buffer of at least the block's size, e.g. from
+    :class:`offloader.reusable_buffers.ReusableBuffers`)."""
     packer = BlockPacker(
-        ref.end - ref.start, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id
+        ref.end - ref.start,
+        base_offset=ref.start,
+        expected_first_entry_id=ref.first_entry_id,
+        out=out,
     )
     _fetch_chunks(store, ref, read_buffer, packer.feed)
     packed = packer.finish()

@@ -24,13 +24,15 @@ or entry range cannot match are never planned nor fetched, and the rest are filt
 ``.option("ledger_ids", "1,2")`` / ``.option("entry_range", "100:199")``, which work in both modes.
 
 Other options: ``region``; ``read_buffer`` (bytes per read of the block's body, default 1 MiB);
-``batch_rows`` (rows per Arrow batch, default 8192). Credentials come from the ``AWS_*``
+``batch_rows`` and ``batch_bytes`` (most rows and payload bytes per Arrow batch, default 8192
+and 4 MiB). Credentials come from the ``AWS_*``
 environment of the Python workers (:func:`register` copies the driver's into it).
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
 from typing import Any
@@ -52,6 +54,7 @@ from pyspark.sql.datasource import (
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.objects import read_block_packed
+from offloader.reusable_buffers import ReusableBuffers
 from offloader.spark_plan import (
     COLUMNS,
     BlockTask,
@@ -74,6 +77,12 @@ SOURCE_NAME = "offloaded-ledger"
 SCHEMA = "topic STRING, ledger_id LONG, entry_id LONG, payload BINARY"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DEFAULT_BATCH_ROWS = 8192
+#: payload bytes per Arrow batch: the JVM reads each batch into one off-heap buffer, and glibc
+#: maps one over 32 MiB fresh every time (a page fault per 4 KiB) where it reuses smaller ones
+DEFAULT_BATCH_BYTES = 4 << 20
+#: the Python worker's block-sized payload buffers, reused once Spark has dropped every batch
+#: of the last task (a fresh 64 MiB buffer costs this task ~16,000 page faults)
+PACK_BUFFERS = ReusableBuffers(keep=2)
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -148,6 +157,7 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         self.options = dict(options)
         self.entry_filter = options_filter(options)
         self.batch_rows = max(1, _int_option(options, "batch_rows", DEFAULT_BATCH_ROWS))
+        self.batch_bytes = max(1, _int_option(options, "batch_bytes", DEFAULT_BATCH_BYTES))
         settings = OffloadSettings()
         buffer = _int_option(options, "read_buffer", settings.read_buffer_size)
         self.settings = settings.replace(read_buffer_size=buffer)
@@ -193,17 +203,22 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         if isinstance(task, LocalLedgerTask):
             yield from self._read_local(task)
             return
-        yield from read_block_batches(task, self.entry_filter, self.batch_rows)
+        yield from read_block_batches(task, self.entry_filter, self.batch_rows, self.batch_bytes)
 
     def _read_local(self, task: LocalLedgerTask) -> Iterator[pa.RecordBatch]:
         ids: list[int] = []
         payloads: list[bytes] = []
+        size = 0
         for _topic, _ledger, entry_id, payload in read_local_task(task, self.entry_filter):
+            if ids and size + len(payload) > self.batch_bytes:
+                yield _batch(task.topic, task.ledger_id, ids, payloads)
+                ids, payloads, size = [], [], 0
             ids.append(entry_id)
             payloads.append(payload)
+            size += len(payload)
             if len(ids) >= self.batch_rows:
                 yield _batch(task.topic, task.ledger_id, ids, payloads)
-                ids, payloads = [], []
+                ids, payloads, size = [], [], 0
         if ids:
             yield _batch(task.topic, task.ledger_id, ids, payloads)
 
@@ -272,20 +287,26 @@ def _batch(
 
 
 def read_block_batches(
-    task: BlockTask, entry_filter: EntryFilter | None, batch_rows: int = DEFAULT_BATCH_ROWS
+    task: BlockTask,
+    entry_filter: EntryFilter | None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """A block's (filtered) entries as Arrow batches of at most ``batch_rows`` rows.
+    """A block's (filtered) entries as Arrow batches of at most ``batch_rows`` rows and
+    ``batch_bytes`` payload bytes (or one row, if larger).
 
     The block is fetched whole (one streamed GET, CRC32C summed as it arrives) and its payloads
     are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
     whole block); nothing is yielded before the block passed every check. The batches are
-    zero-copy slices of that column."""
+    zero-copy slices of that column, which lives in a buffer reused by this worker's next
+    block once Spark has dropped them all (:data:`PACK_BUFFERS`)."""
     store = CountingStore(executor_store(task.store))
     try:
         packed = read_block_packed(
             store,  # type: ignore[arg-type]
             task.ref,
             read_buffer=task.store.settings.read_buffer_size,
+            out=PACK_BUFFERS.take(task.ref.end - task.ref.start),
         )
     finally:
         store.close()  # leaves the cached client open
@@ -307,9 +328,25 @@ def read_block_batches(
         keep = [flt.keeps_entry(i) for i in range(first, first + n)]
         if not all(keep):
             batch = batch.filter(pa.array(keep, pa.bool_()))
-    step = max(1, batch_rows)
-    for at in range(0, batch.num_rows, step):
-        yield batch.slice(at, step)
+    payloads = batch.column(3)  # its n + 1 int32 offsets, from the array's own offset on
+    ends = memoryview(payloads.buffers()[1]).cast("B").cast("i")
+    ends = ends[payloads.offset : payloads.offset + len(payloads) + 1]
+    for at, stop in batch_bounds(ends, batch_rows, batch_bytes):
+        yield batch.slice(at, stop - at)
+
+
+def batch_bounds(ends: Sequence[int], max_rows: int, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """Row ranges ``[at, stop)`` of a binary column whose row ``i`` spans
+    ``ends[i]..ends[i + 1]``: at most ``max_rows`` rows and ``max_bytes`` payload bytes each
+    (one row at least, however large)."""
+    rows = len(ends) - 1
+    at = 0
+    while at < rows:
+        hi = min(rows, at + max(1, max_rows))
+        stop = bisect_right(ends, ends[at] + max_bytes, at + 1, hi + 1) - 1
+        stop = max(stop, at + 1)
+        yield at, stop
+        at = stop
 
 
 def register(spark: Any) -> None:

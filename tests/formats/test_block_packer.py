@@ -50,8 +50,14 @@ def _judge(run: object) -> tuple[str, object]:
     return "entries", _verdict(got)
 
 
-def _packed_in_chunks(block: bytes, start: int, cuts: list[int]) -> PackedEntries:
-    packer = BlockPacker(len(block), base_offset=start)
+#: one dirty buffer, larger than any block, that the packer may be given again and again
+DIRTY = bytearray(random.Random(3).randbytes(80 * 1024))
+
+
+def _packed_in_chunks(
+    block: bytes, start: int, cuts: list[int], out: memoryview | None = None
+) -> PackedEntries:
+    packer = BlockPacker(len(block), base_offset=start, out=out)
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(block)), len(block)]
     for a, b in pairwise(bounds):
         packer.feed(block[a:b])
@@ -64,9 +70,10 @@ def _packed_in_chunks(block: bytes, start: int, cuts: list[int]) -> PackedEntrie
     flips=st.lists(st.tuples(st.floats(0, 1), st.sampled_from([0x01, 0x80, 0xFF])), max_size=3),
     tail=st.booleans(),
     cuts=st.lists(st.integers(1, 70000), max_size=40),
+    reuse=st.booleans(),
 )
 def test_chunked_packing_agrees_with_the_whole_block(
-    which: int, flips: list[tuple[float, int]], tail: bool, cuts: list[int]
+    which: int, flips: list[tuple[float, int]], tail: bool, cuts: list[int], reuse: bool
 ) -> None:
     start, block = BLOCKS[which]
     bad = bytearray(block)
@@ -75,7 +82,8 @@ def test_chunked_packing_agrees_with_the_whole_block(
         low = len(bad) - 200 if tail else 0
         bad[min(len(bad) - 1, low + int(where * (len(bad) - low)))] ^= mask
     data = bytes(bad)
-    chunked = _judge(lambda: _packed_in_chunks(data, start, cuts))
+    out = memoryview(DIRTY)[: len(data) + 100] if reuse else None  # what the last one left
+    chunked = _judge(lambda: _packed_in_chunks(data, start, cuts, out))
     whole = _judge(lambda: pack_block_entries(data, base_offset=start))
     assert chunked == whole
 
@@ -97,3 +105,15 @@ def test_nothing_is_raised_before_finish_and_short_feeds_are_refused() -> None:
     packer.feed(bytes(bad[:5000]))
     with pytest.raises(ValueError, match="bytes fed"):
         packer.finish()
+
+
+def test_a_given_buffer_receives_the_payloads_and_must_be_large_and_writable() -> None:
+    start, block = BLOCKS[1]
+    out = bytearray(b"\xee" * (len(block) + 7))
+    packed = _packed_in_chunks(block, start, [1000, 5000], memoryview(out))
+    assert _verdict(packed) == _verdict(pack_block_entries(block, base_offset=start))
+    assert packed.data.obj is out  # no copy: the payloads live in the caller's buffer
+    with pytest.raises(ValueError, match="writable"):
+        BlockPacker(len(block), out=bytearray(len(block) - 1))
+    with pytest.raises(ValueError, match="writable"):
+        BlockPacker(len(block), out=memoryview(bytes(len(block))))

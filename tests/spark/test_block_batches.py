@@ -3,7 +3,9 @@ Arrow batches of at most ``batch_rows`` rows, filtered exactly, corruption refus
 
 from __future__ import annotations
 
+import gc
 import random
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from offloader.config import OffloadSettings
 from offloader.ledgers.base import InMemoryLedger
 from offloader.objects import block_refs, load_index
 from offloader.spark_plan import BlockTask, EntryFilter, StoreSpec
-from offloader.spark_source import read_block_batches
+from offloader.spark_source import PACK_BUFFERS, batch_bounds, read_block_batches
 from offloader.store.local import LocalObjectStore
 from offloader.writer import offload_ledger
 
@@ -31,11 +33,15 @@ def _tasks(tmp_path: Path) -> tuple[list[BlockTask], list[bytes], LocalObjectSto
     return [BlockTask(spec, ref, "persistent://t/n/x") for ref in refs], payloads, store
 
 
-def _rows(tasks: list[BlockTask], flt: EntryFilter | None, batch_rows: int) -> list[tuple]:
+def _rows(
+    tasks: list[BlockTask], flt: EntryFilter | None, batch_rows: int, batch_bytes: int = 1 << 30
+) -> list[tuple]:
     rows = []
     for task in tasks:
-        for batch in read_block_batches(task, flt, batch_rows):
+        for batch in read_block_batches(task, flt, batch_rows, batch_bytes):
             assert 0 < batch.num_rows <= batch_rows
+            size = sum(len(p) for p in batch.column(3).to_pylist())
+            assert size <= batch_bytes or batch.num_rows == 1
             rows += list(zip(*(batch.column(i).to_pylist() for i in range(4)), strict=True))
     return rows
 
@@ -45,6 +51,47 @@ def test_every_entry_in_small_batches(tmp_path: Path) -> None:
     assert len(tasks) > 3
     rows = _rows(tasks, None, batch_rows=7)
     assert rows == [("persistent://t/n/x", 5, i, p) for i, p in enumerate(payloads)]
+
+
+def test_batches_are_bounded_by_payload_bytes_too(tmp_path: Path) -> None:
+    tasks, payloads, _ = _tasks(tmp_path)
+    for limit in (1, 299, 300, 1000):
+        rows = _rows(tasks, None, batch_rows=8192, batch_bytes=limit)
+        assert rows == [("persistent://t/n/x", 5, i, p) for i, p in enumerate(payloads)]
+    flt = EntryFilter.from_options(entry_range=(10, 600))
+    rows = _rows(tasks, flt, batch_rows=8192, batch_bytes=500)
+    assert [r[3] for r in rows] == payloads[10:601]
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 50, 1000])
+def test_batch_bounds_are_greedy_and_cover_every_row(limit: int) -> None:
+    rng = random.Random(limit)
+    sizes = [rng.choice([0, 0, 1, 7, 60, 400]) for _ in range(300)]
+    ends = [0, *accumulate(sizes)]
+    for max_rows in (1, 3, 1000):
+        bounds = list(batch_bounds(ends, max_rows, limit))
+        assert [a for a, _ in bounds] == [0, *(b for _, b in bounds[:-1])]
+        assert bounds[-1][1] == len(sizes)
+        for at, stop in bounds:
+            rows, size = stop - at, ends[stop] - ends[at]
+            assert rows <= max_rows and (size <= limit or rows == 1)
+            if stop < len(sizes):  # one row more would break a limit
+                assert rows == max_rows or ends[stop + 1] - ends[at] > limit
+    assert list(batch_bounds([0], 5, 5)) == []
+
+
+def test_a_block_buffer_is_not_reused_while_its_batches_live(tmp_path: Path) -> None:
+    tasks, payloads, _ = _tasks(tmp_path)
+    kept = [list(read_block_batches(t, None, 50)) for t in tasks]  # every block's batches live
+    got = [p for batches in kept for b in batches for p in b.column(3).to_pylist()]
+    assert got == payloads
+    del kept, got
+    gc.collect()
+    for _ in range(3):  # one block at a time: the same buffers serve every block
+        assert [
+            p for t in tasks for b in read_block_batches(t, None) for p in b.column(3).to_pylist()
+        ] == payloads
+        assert len(PACK_BUFFERS) <= 2
 
 
 def test_an_entry_filter_keeps_exactly_its_rows(tmp_path: Path) -> None:
