@@ -27,7 +27,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -239,6 +239,22 @@ def empty_bucket(endpoint: S3Endpoint, bucket: str) -> None:
             client.delete_object(Bucket=bucket, Key=obj["Key"])
     for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
         client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+
+
+@dataclass
+class ClientCost:
+    """This process's CPU seconds and page faults since it was made (:meth:`fields` to read)."""
+
+    cpu: float = field(default_factory=time.process_time)
+    faults: int = field(default_factory=lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+    def fields(self) -> dict[str, float]:
+        """``client_cpu_s`` and ``client_faults`` spent since, for a worker's result."""
+        now = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        return {
+            "client_cpu_s": round(time.process_time() - self.cpu, 3),
+            "client_faults": now - self.faults,
+        }
 
 
 def peak_rss_mb() -> float:

@@ -46,6 +46,7 @@ from bench import note, report
 from bench.common import (
     BENCH_LEDGER,
     BENCH_UUID,
+    ClientCost,
     Server,
     empty_bucket,
     endpoint_from_json,
@@ -79,6 +80,7 @@ def _seq_ours(spec: dict[str, Any]) -> dict[str, Any]:
 
     settings = _settings(spec)
     store = store_for(endpoint_from_json(spec["endpoint"]), spec["bucket"], settings)
+    cost = ClientCost()
     start = time.perf_counter()
     with ReadHandle.open(store, BENCH_LEDGER, BENCH_UUID, settings) as handle:
         total = entries = 0
@@ -104,18 +106,20 @@ def _seq_ours(spec: dict[str, Any]) -> dict[str, Any]:
         "payload": total,
         "gets": gets,
         "rss_mb": peak_rss_mb(),
+        **cost.fields(),
     }
 
 
 def _seq_raw(spec: dict[str, Any]) -> dict[str, Any]:
     client = raw_client(endpoint_from_json(spec["endpoint"]))
+    cost = ClientCost()
     start = time.perf_counter()
     body = client.get_object(Bucket=spec["bucket"], Key=data_key(BENCH_UUID, BENCH_LEDGER))["Body"]
     total = 0
     for chunk in body.iter_chunks(CHUNK):
         total += len(chunk)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": total, "rss_mb": peak_rss_mb()}
+    return {"seconds": seconds, "bytes": total, "rss_mb": peak_rss_mb(), **cost.fields()}
 
 
 def _random(spec: dict[str, Any]) -> dict[str, Any]:
@@ -273,6 +277,11 @@ def _measure(
             baseline_peak_rss_mb=round(raw["rss_mb"], 1),
             api=api,
             best_ratio=round(raw["best_seconds"] / ours["best_seconds"], 4),
+            # the measured process alone (the median run's): CPU seconds and page faults
+            client_cpu_s=ours["client_cpu_s"],
+            baseline_client_cpu_s=raw["client_cpu_s"],
+            client_faults=ours["client_faults"],
+            baseline_client_faults=raw["client_faults"],
             ours_runs_s=ours["runs_seconds"],
             baseline_runs_s=raw["runs_seconds"],
             **common,
