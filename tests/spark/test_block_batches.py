@@ -12,10 +12,17 @@ import pytest
 
 from formats.errors import ChecksumMismatchError
 from offloader.config import OffloadSettings
+from offloader.ledgers import LedgerStore
 from offloader.ledgers.base import InMemoryLedger
 from offloader.objects import block_refs, load_index
-from offloader.spark_plan import BlockTask, EntryFilter, StoreSpec
-from offloader.spark_source import PACK_BUFFERS, batch_bounds, read_block_batches
+from offloader.spark_plan import BlockTask, EntryFilter, LocalLedgerTask, StoreSpec
+from offloader.spark_source import (
+    PACK_BUFFERS,
+    OffloadedLedgerReader,
+    TaskPartition,
+    batch_bounds,
+    read_block_batches,
+)
 from offloader.store.local import LocalObjectStore
 from offloader.writer import offload_ledger
 
@@ -110,3 +117,21 @@ def test_a_corrupt_block_yields_no_row(tmp_path: Path) -> None:
     assert _rows(tasks[:2], None, 50)  # the blocks before it are fine
     with pytest.raises(ChecksumMismatchError, match="block 2 CRC32C"):
         list(read_block_batches(tasks[2], None, 50))
+
+
+def test_local_ledger_batches_are_bounded_by_rows_and_bytes(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    payloads = [rng.randbytes(rng.choice([0, 10, 200, 900])) for _ in range(200)]
+    topic = "persistent://public/default/local"
+    writer = LedgerStore(tmp_path).create_ledger(topic, 3)
+    for p in payloads:
+        writer.append(p)
+    writer.close()
+    task = LocalLedgerTask(str(tmp_path), topic, 3, 0, len(payloads) - 1)
+    reader = OffloadedLedgerReader({"batch_rows": "5", "batch_bytes": "700"})
+    got = []
+    for batch in reader.read(TaskPartition(task)):
+        sizes = [len(p) for p in batch.column(3).to_pylist()]
+        assert 0 < len(sizes) <= 5 and (sum(sizes) <= 700 or len(sizes) == 1)
+        got += batch.column(3).to_pylist()
+    assert got == payloads
