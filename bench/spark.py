@@ -148,10 +148,25 @@ def _best(repeat: int, fn: Any) -> Timed:
     return best
 
 
-def _memory_floor(spark: Any, blocks: int, entries: int, entry: int, repeat: int) -> Timed:
-    """The scan query over :mod:`bench.spark_memory` (the same rows, held in memory)."""
+def _payload_sum(df: Any) -> int:
+    """The measured query: every payload's length summed (each payload crosses into the JVM)."""
     from pyspark.sql import functions as F
 
+    return int(df.agg(F.sum(F.length("payload")).alias("n")).collect()[0]["n"])
+
+
+def _timing_fields(ours: Timed, base: Timed) -> dict[str, Any]:
+    """A row's seconds and busy CPU seconds, ours and the download's."""
+    return {
+        "ours_s": round(ours.seconds, 3),
+        "ours_cpu_s": ours.cpu_s,
+        "baseline_s": round(base.seconds, 3),
+        "baseline_cpu_s": base.cpu_s,
+    }
+
+
+def _memory_floor(spark: Any, blocks: int, entries: int, entry: int, repeat: int) -> Timed:
+    """The scan query over :mod:`bench.spark_memory` (the same rows, held in memory)."""
     from bench.spark_memory import NAME, MemoryLedgerSource
 
     spark.dataSource.register(MemoryLedgerSource)
@@ -165,7 +180,7 @@ def _memory_floor(spark: Any, blocks: int, entries: int, entry: int, repeat: int
             .option("entry", entry)
             .load()
         )
-        return int(df.agg(F.sum(F.length("payload")).alias("n")).collect()[0]["n"])
+        return _payload_sum(df)
 
     scan()  # warm: every worker builds its block once
     return _best(repeat, scan)
@@ -206,8 +221,6 @@ def main(argv: list[str]) -> int:
         spark = _session()
         startup = time.perf_counter() - start
         try:
-            from pyspark.sql import functions as F
-
             from offloader.spark import register
 
             start = time.perf_counter()
@@ -225,8 +238,7 @@ def main(argv: list[str]) -> int:
                     .option("read_buffer", read_buffer)
                     .load()
                 )
-                row = df.agg(F.sum(F.length("payload")).alias("n"), F.count("*").alias("c"))
-                return int(row.collect()[0]["n"])
+                return _payload_sum(df)
 
             timings: dict[int, Timed] = {}
             for read_buffer in buffers:
@@ -271,10 +283,7 @@ def main(argv: list[str]) -> int:
         s3=args.s3,
         bytes=data_bytes,
         partitions=blocks,
-        ours_s=round(floor.seconds, 3),
-        ours_cpu_s=floor.cpu_s,
-        baseline_s=round(base.seconds, 3),
-        baseline_cpu_s=base.cpu_s,
+        **_timing_fields(floor, base),
         what="the same query over the same number of bytes held in memory by a Python source "
         "(bench/spark_memory.py): Spark's own cost, no object store",
     )
@@ -293,10 +302,7 @@ def main(argv: list[str]) -> int:
             block=block,
             partitions=blocks,
             goal_ratio=GOAL_RATIO,
-            ours_s=round(ours.seconds, 3),
-            ours_cpu_s=ours.cpu_s,
-            baseline_s=round(base.seconds, 3),
-            baseline_cpu_s=base.cpu_s,
+            **_timing_fields(ours, base),
         )
         if rec["ratio"] is not None and rec["ratio"] < GOAL_RATIO:
             note(

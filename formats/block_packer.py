@@ -52,7 +52,6 @@ class BlockPacker:
             out = memoryview(out).cast("B")
             if out.readonly or len(out) < block_len:
                 raise ValueError(f"BlockPacker: out must be writable and hold {block_len} bytes")
-        self._given_out = out
         self._block_len = block_len
         self._base = base_offset
         self._expected_first = expected_first_entry_id
@@ -62,8 +61,8 @@ class BlockPacker:
         self._next_id = 0
         self._first_id = 0
         self._count = 0  # entries packed
-        #: their payloads, back to back (block_len bytes or ``out``, once started)
-        self._out: memoryview | bytearray = bytearray()
+        #: their payloads, back to back (``out``, or block_len bytes allocated once started)
+        self._out: memoryview | bytearray = out if out is not None else bytearray()
         self._out_pos = 0
         self._offsets = bytearray()  # count + 1 native int32 ends (grown as needed)
         #: bytes from _pos on not packed yet (an entry cut by a chunk end), or, once stopped,
@@ -130,7 +129,8 @@ class BlockPacker:
         self._mode = "packing"
         self._kept, self._kept_len = [], 0
         self._next_id = self._first_id = header.first_entry_id
-        self._out = self._given_out if self._given_out is not None else bytearray(self._block_len)
+        if len(self._out) < self._block_len:  # no ``out`` given
+            self._out = bytearray(self._block_len)
         self._offsets = bytearray(4 * (self._block_len // 1024 + 64))
         self._pos = header.header_len
         self._pack_chunk(head, header.header_len)

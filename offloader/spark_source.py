@@ -210,15 +210,12 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         payloads: list[bytes] = []
         size = 0
         for _topic, _ledger, entry_id, payload in read_local_task(task, self.entry_filter):
-            if ids and size + len(payload) > self.batch_bytes:
+            if ids and (len(ids) >= self.batch_rows or size + len(payload) > self.batch_bytes):
                 yield _batch(task.topic, task.ledger_id, ids, payloads)
                 ids, payloads, size = [], [], 0
             ids.append(entry_id)
             payloads.append(payload)
             size += len(payload)
-            if len(ids) >= self.batch_rows:
-                yield _batch(task.topic, task.ledger_id, ids, payloads)
-                ids, payloads, size = [], [], 0
         if ids:
             yield _batch(task.topic, task.ledger_id, ids, payloads)
 
