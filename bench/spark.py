@@ -9,6 +9,9 @@ the same run:
   ``length(payload)`` (every payload crosses into the JVM), on ``local[2]``, session warm;
 * baseline: boto3 ``get_object(...).read()`` of the same data objects with 2 threads (the same
   parallelism as ``local[2]``), no parsing;
+* the RDD reader (``spark_rdd_scan``): :func:`offloader.spark.offloaded_rdd` over the same
+  ledgers, every record's payload length summed in the Python workers (no goal: the records
+  never cross into the JVM, so it is not the DataFrame scan's measure);
 * floor (``spark_ingest_floor``): the same query over the same number of rows held in memory by
   a Python data source (``bench/spark_memory.py``): what Spark alone costs to take these bytes
   from any Python source, with no object store at all.
@@ -165,6 +168,25 @@ def _timing_fields(ours: Timed, base: Timed) -> dict[str, Any]:
     }
 
 
+def _rdd_scan(
+    spark: Any, bucket: str, endpoint_url: str, results: list[Uploaded], repeat: int
+) -> Timed:
+    """Every payload's length summed through :func:`offloader.spark.offloaded_rdd` (one
+    partition per block, 1 MiB reads; each record is pickled in the worker)."""
+    from offloader.spark import offloaded_rdd
+
+    pairs = [(r.ledger_id, r.uuid) for r in results]
+
+    def scan() -> int:
+        rdd = offloaded_rdd(
+            spark.sparkContext, pairs, store_url=f"s3://{bucket}", endpoint_url=endpoint_url
+        )
+        return int(rdd.map(lambda record: len(record[3])).sum())
+
+    scan()  # warm
+    return _best(repeat, scan)
+
+
 def _memory_floor(spark: Any, blocks: int, entries: int, entry: int, repeat: int) -> Timed:
     """The scan query over :mod:`bench.spark_memory` (the same rows, held in memory)."""
     from bench.spark_memory import NAME, MemoryLedgerSource
@@ -249,6 +271,9 @@ def main(argv: list[str]) -> int:
                     raise SystemExit(
                         f"scan read {timings[read_buffer].value} payload bytes, not {payload_bytes}"
                     )
+            rdd = _rdd_scan(spark, bucket, endpoint.url, results, args.repeat)
+            if rdd.value != payload_bytes:
+                raise SystemExit(f"RDD scan read {rdd.value} payload bytes, not {payload_bytes}")
             floor = _memory_floor(spark, blocks, payload_bytes // entry, entry, args.repeat)
         finally:
             spark.stop()
@@ -286,6 +311,18 @@ def main(argv: list[str]) -> int:
         **_timing_fields(floor, base),
         what="the same query over the same number of bytes held in memory by a Python source "
         "(bench/spark_memory.py): Spark's own cost, no object store",
+    )
+    report(
+        "spark_rdd_scan",
+        data_bytes / 1e6 / rdd.seconds,
+        baseline,
+        "MB/s",
+        s3=args.s3,
+        bytes=data_bytes,
+        partitions=blocks,
+        **_timing_fields(rdd, base),
+        what="offloaded_rdd over the same ledgers, every record's payload length summed "
+        "(records pickled by Python workers, no DataFrame); no goal",
     )
     for read_buffer, ours in timings.items():
         rec = report(

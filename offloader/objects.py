@@ -96,8 +96,12 @@ def block_refs(index: OffloadIndex, ledger_id: int, uuid: str) -> list[BlockRef]
 
 
 def fetch_block(
-    store: ObjectStore, ref: BlockRef, *, read_buffer: int = DEFAULT_READ_BUFFER
-) -> bytes:
+    store: ObjectStore,
+    ref: BlockRef,
+    *,
+    read_buffer: int = DEFAULT_READ_BUFFER,
+    out: memoryview | None = None,
+) -> bytes | memoryview:
     """One block's bytes, checked against the index: its length and (when recorded) its
     CRC32C (:class:`ChecksumMismatchError`).
 
@@ -105,10 +109,32 @@ def fetch_block(
     :class:`~offloader.prefetch.RangePrefetcher` thread reads ``read_buffer`` bytes at a time,
     summing the CRC32C as the bytes arrive; S3's per-request cost is paid once per block and
     a dropped connection resumes where it stopped (on S3, on the same object version).
+
+    With ``out`` (a writable buffer of at least the block's size, e.g. from
+    :class:`offloader.reusable_buffers.ReusableBuffers`) the chunks are copied into it and the
+    block is returned as a view of its first bytes; otherwise as new bytes.
     """
-    chunks: list[bytes] = []
-    _fetch_chunks(store, ref, read_buffer, chunks.append)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if out is None:
+        chunks: list[bytes] = []
+        _fetch_chunks(store, ref, read_buffer, chunks.append)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    size = ref.end - ref.start
+    if len(out) < size:
+        raise ValueError(f"fetch_block: out holds {len(out)} bytes, block {ref.block} is {size}")
+    filled = 0
+
+    def copy(chunk: bytes) -> None:
+        nonlocal filled
+        end = filled + len(chunk)
+        if end > size:
+            raise IndexInconsistentError(
+                f"{ref.data_key}: block {ref.block} runs past the {size} bytes the index says"
+            )
+        out[filled:end] = chunk
+        filled = end
+
+    _fetch_chunks(store, ref, read_buffer, copy)
+    return out[:size]
 
 
 def _fetch_chunks(
@@ -158,11 +184,16 @@ def _fetch_chunks(
 
 
 def read_block(
-    store: ObjectStore, ref: BlockRef, *, read_buffer: int = DEFAULT_READ_BUFFER
+    store: ObjectStore,
+    ref: BlockRef,
+    *,
+    read_buffer: int = DEFAULT_READ_BUFFER,
+    out: memoryview | None = None,
 ) -> Iterator[BlockEntry]:
-    """Fetch one block (:func:`fetch_block`), check its framing, and yield its entries; the
-    block must hold exactly the entries the index promises."""
-    data = fetch_block(store, ref, read_buffer=read_buffer)
+    """Fetch one block (:func:`fetch_block`, into ``out`` when given), check its framing, and
+    yield its entries; the block must hold exactly the entries the index promises. The
+    entries' payloads are views of the block's bytes."""
+    data = fetch_block(store, ref, read_buffer=read_buffer, out=out)
     expected = ref.first_entry_id
     for entry in iter_block_entries(
         data, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["ReusableBuffers", "is_viewed"]
+__all__ = ["BLOCK_BUFFERS", "ReusableBuffers", "is_viewed"]
 
 
 def is_viewed(buf: bytearray) -> bool:
@@ -58,3 +58,9 @@ class ReusableBuffers:
     def __len__(self) -> int:
         """How many buffers are kept."""
         return len(self._buffers)
+
+
+#: this process's block-sized buffers: a Spark Python worker's blocks, read by the RDD reader
+#: (:func:`offloader.spark_plan.read_task`) or packed by the DataFrame source
+#: (:func:`offloader.spark_source.read_block_batches`), reused once nothing views them
+BLOCK_BUFFERS = ReusableBuffers(keep=2)

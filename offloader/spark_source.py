@@ -54,7 +54,7 @@ from pyspark.sql.datasource import (
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.objects import read_block_packed
-from offloader.reusable_buffers import ReusableBuffers
+from offloader.reusable_buffers import BLOCK_BUFFERS
 from offloader.spark_plan import (
     COLUMNS,
     BlockTask,
@@ -80,9 +80,6 @@ DEFAULT_BATCH_ROWS = 8192
 #: payload bytes per Arrow batch: the JVM reads each batch into one off-heap buffer, and glibc
 #: maps one over 32 MiB fresh every time (a page fault per 4 KiB) where it reuses smaller ones
 DEFAULT_BATCH_BYTES = 4 << 20
-#: the Python worker's block-sized payload buffers, reused once Spark has dropped every batch
-#: of the last task (a fresh 64 MiB buffer costs this task ~16,000 page faults)
-PACK_BUFFERS = ReusableBuffers(keep=2)
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -296,14 +293,15 @@ def read_block_batches(
     are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
     whole block); nothing is yielded before the block passed every check. The batches are
     zero-copy slices of that column, which lives in a buffer reused by this worker's next
-    block once Spark has dropped them all (:data:`PACK_BUFFERS`)."""
+    block once Spark has dropped them all (:data:`~offloader.reusable_buffers.BLOCK_BUFFERS`:
+    a fresh 64 MiB buffer would cost the task ~16,000 page faults)."""
     store = CountingStore(executor_store(task.store))
     try:
         packed = read_block_packed(
             store,  # type: ignore[arg-type]
             task.ref,
             read_buffer=task.store.settings.read_buffer_size,
-            out=PACK_BUFFERS.take(task.ref.end - task.ref.start),
+            out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),
         )
     finally:
         store.close()  # leaves the cached client open

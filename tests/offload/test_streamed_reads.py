@@ -341,6 +341,62 @@ def test_a_corrupt_or_short_block_is_refused_whole(tmp_path: Path) -> None:
     _wait_no_prefetch_threads()
 
 
+class _OverlongReader:
+    """A range body that hands out more bytes than asked (a misbehaving store)."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self._data, self.size = data, size
+
+    def read(self, n: int) -> bytes:
+        out, self._data = self._data[: n + 7], self._data[n + 7 :]
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class _OverlongStore(LocalObjectStore):
+    def open_range(self, key: str, start: int, end: int) -> _OverlongReader:  # type: ignore[override]
+        whole = self.get(key).data
+        return _OverlongReader(whole[start:], len(whole))
+
+
+def test_a_block_fetched_into_a_reused_buffer_is_checked_the_same(tmp_path: Path) -> None:
+    from offloader.objects import block_refs, fetch_block, load_index
+
+    store, _ = _ledger(tmp_path, n=3000)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    size = max(r.end - r.start for r in refs)
+    out = memoryview(bytearray(b"\xaa" * (size + 100)))  # dirty, larger than any block
+    for ref in refs:
+        got = fetch_block(store, ref, read_buffer=4096, out=out)
+        assert got == fetch_block(store, ref, read_buffer=4096)
+        assert got.obj is out.obj and len(got) == ref.end - ref.start  # type: ignore[union-attr]
+        del got
+    with pytest.raises(ValueError, match="out holds"):
+        fetch_block(store, refs[0], read_buffer=4096, out=out[:10])
+    key = refs[0].data_key
+    data = bytearray(store.get(key).data)
+    data[(refs[1].start + refs[1].end) // 2] ^= 0x40
+    store.put(key, bytes(data), store.head(key).metadata)
+    with pytest.raises(ChecksumMismatchError, match="block 1 CRC32C"):
+        fetch_block(store, refs[1], read_buffer=4096, out=out)
+    _wait_no_prefetch_threads()
+
+
+@pytest.mark.parametrize("into_buffer", [False, True])
+def test_a_store_that_sends_too_many_bytes_is_refused(tmp_path: Path, into_buffer: bool) -> None:
+    from offloader.objects import block_refs, fetch_block, load_index
+
+    _ledger(tmp_path, n=3000)
+    store = _OverlongStore(tmp_path / "objects")
+    ref = block_refs(load_index(store, 9, UUID), 9, UUID)[0]
+    out = memoryview(bytearray(ref.end - ref.start)) if into_buffer else None
+    with pytest.raises(IndexInconsistentError, match="block 0"):
+        fetch_block(store, ref, read_buffer=4096, out=out)
+    _wait_no_prefetch_threads()
+
+
 def test_region_sums_cover_what_was_taken_even_after_close(tmp_path: Path) -> None:
     """Every chunk the consumer took is summed, also when the prefetcher is closed early; a
     region not received whole has no sum (at once: nothing waits)."""

@@ -15,9 +15,9 @@ from offloader.config import OffloadSettings
 from offloader.ledgers import LedgerStore
 from offloader.ledgers.base import InMemoryLedger
 from offloader.objects import block_refs, load_index
-from offloader.spark_plan import BlockTask, EntryFilter, LocalLedgerTask, StoreSpec
+from offloader.reusable_buffers import BLOCK_BUFFERS
+from offloader.spark_plan import BlockTask, EntryFilter, LocalLedgerTask, StoreSpec, read_task
 from offloader.spark_source import (
-    PACK_BUFFERS,
     OffloadedLedgerReader,
     TaskPartition,
     batch_bounds,
@@ -98,7 +98,26 @@ def test_a_block_buffer_is_not_reused_while_its_batches_live(tmp_path: Path) -> 
         assert [
             p for t in tasks for b in read_block_batches(t, None) for p in b.column(3).to_pylist()
         ] == payloads
-        assert len(PACK_BUFFERS) <= 2
+        assert len(BLOCK_BUFFERS) <= 2
+
+
+def test_rdd_records_stay_intact_while_block_buffers_are_reused(tmp_path: Path) -> None:
+    """The RDD reader fetches each block into a reused buffer: a block still being read keeps
+    its buffer, and records (bytes copies) never change when a buffer serves another block."""
+    tasks, payloads, _ = _tasks(tmp_path)
+    first = tasks[0].ref.last_entry_id + 1
+    half = read_task(tasks[0])
+    early = [next(half) for _ in range(first // 2)]  # block 0 is still being read
+    rest_of_ledger = [r for t in tasks[1:] for r in read_task(t)]  # other buffers serve these
+    records = early + list(half) + rest_of_ledger
+    assert records == [("persistent://t/n/x", 5, i, p) for i, p in enumerate(payloads)]
+    assert all(type(r[3]) is bytes for r in records)
+    del half
+    gc.collect()
+    for _ in range(2):  # one block at a time: the kept buffers serve every block
+        assert [r[3] for t in tasks for r in read_task(t)] == payloads
+        assert len(BLOCK_BUFFERS) <= 2
+    assert [r[3] for r in records] == payloads  # unchanged by the buffers' reuse
 
 
 def test_an_entry_filter_keeps_exactly_its_rows(tmp_path: Path) -> None:
