@@ -402,7 +402,9 @@ class Offloader:
         )
 
     def offload_status(self, topic: str) -> TopicOffloadStatus:
-        return self._rt.meta.get_offload_status(self._ml(topic).name)
+        """The status of the topic's last offload run; one whose process died while running
+        is reported as ERROR (see :func:`offloader.ml_tasks.offload_status`)."""
+        return ml_tasks.offload_status(self._ml(topic))
 
     def read(
         self, topic: str, *, start: Position | None = None, count: int | None = None

@@ -40,7 +40,7 @@ from offloader.errors import (
 from offloader.lifecycle import clean_attempt, delete_ledger_objects, offload_one, retry_due
 from offloader.logs import get_logger
 from offloader.managed_ledger import ManagedLedger
-from offloader.metadata.base import AttemptState, LedgerRecord
+from offloader.metadata.base import AttemptState, LedgerRecord, TopicOffloadStatus
 from offloader.policies import (
     ledgers_due_for_local_deletion,
     ledgers_to_trim_for_retention,
@@ -84,6 +84,31 @@ def owner_is_dead(owner: str) -> bool:
     except OSError:
         return False
     return False
+
+
+def offload_status(ml: ManagedLedger) -> TopicOffloadStatus:
+    """The topic's offload status. A RUNNING status whose offload lock is gone, or held by a
+    process of this host that died (``kill -9``) or by an owner whose heartbeat went stale, is
+    reported as ERROR: that offload ended without finishing (the next run takes over)."""
+    meta, name = ml.rt.meta, ml.name
+    status = meta.get_offload_status(name)
+    if status.status != "RUNNING":
+        return status
+    holder = meta.get_offload_lock(name)
+    if holder is not None:
+        stale = ml.rt.now_ms() - holder.heartbeat_ms > ml.rt.lock_stale_ms
+        if not stale and not owner_is_dead(holder.owner):
+            return status
+    again = meta.get_offload_status(name)
+    if again != status:  # it finished (or restarted) while we looked
+        return again
+    who = f" ({holder.owner})" if holder is not None else ""
+    return TopicOffloadStatus(
+        name,
+        "ERROR",
+        f"the offload process{who} ended without finishing; run offload-prefix again",
+        status.updated_ms,
+    )
 
 
 @contextlib.contextmanager

@@ -1,8 +1,10 @@
-"""Reading a topic's entries from whichever tier holds each ledger (pulsar-format-facts §7.6).
+"""Reading a topic's entries from whichever tier holds each ledger (Pulsar's
+``offloadedReadPriority`` namespace policy).
 
 * the current (OPEN) ledger: from its file, read-only (a recovery scan, nothing changed), so
   a topic can be read while another process produces to it;
-* a CLOSED ledger whose offload is complete: from the object store (``ReadHandle``) under
+* a CLOSED ledger whose offload is complete: from the object store (one streamed
+  ``ReadHandle.iter_entries`` read, checking the CRC32C of every block it reads whole) under
   ``tiered-storage-first`` (Pulsar's default), or from the local file under ``local-first``
   while it exists; once the local copy is deleted, always from the object store;
 * any other CLOSED ledger: from its local file (``ClosedLedgerReader``); if the file vanished
@@ -46,17 +48,23 @@ def _read_open(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[
 
 
 def _read_offloaded(
-    ml: ManagedLedger, record: LedgerRecord, first: int
+    ml: ManagedLedger, record: LedgerRecord, first: int, limit: int | None
 ) -> Iterator[tuple[int, bytes]]:
+    """One streamed read (``ReadHandle.iter_entries``) of entries ``first..``, at most
+    ``limit``: every block the read covers whole has its CRC32C checked (when the index
+    extension records it), so a corrupt block fails the read instead of returning bad bytes."""
     assert record.offload is not None
     rt = ml.rt
     with ReadHandle.open(
         rt.store, record.ledger_id, record.offload.uuid, rt.broker.offload
     ) as handle:
         last_id = handle.last_add_confirmed
-        for start in range(first, last_id + 1, BATCH):
-            for entry in handle.read(start, min(start + BATCH - 1, last_id)):
-                yield entry.entry_id, entry.payload
+        if limit is not None:
+            last_id = min(last_id, first + limit - 1)
+        if first > last_id:
+            return
+        for entry in handle.iter_entries(first, last_id):
+            yield entry.entry_id, entry.payload
 
 
 def _read_local(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
@@ -68,16 +76,21 @@ def _read_local(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple
 
 
 def read_ledger(
-    ml: ManagedLedger, record: LedgerRecord, first: int, prefer_local: bool
+    ml: ManagedLedger,
+    record: LedgerRecord,
+    first: int,
+    prefer_local: bool,
+    limit: int | None = None,
 ) -> Iterator[tuple[int, bytes, Tier]]:
-    """Entries ``first..`` of one ledger as ``(entry_id, payload, tier)``."""
+    """Entries ``first..`` of one ledger as ``(entry_id, payload, tier)``; ``limit`` bounds
+    what is fetched from the object store (the caller stops after that many entries)."""
     if record.state == "OPEN":
         for entry_id, payload in _read_open(ml, record.ledger_id, first):
             yield entry_id, payload, "local"
         return
     offloaded = record.offload_complete
     if offloaded and (record.local_deleted or not prefer_local):
-        for entry_id, payload in _read_offloaded(ml, record, first):
+        for entry_id, payload in _read_offloaded(ml, record, first, limit):
             yield entry_id, payload, "offloaded"
         return
     try:
@@ -92,7 +105,7 @@ def read_ledger(
             return
         if not record.offload_complete:
             raise
-        for entry_id, payload in _read_offloaded(ml, record, first):
+        for entry_id, payload in _read_offloaded(ml, record, first, limit):
             yield entry_id, payload, "offloaded"
         return
     yield entry_id, payload, "local"
@@ -115,7 +128,8 @@ def read_entries_from(
         first = start[1] if start is not None and record.ledger_id == start[0] else 0
         if record.state != "OPEN" and first >= record.entries:
             continue
-        for entry_id, payload, tier in read_ledger(ml, record, first, prefer_local):
+        limit = None if count is None else count - produced
+        for entry_id, payload, tier in read_ledger(ml, record, first, prefer_local, limit):
             yield record.ledger_id, entry_id, payload, tier
             produced += 1
             if count is not None and produced >= count:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -231,3 +233,37 @@ def test_cas_conflict_deletes_the_new_objects(off: Offloader) -> None:
     assert [a.state for a in lost] == ["CLEANED"]
     # the data is still readable locally
     assert len(read_all(off)) == 7
+
+
+def test_a_running_status_whose_offload_died_reads_as_error(
+    off: Offloader, clock: FakeClock
+) -> None:
+    """``kill -9`` during an offload leaves RUNNING and the lock behind: the status says the
+    run ended without finishing (so ``offload-status -w`` returns), and the next run takes
+    over and succeeds."""
+    off.produce(TOPIC, payloads(7))
+    meta = off.runtime.meta
+    stale_ms = off.runtime.lock_stale_ms
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    here = socket.gethostname()
+
+    def running_with_lock(owner: str | None) -> Any:
+        held = meta.get_offload_lock(TOPIC)
+        if held is not None:
+            meta.release_offload_lock(TOPIC, held.owner)
+        if owner is not None:
+            assert meta.try_acquire_offload_lock(TOPIC, owner, off.runtime.now_ms(), stale_ms)
+        meta.set_offload_status(TOPIC, "RUNNING", off.runtime.now_ms())
+        return off.offload_status(TOPIC)
+
+    assert running_with_lock(f"{here}:{os.getpid()}:live").status == "RUNNING"
+    assert running_with_lock("elsewhere:1:remote").status == "RUNNING"  # fresh heartbeat
+    clock.advance(stale_ms / 1000 + 1)
+    assert off.offload_status(TOPIC).status == "ERROR"  # its heartbeat went stale
+    assert running_with_lock(None).status == "ERROR"  # no lock at all
+    dead = running_with_lock(f"{here}:{child.pid}:dead")
+    assert dead.status == "ERROR" and dead.last_error is not None
+    assert "ended without finishing" in dead.last_error and f":{child.pid}:" in dead.last_error
+    assert off.offload_prefix(TOPIC, position=Position(1, 0)).offloaded == (0,)
+    assert off.offload_status(TOPIC).status == "SUCCESS"
