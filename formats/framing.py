@@ -3,7 +3,7 @@ objects, or from spans of one buffer), cutting them out as entry objects, packin
 payloads the way Arrow lays out a binary column, the framed prefix sums the block planner
 searches, and the check of a batch of local ledger records into spans.
 
-Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (pulsar-format-facts §2).
+Entries are framed as ``[length i32 BE][entry id i64 BE][payload]`` (spec/block-format.md §2).
 These loops run once per entry, so for small entries they are most of the CPU time of an
 offload, a sequential read or a Spark scan. Each has a C version in ``formats/_speedups.c``
 (built by ``pip install``, about 10x faster) and a pure-Python twin here, with the same

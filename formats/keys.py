@@ -1,6 +1,6 @@
 """Object keys and object user metadata, with their inverses.
 
-Keys (pulsar-format-facts §1): data ``<uuid>-ledger-<ledgerId>``, index
+Keys (spec/object-keys.md §1): data ``<uuid>-ledger-<ledgerId>``, index
 ``<uuid>-ledger-<ledgerId>-index``, at the bucket root or under an optional key prefix.
 User metadata (§4), on both objects: ``s3managedledgeroffloaderformatversion=1`` (checked by
 every Pulsar reader), ``role`` (``data``/``index``), ``ManagedLedgerName``, and the software

@@ -1,4 +1,4 @@
-"""Which entries go in which block: Pulsar's block-size rule (pulsar-format-facts §2.5).
+"""Which entries go in which block: Pulsar's block-size rule (spec/block-format.md §4).
 
 For the block starting at entry ``s`` with ``w`` payload bytes already written::
 

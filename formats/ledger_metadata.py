@@ -1,6 +1,6 @@
 """BookKeeper's ``LedgerMetadataFormat`` (DataFormats.proto, proto2), hand-written codec.
 
-The index object embeds this message (pulsar-format-facts §3.2). We write the fields Pulsar's
+The index object embeds this message (spec/index-format.md §2). We write the fields Pulsar's
 ``OffloadUtils.buildLedgerMetadataFormat`` writes, in field-number order: quorumSize (1),
 ensembleSize (2), length (3), lastEntryId (4), state (5), segment* (6: ensembleMember* (1),
 firstEntryId (2)), digestType (7), ackQuorumSize (9), ctime (10), customMetadata* (11: key (1),

@@ -1,6 +1,6 @@
-"""Offloading one ledger (the commit protocol, DESIGN §4) and deleting what an offload wrote.
+"""Offloading one ledger (the commit protocol) and deleting what an offload wrote.
 
-:func:`offload_one` runs one attempt, Pulsar's ``offloadLoop`` body (pulsar-format-facts §7.4):
+:func:`offload_one` runs one attempt, Pulsar's ``offloadLoop`` body:
 
 1. a fresh UUID4 is made durable with ``begin_offload`` *before* any upload; the previous
    incomplete attempt it hands back has its objects (and any multipart upload it left) deleted,

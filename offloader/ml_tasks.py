@@ -3,7 +3,7 @@
 Functions over a :class:`~offloader.managed_ledger.ManagedLedger`, each one pass over the
 ledger list, deciding with the pure algorithms of :mod:`offloader.policies`:
 
-* :func:`offload_prefix`: Pulsar's ``offloadPrefix`` (pulsar-format-facts §7.2) by position or by
+* :func:`offload_prefix`: Pulsar's ``ManagedLedgerImpl.offloadPrefix`` by position or by
   ``--size-threshold`` (§8.1), in the foreground, under the topic's offload lock (a second
   request fails with :class:`OffloadInProgress` "Offload operation already running");
 * :func:`auto_offload`: the namespace thresholds (§7.3) plus retries of failed or interrupted

@@ -1,6 +1,6 @@
 """A bounded, thread-safe LRU cache of entry offsets: ``(ledger id, entry id) -> object offset``.
 
-Pulsar's ``OffsetsCache`` (pulsar-format-facts §5.4) remembers, for entries already read, the
+Pulsar's ``OffsetsCache`` remembers, for entries already read, the
 object offset of their 4-byte length field, so that a backward or random seek lands exactly on
 the entry instead of rescanning its block. Ours is bounded by entry count (least recently used
 entries are evicted first); a ``max_size`` of 0 or less disables it. One cache may be shared by

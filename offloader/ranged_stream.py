@@ -1,5 +1,5 @@
 """A seekable, buffered view of one object, fetched with ranged GETs (Pulsar's
-``BlobStoreBackedInputStreamImpl``, pulsar-format-facts §5.2, with read-ahead).
+``BlobStoreBackedInputStreamImpl``, with read-ahead).
 
 :class:`RangedStream` keeps one buffer of bytes ``[buf_start, buf_end)`` and a position.
 ``seek`` inside the buffer costs nothing; outside, the next read fetches from the new position.

@@ -5,7 +5,7 @@ is refused with :class:`ForeignObjectError`, a missing one with :class:`ObjectNo
 the ledger and UUID). ``read(first, last)`` / ``iter_entries(first, last)`` (entry tuples),
 ``iter_packed(first, last)`` (packed batches, no object per entry) and ``iter_spans(first,
 last)`` (spans of the fetched buffers, no copy) then work like Pulsar's
-``BlobStoreBackedReadHandleImpl`` (pulsar-format-facts §5.3), faster:
+``BlobStoreBackedReadHandleImpl``, faster:
 
 * the start position comes from the offsets cache (exact), else the index extension's fine
   offsets (``index.locate``: one point every ~64 KiB), else the floor lookup (binary search) to

@@ -1,7 +1,7 @@
 """The offload writer: one closed ledger -> a data object (multipart, parts 1..N) and an index.
 
 :func:`offload_ledger` follows Pulsar's ``BlobStoreManagedLedgerOffloader.offload``
-(pulsar-format-facts §2.6) byte for byte, with three differences: parts are uploaded
+(spec/object-keys.md §2) byte for byte, with three differences: parts are uploaded
 concurrently (a bounded window), each part carries its CRC32C, and nothing is left behind when
 anything fails. Steps:
 

@@ -1,6 +1,6 @@
 """The MetadataStore Protocol and its records: what the offloader remembers, durably.
 
-This module owns the metadata model (DESIGN §5, pulsar-format-facts §7.1): namespaces and their
+This module owns the metadata model (Pulsar's ``ManagedLedgerInfo`` and namespace policies): namespaces and their
 :class:`~offloader.policies.NamespacePolicies`, topics, ledgers (Pulsar's ``LedgerInfo``), each
 ledger's current :class:`OffloadContext`, every :class:`OffloadAttempt` ever made (for the orphan
 audit), a topic's ``offload-status`` and the per-topic "offload running" lock.
@@ -14,7 +14,7 @@ Rules every backend follows (the contract suite in ``tests/metadata`` checks the
   ``AlreadyExists``, ``OffloadConflict``, ``InvalidLedgerState``, ...);
 * names arrive validated: namespaces ``tenant/ns``, topics ``persistent://tenant/ns/topic``.
 
-The offload lifecycle (DESIGN §4): ``begin_offload`` makes the UUID, driver metadata and object
+The offload lifecycle (the commit protocol): ``begin_offload`` makes the UUID, driver metadata and object
 keys durable before any upload and hands back the previous incomplete attempt so its objects can
 be deleted; ``complete_offload`` is a compare-and-set on the UUID; ``mark_local_deleted`` (also
 CAS) records that the local copy may go. An object is claimed when its UUID is the offload

@@ -308,7 +308,7 @@ def test_key_with_wrong_prefix_is_refused() -> None:
         data_key("not-a-uuid", 1)
 
 
-# --- v2 index (PIP-76), built by hand from pulsar-format-facts §3.6 ------------------------
+# --- v2 index (PIP-76), built by hand from spec/index-format.md §5 -----------------------
 def _ledger_info(ledger_id: int, entries: int, size: int, timestamp: int) -> bytes:
     """A ``ManagedLedgerInfo.LedgerInfo``: ledgerId 1, entries 2, size 3, timestamp 4."""
     return (

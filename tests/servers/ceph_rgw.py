@@ -6,8 +6,7 @@ with random keys and yields an :class:`~tests.servers.endpoint.S3Endpoint` for i
 exactly the processes it started, by pid (radosgw, then the OSD, then the monitor; SIGTERM, then
 SIGKILL after a short wait) and removes its directory. It starts in about 0.8 s (2 cores).
 
-The configuration and the quirks it works around are documented in
-``/work/shared/ceph-rgw-notes.md`` (the notes of issue 8). The important ones:
+The quirks the configuration works around:
 
 * ``auth none`` with ``ms mon client mode = crc``: radosgw defaults to "secure" mode, which cannot
   be negotiated without cephx, and then hangs forever.
