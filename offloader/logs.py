@@ -1,4 +1,13 @@
-"""structlog configuration: key=value lines on stderr, or JSON lines with ``json=True``.
+"""Logging through structlog: key=value lines on stderr, or JSON lines with ``json=True``.
+
+The library never configures structlog by itself: :func:`configure` is for applications (the
+``offloader`` command and the benchmarks call it), since structlog's configuration is
+process-wide. Modules get their loggers from :func:`get_logger`, which follows the
+application's structlog configuration once there is one (:func:`configure`, or the
+application's own ``structlog.configure``). Until then, as in a program that only imports
+``offloader`` (a ``ReadHandle`` in a notebook), it logs warnings and above only, as key=value
+lines on stderr, never on stdout: structlog's own unconfigured default would print every
+level, debug included, on stdout.
 
 Nothing logged by this project carries credentials: callers log store URLs and endpoints, never
 keys; :func:`redact` strips userinfo from a URL for the odd case where one is given.
@@ -9,11 +18,15 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from typing import Any
 
 import structlog
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+#: the level below which nothing is logged while structlog is not configured
+UNCONFIGURED_LEVEL = logging.WARNING
 
 
 def redact(url: str) -> str:
@@ -21,8 +34,7 @@ def redact(url: str) -> str:
     return _USERINFO.sub("***@", url)
 
 
-def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
-    """Configure structlog once for the process (CLI and service call this)."""
+def _processors(*, json: bool) -> list[Any]:
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -34,15 +46,78 @@ def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
         processors.append(
             structlog.processors.LogfmtRenderer(key_order=["timestamp", "level", "event"])
         )
+    return processors
+
+
+def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
+    """Configure structlog once for the process (applications call it: the CLI, the benchmarks).
+
+    It replaces any structlog configuration the process had, so library code never calls it.
+    """
     structlog.configure(
-        processors=processors,
+        processors=_processors(json=json),
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
 
 
+class _StderrLogger:
+    """Writes each rendered line to the ``sys.stderr`` of the moment (pytest and others swap it)."""
+
+    _lock = threading.Lock()
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        if stream is None:  # pythonw: no console at all
+            return
+        with self._lock:
+            print(message, file=stream, flush=True)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+_UNCONFIGURED_PROCESSORS = _processors(json=False)
+#: a class, though structlog types it as the (uncallable) FilteringBoundLogger protocol
+_UNCONFIGURED_CLASS: Any = structlog.make_filtering_bound_logger(UNCONFIGURED_LEVEL)
+_UNCONFIGURED: dict[str, Any] = {}
+
+
+def _unconfigured_logger(name: str) -> Any:
+    logger = _UNCONFIGURED.get(name)
+    if logger is None:
+        logger = _UNCONFIGURED_CLASS(
+            _StderrLogger(), _UNCONFIGURED_PROCESSORS, {"logger_name": name}
+        )
+        _UNCONFIGURED[name] = logger
+    return logger
+
+
+class LibraryLogger:
+    """A module's logger: structlog's configured logger once ``structlog.is_configured()``,
+    until then warnings and above on stderr.
+
+    The choice is made at each call (``log.debug(...)``, ``log.bind(...)``), so a program that
+    configures structlog after importing ``offloader`` gets every log line its way.
+    """
+
+    __slots__ = ("_configured", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        # ``logger=`` would clash with structlog's own ``wrap_logger(logger, ...)`` parameter
+        self._configured = structlog.get_logger(logger_name=name)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if structlog.is_configured():
+            return getattr(self._configured, attribute)
+        return getattr(_unconfigured_logger(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"<LibraryLogger {self._name}>"
+
+
 def get_logger(name: str) -> Any:
-    """A bound structlog logger tagged with the module name."""
-    # ``logger=`` would clash with structlog's own ``wrap_logger(logger, ...)`` parameter
-    return structlog.get_logger(logger_name=name)
+    """The logger of module ``name`` (see :class:`LibraryLogger`), tagged ``logger_name``."""
+    return LibraryLogger(name)
