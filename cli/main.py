@@ -2,7 +2,9 @@
 
 The top-level group parses the global options into a :class:`~cli.context.CliContext`, turns
 every :class:`~offloader.errors.OffloaderError` into a one-line ``error: ...`` on stderr with
-exit code 1 (a traceback only with ``-v``), and leaves usage errors to click (exit code 2).
+exit code 1 (a traceback only with ``-v``), and leaves usage errors to click (exit code 2). A
+global option given after the command (``offloader topics info t --json``) is still a usage
+error, with a hint that shows where it goes (``offloader --json topics info t``).
 
 Command groups live in their own modules and are registered in one place, :data:`COMMANDS`
 (``"module:attribute"``): to add ``topics``, write ``cli/topics.py`` with a click group named
@@ -21,7 +23,7 @@ import click
 
 from cli.context import DEFAULT_HOME, CliContext
 from offloader.errors import OffloaderError
-from offloader.logs import configure
+from offloader.logs import configure, redact
 
 #: every command group, in ``--help`` order: "module:attribute"
 COMMANDS: tuple[str, ...] = (
@@ -36,6 +38,9 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
+#: ctx.meta key (shared by every context of an invocation): the arguments as given
+_ARGS_KEY = "offloader.args"
+
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
@@ -43,11 +48,22 @@ def _one_line(exc: BaseException) -> str:
 
 
 class OffloaderGroup(click.Group):
-    """A group that maps operational errors to exit code 1 and a one-line message."""
+    """A group that maps operational errors to exit code 1 and a one-line message, and hints
+    where a misplaced global option goes."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta.setdefault(_ARGS_KEY, tuple(args))  # the top-level group sees them all
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            hint = self._global_option_hint(ctx, exc.option_name)
+            if hint is None:
+                raise
+            message = f"{exc.message} {hint}"
+            raise click.NoSuchOption(exc.option_name, message=message, ctx=exc.ctx) from None
         except BrokenPipeError:  # `offloader ... | head`: stop quietly
             sys.stderr.close()
             ctx.exit(EXIT_ERROR)
@@ -58,27 +74,73 @@ class OffloaderGroup(click.Group):
             click.echo(f"error: {_one_line(exc)}", err=True)
             ctx.exit(EXIT_ERROR)
 
+    def _global_option_hint(self, ctx: click.Context, name: str) -> str | None:
+        """``NAME is a global option: ...`` when NAME is one of this group's options."""
+        option = self._global_option(name)
+        if option is None or ctx.parent is not None:
+            return None
+        args = list(ctx.meta.get(_ARGS_KEY, ()))
+        moved = _take_option(args, name, option)
+        if moved is None:
+            example = f"{ctx.command_path} {name} COMMAND ..."
+        else:
+            example = " ".join([ctx.command_path, *moved, *args])
+        return f"{name} is a global option: put it before the command, as in `{redact(example)}`."
+
+    def _global_option(self, name: str) -> click.Option | None:
+        for param in self.params:
+            names = [*param.opts, *param.secondary_opts]
+            if isinstance(param, click.Option) and name in names and "--help" not in names:
+                return param
+        return None
+
+
+def _take_option(args: list[str], name: str, option: click.Option) -> list[str] | None:
+    """Remove the last use of option NAME from ARGS (with its value) and return it."""
+    takes_value = not (option.is_flag or option.count)
+    limit = args.index("--") if "--" in args else len(args)  # after "--": arguments
+    for i in range(limit - 1, -1, -1):
+        arg = args[i]
+        if arg == name and takes_value and i + 1 == limit:  # its value is missing
+            del args[i]
+            return [name, option.metavar or "VALUE"]
+        if arg == name:
+            end = i + 2 if takes_value else i + 1
+        elif name.startswith("--") and arg.startswith(name + "="):
+            end = i + 1
+        elif len(name) == 2 and arg.startswith("-") and set(arg[1:]) == {name[1]}:
+            end = i + 1  # -vv
+        else:
+            continue
+        moved = args[i:end]
+        del args[i:end]
+        return moved
+    return None
+
 
 @click.group(cls=OffloaderGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
     default=DEFAULT_HOME,
-    show_default=True,
     envvar="OFFLOADER_HOME",
-    help="State directory (metadata database, local ledgers, default object store).",
+    metavar="DIR",
+    help="State directory: metadata, local ledgers, offloader.toml, the default object store "
+    "(default: $OFFLOADER_HOME, else ./.offloader).",
 )
 @click.option(
     "--store",
     "store_url",
     metavar="URL",
     envvar="OFFLOADER_STORE",
-    help="Object store: s3://bucket[/prefix] or file:///path. Default: file://<home>/objects.",
+    help="Object store: s3://bucket[/prefix], file:///abs/path or a directory path (default: "
+    "$OFFLOADER_STORE, else store in offloader.toml, else file://<home>/objects).",
 )
 @click.option(
     "--endpoint-url",
     metavar="URL",
-    help="S3 endpoint (MinIO, Ceph RGW, moto); AWS_ENDPOINT_URL is honoured too.",
+    help="S3 endpoint: MinIO, Ceph RGW, moto (default: endpoint_url in offloader.toml, else "
+    "$AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL).",
 )
 @click.option("--json", "json_output", is_flag=True, help="Print results as JSON lines.")
 @click.option(
@@ -106,12 +168,17 @@ def cli(
 ) -> None:
     """Offload closed ledgers to S3 in Apache Pulsar's tiered-storage format.
 
+    Global options go before the command. A command's settings options override the
+    [broker] table of <home>/offloader.toml, which overrides Pulsar's defaults.
+
     \b
     Examples:
-      offloader objects inspect --data L.data --index L.index --entries
-      offloader objects encode --entries entries.jsonl --ledger-id 7 \\
-          --data L.data --index L.index
-      offloader --json objects inspect --data L.data --index L.index
+      offloader namespaces create public/default
+      offloader namespaces set-offload-threshold public/default --size 10M
+      offloader topics produce persistent://public/default/t1 --file events.txt
+      offloader topics offload-prefix persistent://public/default/t1 --size-threshold 1M
+      offloader --json topics read persistent://public/default/t1 --count 10
+      offloader --store s3://my-bucket/offload objects verify --verify-checksums
     """
     obj = CliContext(
         home=home,

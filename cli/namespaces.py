@@ -3,14 +3,18 @@
 Flags and output mirror ``pulsar-admin namespaces`` (pulsar-format-facts §8.2):
 ``get-offload-threshold`` prints ``offloadThresholdInBytes: X`` and
 ``offloadThresholdInSeconds: Y``; ``get-offload-deletion-lag`` prints ``<minutes> minute(s)``
-or ``Unset for namespace. Defaulting to broker setting.``; ``get-policies`` prints JSON.
+(``<seconds> second(s)`` or ``<ms> ms`` when the lag is not a whole number of minutes, where
+Pulsar would round down, to ``0 minute(s)`` for ``30s``) or ``Unset for namespace. Defaulting
+to broker setting.``; ``get-retention`` (like ``set-retention``) prints
+``retentionSizeInBytes: X`` and ``retentionTimeInSeconds: Y``; ``get-policies`` prints JSON. The
+read priority is shown with Pulsar's names, ``tiered-storage-first`` or ``bookkeeper-first``.
 
 JSON objects (``--json``, one per line): ``{namespace, created_ms, policies}`` for ``create``
 and each namespace of ``list``; ``{namespace, policies}`` for the setters and ``get-policies``;
 ``{namespace, offload_threshold_bytes, offload_threshold_seconds}`` for
 ``get-offload-threshold``; ``{namespace, offload_deletion_lag_ms}`` (null when unset) for
-``get-offload-deletion-lag``. ``policies`` holds :class:`~offloader.policies.NamespacePolicies`'
-fields.
+``get-offload-deletion-lag``; ``{namespace, retention_size_bytes, retention_time_seconds}`` for
+``get-retention``. ``policies`` holds :class:`~offloader.policies.NamespacePolicies`' fields.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ def namespaces() -> None:
       offloader namespaces set-offload-threshold public/default --size 10M
       offloader namespaces set-offload-deletion-lag public/default --lag 4h
       offloader namespaces get-policies public/default
+      offloader namespaces get-retention public/default
     """
 
 
@@ -204,18 +209,23 @@ def set_offload_deletion_lag(cli: CliContext, namespace: str, lag: int) -> None:
 
 
 def _lag_text(lag_ms: int | None) -> str:
+    """Pulsar's ``N minute(s)``, exact: seconds (or ms) when not a whole number of minutes."""
     if lag_ms is None:
         return "Unset for namespace. Defaulting to broker setting."
     if lag_ms < 0:
         return "-1 (local copies are never deleted)"
-    return f"{lag_ms // 60_000} minute(s)"
+    if lag_ms % 60_000 == 0:
+        return f"{lag_ms // 60_000} minute(s)"
+    if lag_ms % 1000 == 0:
+        return f"{lag_ms // 1000} second(s)"
+    return f"{lag_ms} ms"
 
 
 @namespaces.command("get-offload-deletion-lag")
 @click.argument("namespace")
 @pass_cli
 def get_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
-    """Show NAMESPACE's offload deletion lag in minutes.
+    """Show NAMESPACE's offload deletion lag, in minutes (seconds if not whole minutes).
 
     \b
     Example:
@@ -281,13 +291,38 @@ def set_retention(cli: CliContext, namespace: str, size: int | None, seconds: in
             current.retention_size_bytes if size is None else size,
             current.retention_time_seconds if seconds is None else seconds,
         )
-    _echo_policies(
-        cli,
-        namespace,
-        policies,
+    _echo_policies(cli, namespace, policies, _retention_text(policies))
+
+
+def _retention_text(policies: NamespacePolicies) -> str:
+    return (
         f"retentionSizeInBytes: {policies.retention_size_bytes}\n"
-        f"retentionTimeInSeconds: {policies.retention_time_seconds}",
+        f"retentionTimeInSeconds: {policies.retention_time_seconds}"
     )
+
+
+@namespaces.command("get-retention")
+@click.argument("namespace")
+@pass_cli
+def get_retention(cli: CliContext, namespace: str) -> None:
+    """Show NAMESPACE's retention (0 or -1 = no limit).
+
+    \b
+    Example:
+      offloader namespaces get-retention public/default
+    """
+    with open_offloader(cli) as offloader:
+        policies = offloader.get_policies(namespace)
+    if cli.json:
+        echo_json(
+            {
+                "namespace": namespace,
+                "retention_size_bytes": policies.retention_size_bytes,
+                "retention_time_seconds": policies.retention_time_seconds,
+            }
+        )
+    else:
+        click.echo(_retention_text(policies))
 
 
 @namespaces.command("set-offloaded-read-priority")
@@ -297,7 +332,8 @@ def set_retention(cli: CliContext, namespace: str, size: int | None, seconds: in
     "--priority",
     type=click.Choice(["tiered-storage-first", "bookkeeper-first", "local-first"]),
     required=True,
-    help="Which copy reads use while both exist.",
+    help="Which copy reads use while both exist: S3 or the local one (local-first is the "
+    "old name of bookkeeper-first).",
 )
 @pass_cli
 def set_offloaded_read_priority(cli: CliContext, namespace: str, priority: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.render import plural
 from formats.block import iter_block_entries
 from formats.encode import encode_ledger
 from formats.errors import ChecksumMismatchError, FormatError, IndexInconsistentError
@@ -51,12 +52,14 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]
 
 @click.group()
 def objects() -> None:
-    """Inspect and encode offloaded-ledger objects (data object + index).
+    """Check, encode and audit offloaded-ledger objects (inspect, encode, verify, orphans, gc).
 
     \b
     Examples:
       offloader objects inspect --data L.data --index L.index
       offloader objects encode --entries e.jsonl --ledger-id 7 --data L.data --index L.index
+      offloader objects verify my-topic --verify-checksums
+      offloader objects orphans
     """
 
 
@@ -181,7 +184,8 @@ def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[s
     extension = (
         "none (plain Pulsar index)"
         if ext is None
-        else f"LOIX v1, {len(ext.block_crc32c)} block CRC32Cs, {len(ext.fine_offsets)} fine offsets"
+        else f"LOIX v1, {plural(len(ext.block_crc32c), 'block CRC32C')}, "
+        f"{plural(len(ext.fine_offsets), 'fine offset')}"
     )
     lines = [
         f"index: {index_path} (v{index.version}, {report.index_length} bytes, "
@@ -202,7 +206,7 @@ def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[s
         lines.append(f"  custom metadata {key} = {shown}")
     lines.append(
         f"data: {data_path} ({report.data_length} bytes = data_object_length, "
-        f"{index.block_count} blocks, header length {index.data_header_length})"
+        f"{plural(index.block_count, 'block')}, header length {index.data_header_length})"
     )
     return lines
 
@@ -287,52 +291,175 @@ def inspect(
             "entries": len(report.entries),
             "blocks": len(report.blocks),
         },
-        f"ok: {len(report.entries)} entries in {len(report.blocks)} blocks, pair is valid",
+        f"ok: {plural(len(report.entries), 'entry', 'entries')} in "
+        f"{plural(len(report.blocks), 'block')}, pair is valid",
         json_output=as_json,
     )
 
 
 # --- encode -------------------------------------------------------------------------------
+_ENTRY_FORM = '{"payload_b64": "<base64>"}'
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _entry_payload(raw: bytes, where: str) -> bytes:
+    """The payload of one JSON Lines entry; ConfigError saying what is wrong with it."""
+    try:
+        record = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not UTF-8 text; expected {_ENTRY_FORM}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected {_ENTRY_FORM}"
+        ) from None
+    if not isinstance(record, dict):
+        raise ConfigError(
+            f"{where}: expected a JSON object {_ENTRY_FORM}, got {_json_type(record)}"
+        )
+    if "payload_b64" not in record:
+        raise ConfigError(f'{where}: the object has no "payload_b64" field; expected {_ENTRY_FORM}')
+    value = record["payload_b64"]
+    if not isinstance(value, str):
+        raise ConfigError(
+            f'{where}: "payload_b64" must be a base64 string, not {_json_type(value)}'
+        )
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(
+            f'{where}: "payload_b64" is not valid base64 (A-Z, a-z, 0-9, +, / and = padding)'
+        ) from None
+
+
 def read_entries_jsonl(path: Path) -> list[bytes]:
     """Payloads from JSON Lines ``{"payload_b64": "..."}`` (blank lines skipped)."""
     payloads: list[bytes] = []
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-                payloads.append(base64.b64decode(record["payload_b64"], validate=True))
-            except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-                raise ConfigError(
-                    f'{path} line {lineno}: expected {{"payload_b64": "<base64>"}}: {exc}'
-                ) from exc
+            if raw.strip():
+                payloads.append(_entry_payload(raw, f"{path} line {lineno}"))
     return payloads
+
+
+#: ledger metadata fields that must be integers (the first three are required)
+_REQUIRED_INT_FIELDS = ("ensemble_size", "write_quorum_size", "length")
+_OPTIONAL_INT_FIELDS = ("ack_quorum_size", "last_entry_id", "ctime")
+
+
+def _check_metadata_fields(obj: dict[str, Any], path: Path) -> None:
+    """Say in user terms which field of a ledger metadata object is missing or mistyped."""
+    for name in _REQUIRED_INT_FIELDS + _OPTIONAL_INT_FIELDS:
+        if name not in obj or obj[name] is None:
+            if name in _REQUIRED_INT_FIELDS:
+                raise ConfigError(
+                    f'{path}: ledger metadata has no "{name}" field (required: '
+                    f"{', '.join(_REQUIRED_INT_FIELDS)})"
+                )
+            continue
+        value = obj[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(
+                f'{path}: ledger metadata field "{name}" must be an integer, not '
+                f"{_json_type(value)}"
+            )
+    ensembles = obj.get("ensembles", [])
+    if not isinstance(ensembles, list) or not all(
+        isinstance(e, dict)
+        and isinstance(e.get("first_entry_id"), int)
+        and isinstance(e.get("bookies"), list)
+        for e in ensembles
+    ):
+        raise ConfigError(
+            f'{path}: ledger metadata field "ensembles" must be a list of '
+            '{"first_entry_id": <integer>, "bookies": ["host:port", ...]}'
+        )
 
 
 def read_ledger_metadata(path: Path, ledger_id: int) -> LedgerMetadata:
     """The manifest's ``ledger_metadata`` object (``LedgerMetadata.from_json``)."""
     try:
-        obj = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a JSON ledger metadata object: {exc}") from exc
+        obj = json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{path}: not UTF-8 text; expected a JSON ledger metadata object"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     if not isinstance(obj, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+        raise ConfigError(f"{path}: expected a JSON ledger metadata object, got {_json_type(obj)}")
     if obj.get("ledger_id") is not None and obj["ledger_id"] != ledger_id:
         raise click.BadParameter(
             f"--ledger-id {ledger_id} differs from ledger_id {obj['ledger_id']} in {path}",
             param_hint="--ledger-id",
         )
-    return LedgerMetadata.from_json(obj)
+    _check_metadata_fields(obj, path)
+    try:
+        return LedgerMetadata.from_json(obj)
+    except FormatError:  # the fields checked above are fine: the custom metadata is not
+        raise ConfigError(
+            f'{path}: ledger metadata field "custom_metadata" must be a list of '
+            '{"key": "...", "value_utf8": "..."} (or "value_hex") or an object of key: value'
+        ) from None
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file in its directory; errors name ``path``."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         tmp.write_bytes(data)
         os.replace(tmp, path)
+    except OSError as exc:
+        parent = path.parent
+        if not parent.is_dir():
+            reason = f"directory {parent} does not exist"
+        elif path.is_dir():
+            reason = "it is a directory"
+        else:
+            reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot write {path}: {reason}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name one file (same resolved path, or links to one inode)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_distinct_files(named: dict[str, Path | None]) -> None:
+    """UsageError when two of the options (``{"--data": path, ...}``) name one file."""
+    seen: list[tuple[str, Path]] = []
+    for option, path in named.items():
+        if path is None:
+            continue
+        for other, other_path in seen:
+            if _same_file(path, other_path):
+                raise click.UsageError(
+                    f"{other} {other_path} and {option} {path} are the same file: give two "
+                    "different files"
+                )
+        seen.append((option, path))
 
 
 @objects.command()
@@ -388,6 +515,14 @@ def encode(
       offloader objects encode --entries e.jsonl --ledger-id 12 --max-block-size 64K \\
           --ledger-metadata md.json --no-extension --data L.data --index L.index
     """
+    check_distinct_files(
+        {
+            "--entries": entries_path,
+            "--ledger-metadata": metadata_path,
+            "--data": data_path,
+            "--index": index_path,
+        }
+    )
     payloads = read_entries_jsonl(entries_path)
     if metadata_path is not None:
         metadata = read_ledger_metadata(metadata_path, ledger_id)
@@ -414,7 +549,8 @@ def encode(
     }
     app.emit(
         record,
-        f"ledger {ledger_id}: {len(payloads)} entries in {len(encoded.plans)} blocks; "
+        f"ledger {ledger_id}: {plural(len(payloads), 'entry', 'entries')} in "
+        f"{plural(len(encoded.plans), 'block')}; "
         f"data {data_path} ({len(encoded.data)} bytes), index {index_path} "
         f"({len(encoded.index)} bytes, {'plain Pulsar' if no_extension else 'with extension'})",
         json_output=json_output,

@@ -11,6 +11,11 @@ JSON objects (``--json``): verify prints one ``{topic, ledger_id, uuid, ok, data
 index_size, checked_checksums, problem}`` per ledger; orphans and gc print one
 ``{clean, removed, dry_run, objects: [{key, size, reason, last_modified_ms}], uploads: [{key,
 upload_id, initiated_ms}], missing: [{topic, ledger_id, uuid, key}]}``.
+
+Exit codes: 1 when ``verify`` finds a bad ledger (or ``--ledger`` names one that does not exist
+or is not offloaded), and when ``orphans``/``gc`` find claimed objects missing (data loss, for a
+person to look at); orphans and unfinished uploads alone are not an error. All three refuse a
+local store directory that does not exist rather than create an empty one.
 """
 
 from __future__ import annotations
@@ -20,12 +25,12 @@ from typing import Any
 
 import click
 
-from cli.context import CliContext, pass_cli
+from cli.context import CliContext, open_offloader_existing_store, pass_cli
 from cli.objects import objects
-from cli.render import Progress, echo_json, echo_table, progress_enabled
-from cli.settings import DURATION, broker_options, open_offloader
+from cli.render import Progress, echo_json, echo_table, plural, progress_enabled
+from cli.settings import DURATION, read_options
 from offloader.api import Offloader, OrphanReport, VerifyResult
-from offloader.errors import VerificationError
+from offloader.errors import InvalidLedgerState, NotFound, VerificationError
 from offloader.units import format_size
 
 
@@ -48,22 +53,46 @@ def _verify_with_progress(
     return results
 
 
+def check_ledger(offloader: Offloader, topic: str | None, ledger_id: int) -> None:
+    """``--ledger``: refuse a ledger that is not in TOPIC (or any topic) or is not offloaded."""
+    names = [topic] if topic is not None else offloader.list_topics()
+    for name in names:
+        info = offloader.topic_info(name)
+        for ledger in info.ledgers:
+            if ledger.ledger_id != ledger_id:
+                continue
+            if not ledger.offload_complete:
+                raise InvalidLedgerState(
+                    f"ledger {ledger_id} of {info.topic} is not offloaded "
+                    f"(state {ledger.state}): nothing to verify"
+                )
+            return
+    where = "any topic" if topic is None else offloader.topic_info(topic).topic
+    raise NotFound(f"ledger {ledger_id} not found in {where}")
+
+
 @objects.command()
 @click.argument("topic", required=False)
-@click.option("--ledger", "ledger_id", type=click.IntRange(min=0), help="Only this ledger.")
+@click.option(
+    "--ledger",
+    "ledger_id",
+    type=click.IntRange(min=0),
+    help="Only this ledger; it must exist and be offloaded.",
+)
 @click.option(
     "--verify-checksums",
     is_flag=True,
     help="Read every block back and check its CRC32C (slower; reads all the data).",
 )
-@broker_options
+@read_options
 @pass_cli
 def verify(
     cli: CliContext, topic: str | None, ledger_id: int | None, verify_checksums: bool
 ) -> None:
     """Check offloaded ledgers' objects against the metadata (all topics, or TOPIC).
 
-    Exits 1 when any ledger fails, naming the first problem.
+    Exits 1 when any ledger fails, naming the first problem, and when --ledger names a
+    ledger that does not exist or is not offloaded.
 
     \b
     Examples:
@@ -71,7 +100,12 @@ def verify(
       offloader objects verify persistent://public/default/t1 --ledger 12 --verify-checksums
     """
     enabled = progress_enabled(cli)
-    with open_offloader(cli) as offloader, Progress("verify", enabled=enabled) as progress:
+    with (
+        open_offloader_existing_store(cli) as offloader,
+        Progress("verify", enabled=enabled) as progress,
+    ):
+        if ledger_id is not None:
+            check_ledger(offloader, topic, ledger_id)
         if enabled and ledger_id is None:
             results = _verify_with_progress(offloader, topic, verify_checksums, progress)
         else:
@@ -117,6 +151,17 @@ def report_record(report: OrphanReport, *, dry_run: bool = False) -> dict[str, A
     }
 
 
+def raise_if_missing(report: OrphanReport) -> None:
+    """Exit 1 (VerificationError) when claimed objects are missing: offloaded data is lost."""
+    if report.missing:
+        first = report.missing[0]
+        raise VerificationError(
+            f"{plural(len(report.missing), 'claimed object')} missing from the store "
+            f"(first: {first.key} of ledger {first.ledger_id} of {first.topic}): offloaded "
+            "data is lost; gc does not repair this"
+        )
+
+
 def _echo_report(report: OrphanReport) -> None:
     """One table per kind of finding, each followed by a blank line."""
     if report.objects:
@@ -151,25 +196,28 @@ _MIN_AGE_HELP = (
 def orphans(cli: CliContext, min_age: int | None) -> None:
     """List stored objects no ledger claims, unfinished uploads and missing objects.
 
+    Exits 1 when objects that offloaded ledgers claim are missing (data loss); orphans and
+    unfinished uploads alone exit 0.
+
     \b
     Examples:
       offloader objects orphans
       offloader --json objects orphans --min-age 0
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader_existing_store(cli) as offloader:
         report = offloader.orphans(min_age_seconds=min_age)
     if cli.json:
         echo_json(report_record(report))
-        return
-    if report.clean:
+    elif report.clean:
         click.echo("No orphaned objects, unfinished uploads or missing objects")
-        return
-    _echo_report(report)
-    orphan_bytes = sum(o.size for o in report.objects)
-    click.echo(
-        f"{len(report.objects)} orphaned object(s) ({format_size(orphan_bytes)}), "
-        f"{len(report.uploads)} unfinished upload(s), {len(report.missing)} missing object(s)"
-    )
+    else:
+        _echo_report(report)
+        orphan_bytes = sum(o.size for o in report.objects)
+        click.echo(
+            f"{len(report.objects)} orphaned object(s) ({format_size(orphan_bytes)}), "
+            f"{len(report.uploads)} unfinished upload(s), {len(report.missing)} missing object(s)"
+        )
+    raise_if_missing(report)
 
 
 @objects.command()
@@ -179,22 +227,26 @@ def orphans(cli: CliContext, min_age: int | None) -> None:
 def gc(cli: CliContext, dry_run: bool, min_age: int | None) -> None:
     """Delete orphaned objects and abort unfinished uploads (missing objects are reported).
 
+    Exits 1 when objects that offloaded ledgers claim are missing (data loss, which gc does
+    not repair), after removing the orphans.
+
     \b
     Examples:
       offloader objects gc --dry-run
       offloader objects gc --min-age 2h
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader_existing_store(cli) as offloader:
         report = offloader.gc(dry_run=dry_run, min_age_seconds=min_age)
     if cli.json:
         echo_json(report_record(report, dry_run=dry_run))
-        return
-    _echo_report(report)
-    verb = "Would remove" if dry_run else "Removed"
-    orphan_bytes = sum(o.size for o in report.objects)
-    click.echo(
-        f"{verb} {len(report.objects)} object(s) ({format_size(orphan_bytes)}) and "
-        f"{'abort' if dry_run else 'aborted'} {len(report.uploads)} upload(s)"
-    )
-    if report.missing:
-        click.echo(f"{len(report.missing)} claimed object(s) are missing: not repaired by gc")
+    else:
+        _echo_report(report)
+        verb = "Would remove" if dry_run else "Removed"
+        orphan_bytes = sum(o.size for o in report.objects)
+        click.echo(
+            f"{verb} {len(report.objects)} object(s) ({format_size(orphan_bytes)}) and "
+            f"{'abort' if dry_run else 'aborted'} {len(report.uploads)} upload(s)"
+        )
+        if report.missing:
+            click.echo(f"{len(report.missing)} claimed object(s) are missing: not repaired by gc")
+    raise_if_missing(report)

@@ -3,6 +3,9 @@
 * :func:`table` lines up columns (numbers right-aligned) for text mode;
 * :func:`json_line` is the one JSON encoding every ``--json`` command uses: one object per
   line, keys in a stable order, ``null`` for "unknown";
+* :func:`plural` says "1 entry", "2 entries"; :func:`safe_bytes` shows arbitrary bytes (a
+  payload) on one terminal line: printable ASCII as is, everything else backslash-escaped,
+  truncated with an indication;
 * :class:`Progress` draws ``label [####----] 12.0/40.0 MiB 8.1 MiB/s ETA 0:03`` on stderr, only
   when stderr is a terminal and ``--json`` is off (:func:`progress_enabled`), and only after
   the work has lasted a moment, so that short commands never flicker.
@@ -72,6 +75,37 @@ def _join(row: list[str], widths: list[int], numeric: list[bool]) -> str:
 def echo_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     for line in table(headers, rows):
         click.echo(line)
+
+
+# --- words and bytes -----------------------------------------------------------------------
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 entry``, ``2 entries``, ``0 blocks`` (``plural_form`` defaults to ``singular + s``)."""
+    word = singular if count == 1 else (plural_form or singular + "s")
+    return f"{count} {word}"
+
+
+_ESCAPES = {ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+#: bytes of a payload that ``topics read --payload`` shows in text mode
+PAYLOAD_TEXT_LIMIT = 64
+
+
+def safe_bytes(data: bytes, limit: int = PAYLOAD_TEXT_LIMIT) -> str:
+    """``data`` as one line that is safe on a terminal: printable ASCII as is, backslash as
+    ``\\\\``, ``\\n``/``\\r``/``\\t``, every other byte as ``\\xNN``; after ``limit`` bytes it
+    stops and says how many more there are (``... [+936 bytes]``)."""
+    shown = data[:limit]
+    parts: list[str] = []
+    for byte in shown:
+        if byte in _ESCAPES:
+            parts.append(_ESCAPES[byte])
+        elif 0x20 <= byte < 0x7F:
+            parts.append(chr(byte))
+        else:
+            parts.append(f"\\x{byte:02x}")
+    text = "".join(parts)
+    if len(data) > limit:
+        text += f"... [+{plural(len(data) - limit, 'byte')}]"
+    return text
 
 
 # --- progress ------------------------------------------------------------------------------

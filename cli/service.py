@@ -145,6 +145,11 @@ def run(cli: CliContext, once: bool, interval: int) -> None:
       offloader -v --log-format json service run
     """
 
+    if interval < 1:
+        raise click.BadParameter(
+            f"{interval}s is below the minimum of 1s", param_hint="'--interval'"
+        )
+
     def on_tick(report: TickReport) -> None:
         if cli.json:
             echo_json(tick_record(report))
@@ -154,7 +159,7 @@ def run(cli: CliContext, once: bool, interval: int) -> None:
     with stop_on_signals(StopFlag()) as flag, open_offloader(cli) as offloader:
         log.info("service.start", interval_seconds=interval, once=once)
         offloader.run_service(
-            interval_seconds=float(max(interval, 1)),
+            interval_seconds=float(interval),
             once=once,
             should_stop=flag,
             on_tick=on_tick,

@@ -15,21 +15,31 @@ configured home needs no ``--store`` on every command::
     max_block_size = "64M"        # at least 5M for s3:// stores
     read_buffer_size = "1M"
     offload_concurrency = 4
-    min_rollover_time = "10m"
+    min_rollover_time = "10m"     # not above max_rollover_time
     max_rollover_time = "4h"
     offload_deletion_lag = "4h"   # broker default when a namespace sets none
     orphan_min_age = "1h"
     fsync = "always"              # always | batch | never
 
 Sizes and times are strings with Pulsar's units (``10M``, ``4h``) or plain integers (bytes,
-seconds). This module also holds the click parameter types for sizes, times and positions (a
-bad value is a usage error, exit code 2) and :func:`open_offloader`, which every store-backed
-command uses to build the :class:`~offloader.api.Offloader`.
+seconds). A bad value is reported with where it came from: the option (a usage error, exit code
+2), or the file's path and key, or the environment variable (an operational
+:class:`~offloader.errors.ConfigError`, exit code 1).
+
+The settings options come in groups, each a decorator that adds only the options that matter to
+a command: :func:`rollover_options` (commands that write ledgers), :func:`offload_options`
+(commands that offload), :func:`read_options` (commands that read offloaded ledgers), and
+:func:`broker_options`, all three (``service run``). This module also holds the click parameter
+types for sizes, times and positions (a bad value is a usage error, exit code 2) and
+:func:`open_offloader`, which every store-backed command uses to build the
+:class:`~offloader.api.Offloader`.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,11 +47,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from cli.context import CliContext
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.config import MIN_S3_BLOCK_SIZE
 from offloader.errors import ConfigError
+from offloader.logs import redact
 from offloader.units import parse_duration_seconds, parse_size
 
 if sys.version_info >= (3, 11):
@@ -80,14 +92,18 @@ class DurationParam(click.ParamType):  # type: ignore[type-arg]
 
     name = "time"
 
-    def __init__(self, *, allow_negative: bool = False) -> None:
+    def __init__(self, *, allow_negative: bool = False, minimum: int = 0) -> None:
         self.allow_negative = allow_negative
+        self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         try:
-            return parse_duration_seconds(value, allow_negative=self.allow_negative)
+            seconds = parse_duration_seconds(value, allow_negative=self.allow_negative)
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
+        if 0 <= seconds < self.minimum:
+            self.fail(f"{value!r} is below the minimum of {self.minimum}s", param, ctx)
+        return seconds
 
 
 class PositionParam(click.ParamType):  # type: ignore[type-arg]
@@ -122,6 +138,10 @@ class FileConfig:
     endpoint_url: str | None = None
     region: str | None = None
     broker: BrokerSettings = field(default_factory=BrokerSettings)
+    #: the file that was read (None: there is none)
+    path: Path | None = None
+    #: the ``[broker]`` table as written, to quote a value when it is refused
+    broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
 _TOP_KEYS = {"store", "endpoint_url", "region", "broker"}
@@ -158,7 +178,19 @@ def load_file_config(home: Path) -> FileConfig:
         broker = _broker_from_table(broker_table, BrokerSettings())
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return FileConfig(strings["store"], strings["endpoint_url"], strings["region"], broker)
+    return FileConfig(
+        store=strings["store"],
+        endpoint_url=strings["endpoint_url"],
+        region=strings["region"],
+        broker=broker,
+        path=path,
+        broker_table=dict(broker_table),
+    )
+
+
+def _toml(value: object) -> str:
+    """A value as it would be written in TOML (``"1M"``, ``4``)."""
+    return json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
 
 
 def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSettings:
@@ -170,17 +202,24 @@ def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSet
     for key, value in table.items():
         if key in _INT_KEYS:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"[broker] {key} must be a positive integer")
+                raise ConfigError(f"[broker] {key} must be a positive integer, not {_toml(value)}")
             values[key] = value
-        elif key in _SIZE_KEYS:
-            values[key] = parse_size(value)
-        elif key in _TIME_KEYS:
-            lag = key == "offload_deletion_lag"
-            values[key] = parse_duration_seconds(value, allow_negative=lag)
-        elif value not in _FSYNC_VALUES:
-            raise ConfigError(f"[broker] fsync must be one of {', '.join(_FSYNC_VALUES)}")
+        elif key == "fsync":
+            if value not in _FSYNC_VALUES:
+                raise ConfigError(f"[broker] fsync must be one of {', '.join(_FSYNC_VALUES)}")
+            values[key] = value
         else:
-            values[key] = value
+            try:
+                if key in _SIZE_KEYS:
+                    values[key] = parse_size(value)
+                else:
+                    lag = key == "offload_deletion_lag"
+                    values[key] = parse_duration_seconds(value, allow_negative=lag)
+                if key == "max_rollover_time" and values[key] == 0:
+                    raise ConfigError("must be at least 1s")
+                apply_broker_values(base, {key: values[key]})  # the per-value checks
+            except ConfigError as exc:
+                raise ConfigError(f"[broker] {key} = {_toml(value)}: {exc}") from None
     return apply_broker_values(base, values)
 
 
@@ -207,76 +246,126 @@ def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerS
         broker_changes["default_deletion_lag_ms"] = int(values["offload_deletion_lag"]) * 1000
     offload = base.offload
     if offload_changes:
-        # the 5M minimum is checked by open_offloader, which knows the store
+        # the 5M minimum is checked by resolve_settings, which knows the store
         offload = offload.replace(enforce_min_block_size=False, **offload_changes)
     return replace(base, offload=offload, **broker_changes)
 
 
 # --- shared options ------------------------------------------------------------------------
-_BROKER_OPTIONS: tuple[Callable[[F], F], ...] = (
-    click.option(
-        "--max-entries-per-ledger",
-        type=click.IntRange(min=1),
-        help="Roll a ledger over after this many entries (Pulsar: 50000).",
+#: (parameter name, option): ledger rollover, for the commands that write ledgers
+_ROLLOVER_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
+    (
+        "max_entries_per_ledger",
+        click.option(
+            "--max-entries-per-ledger",
+            type=click.IntRange(min=1),
+            help="Roll a ledger over after this many entries (default: 50000, as in Pulsar).",
+        ),
     ),
-    click.option(
-        "--max-ledger-size",
-        type=SizeParam(minimum=1),
-        help="Roll a ledger over at this size, e.g. 2G (Pulsar: 2G).",
+    (
+        "max_ledger_size",
+        click.option(
+            "--max-ledger-size",
+            type=SizeParam(minimum=1),
+            help="Roll a ledger over at this size, e.g. 1G (default: 2G, as in Pulsar).",
+        ),
     ),
-    click.option(
-        "--min-rollover-time",
-        type=DURATION,
-        help="A ledger is never rolled over younger than this, e.g. 10m (Pulsar: 10m; 0 to "
-        "roll over as soon as a ledger is full).",
+    (
+        "min_rollover_time",
+        click.option(
+            "--min-rollover-time",
+            type=DURATION,
+            help="Never roll a ledger over younger than this, e.g. 1m; 0 = as soon as it is "
+            "full (default: 10m, as in Pulsar).",
+        ),
     ),
-    click.option(
-        "--max-rollover-time",
-        type=DURATION,
-        help="Roll a non-empty ledger over at this age, e.g. 4h (Pulsar: 4h).",
-    ),
-    click.option(
-        "--max-block-size",
-        type=SizeParam(minimum=1024),
-        help="Offload block size, e.g. 64M (Pulsar: 64M; at least 5M for s3:// stores).",
-    ),
-    click.option(
-        "--read-buffer-size",
-        type=SizeParam(minimum=1024),
-        help="Read buffer per open offloaded ledger, e.g. 1M (Pulsar: 1M).",
-    ),
-    click.option(
-        "--offload-concurrency",
-        type=click.IntRange(min=1, max=64),
-        help="Blocks uploaded in parallel per offload (default 4).",
+    (
+        "max_rollover_time",
+        click.option(
+            "--max-rollover-time",
+            type=DurationParam(minimum=1),
+            help="Roll a non-empty ledger over at this age, e.g. 1h; not below "
+            "--min-rollover-time (default: 4h, as in Pulsar).",
+        ),
     ),
 )
-_BROKER_OPTION_NAMES = (
-    "max_entries_per_ledger",
-    "max_ledger_size",
-    "min_rollover_time",
-    "max_rollover_time",
-    "max_block_size",
-    "read_buffer_size",
-    "offload_concurrency",
+#: offload blocks, for the commands that offload
+_OFFLOAD_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
+    (
+        "max_block_size",
+        click.option(
+            "--max-block-size",
+            type=SizeParam(minimum=1024),
+            help="Offload block size, e.g. 16M; at least 5M for s3:// stores (default: 64M, "
+            "as in Pulsar).",
+        ),
+    ),
+    (
+        "offload_concurrency",
+        click.option(
+            "--offload-concurrency",
+            type=click.IntRange(min=1, max=64),
+            help="Blocks uploaded in parallel per offload (default: 4).",
+        ),
+    ),
+)
+#: reads of offloaded ledgers
+_READ_OPTIONS: tuple[tuple[str, Callable[[F], F]], ...] = (
+    (
+        "read_buffer_size",
+        click.option(
+            "--read-buffer-size",
+            type=SizeParam(minimum=1024),
+            help="Read buffer per open offloaded ledger, e.g. 4M (default: 1M, as in Pulsar).",
+        ),
+    ),
 )
 
 
-def broker_options(func: F) -> F:
-    """Add the broker settings options to a command; :func:`open_offloader` applies them."""
+def _with_options(func: F, options: tuple[tuple[str, Callable[[F], F]], ...]) -> F:
+    """``func`` with ``options`` added; their values go to :func:`open_offloader`, not to it.
+
+    These decorators stack (``@rollover_options @offload_options``): each one takes its own
+    values out of the keyword arguments and adds them to the invocation's overrides.
+    """
+    names = tuple(name for name, _ in options)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        overrides = {name: kwargs.pop(name, None) for name in _BROKER_OPTION_NAMES}
-        click.get_current_context().meta[_META_KEY] = overrides
+        overrides = {name: kwargs.pop(name, None) for name in names}
+        click.get_current_context().meta.setdefault(_META_KEY, {}).update(overrides)
         return func(*args, **kwargs)
 
     decorated = cast(F, wrapper)
-    for option in reversed(_BROKER_OPTIONS):
+    for _, option in reversed(options):
         decorated = option(decorated)
     return decorated
 
 
+def rollover_options(func: F) -> F:
+    """Add the ledger rollover options (commands that write ledgers: ``topics produce``)."""
+    return _with_options(func, _ROLLOVER_OPTIONS)
+
+
+def offload_options(func: F) -> F:
+    """Add the offload options, ``--max-block-size`` and ``--offload-concurrency`` (commands
+    that offload: ``topics offload-prefix``, and ``topics produce`` for its auto-offload)."""
+    return _with_options(func, _OFFLOAD_OPTIONS)
+
+
+def read_options(func: F) -> F:
+    """Add ``--read-buffer-size`` (commands that read offloaded ledgers: ``topics read``,
+    ``objects verify``)."""
+    return _with_options(func, _READ_OPTIONS)
+
+
+def broker_options(func: F) -> F:
+    """Add every settings option (rollover, offload, read): for ``service run``, which does all
+    three. :func:`open_offloader` applies them."""
+    return _with_options(func, _ROLLOVER_OPTIONS + _OFFLOAD_OPTIONS + _READ_OPTIONS)
+
+
+# --- resolving: options over the file over the defaults ------------------------------------
 @dataclass(frozen=True)
 class ResolvedSettings:
     """Everything :meth:`Offloader.from_settings` needs, resolved from options and file."""
@@ -288,21 +377,138 @@ class ResolvedSettings:
     broker: BrokerSettings
 
 
+@dataclass(frozen=True)
+class _Origin:
+    """Where a setting's value came from, to name it in an error."""
+
+    kind: str  # "option", "file", "env" or "default"
+    #: "--max-block-size", "[broker] max_block_size = \"1M\" in PATH", "environment variable X"
+    text: str
+
+
+def _broker_origin(key: str, overrides: dict[str, Any], file_config: FileConfig) -> _Origin:
+    if overrides.get(key) is not None:
+        return _Origin("option", "--" + key.replace("_", "-"))
+    if key in file_config.broker_table:
+        raw = _toml(file_config.broker_table[key])
+        return _Origin("file", f"[broker] {key} = {raw} in {file_config.path}")
+    return _Origin("default", "the default")
+
+
+def _global_origin(param: str, option: str, envvar: str) -> _Origin:
+    """``--store`` or ``OFFLOADER_STORE``: which one gave the top-level group's value."""
+    ctx = click.get_current_context(silent=True)
+    root = None if ctx is None else ctx.find_root()
+    if root is not None and root.get_parameter_source(param) is ParameterSource.ENVIRONMENT:
+        return _Origin("env", f"environment variable {envvar}")
+    return _Origin("option", option)
+
+
+def _store_origin(cli: CliContext, file_config: FileConfig) -> _Origin:
+    if cli.store_url:
+        return _global_origin("store_url", "--store", "OFFLOADER_STORE")
+    if file_config.store:
+        return _Origin("file", f"store in {file_config.path}")
+    return _Origin("default", "the default")
+
+
+def _endpoint_origin(cli: CliContext, file_config: FileConfig) -> _Origin:
+    if cli.endpoint_url:
+        return _Origin("option", "--endpoint-url")
+    if file_config.endpoint_url:
+        return _Origin("file", f"endpoint_url in {file_config.path}")
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if os.environ.get(name):
+            return _Origin("env", f"environment variable {name}")
+    return _Origin("default", "the default")
+
+
+def _unit_text(value: int, units: tuple[tuple[str, int], ...]) -> str:
+    for suffix, factor in units:
+        if value and value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return str(value)
+
+
+def _size_text(size: int) -> str:
+    """``1048576`` -> ``1M``; a size that is not a whole unit stays in bytes."""
+    return _unit_text(size, (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024)))
+
+
+def _time_text(seconds: int) -> str:
+    """``7200`` -> ``2h``."""
+    return _unit_text(seconds, (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)))
+
+
+def _check_block_size(
+    broker: BrokerSettings, overrides: dict[str, Any], file_config: FileConfig, store: _Origin
+) -> None:
+    """An s3:// store needs blocks of at least S3's minimum part size (5M)."""
+    size = broker.offload.max_block_size
+    if size >= MIN_S3_BLOCK_SIZE:
+        return
+    need = (
+        f"is below S3's minimum part size {_size_text(MIN_S3_BLOCK_SIZE)}, "
+        f"which the s3:// store (from {store.text}) needs"
+    )
+    origin = _broker_origin("max_block_size", overrides, file_config)
+    if origin.kind == "option":
+        raise click.BadParameter(f"{_size_text(size)} {need}", param_hint="'--max-block-size'")
+    # Pulsar's default (64M) is above the minimum: the value is the file's
+    raw = _toml(file_config.broker_table.get("max_block_size", size))
+    raise ConfigError(f"{file_config.path}: [broker] max_block_size = {raw} {need}")
+
+
+def _check_rollover_times(
+    broker: BrokerSettings, overrides: dict[str, Any], file_config: FileConfig
+) -> None:
+    """The min rollover time must not be above the max (a ledger rolls over between the two)."""
+    low, high = broker.min_rollover_seconds, broker.max_rollover_seconds
+    if low <= high:
+        return
+    rule = "the min rollover time must not exceed the max"
+    low_origin = _broker_origin("min_rollover_time", overrides, file_config)
+    high_origin = _broker_origin("max_rollover_time", overrides, file_config)
+    if low_origin.kind == "option":
+        raise click.BadParameter(
+            f"{_time_text(low)} is above the max rollover time {_time_text(high)} "
+            f"({high_origin.text}); {rule}",
+            param_hint="'--min-rollover-time'",
+        )
+    if high_origin.kind == "option":
+        raise click.BadParameter(
+            f"{_time_text(high)} is below the min rollover time {_time_text(low)} "
+            f"({low_origin.text}); {rule}",
+            param_hint="'--max-rollover-time'",
+        )
+    # neither is an option, and Pulsar's defaults (10m, 4h) are in order: the file sets one
+    table = file_config.broker_table
+    if "min_rollover_time" in table:
+        low_text = f"[broker] min_rollover_time = {_toml(table['min_rollover_time'])}"
+        high_text = (
+            f"max_rollover_time = {_toml(table['max_rollover_time'])}"
+            if "max_rollover_time" in table
+            else f"the default max rollover time {_time_text(high)}"
+        )
+        message = f"{low_text} is above {high_text}"
+    else:
+        high_text = f"[broker] max_rollover_time = {_toml(table['max_rollover_time'])}"
+        message = f"{high_text} is below the default min rollover time {_time_text(low)}"
+    raise ConfigError(f"{file_config.path}: {message}; {rule}")
+
+
 def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -> ResolvedSettings:
-    """Options over ``offloader.toml`` over defaults; the 5M block minimum for S3 stores."""
+    """Options over ``offloader.toml`` over defaults, checked together: the 5M block minimum
+    for S3 stores, and the min rollover time not above the max. A refused value is named with
+    its source: a usage error for an option, a ConfigError naming the file's key otherwise."""
+    overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
     file_config = load_file_config(cli.home)
     store_url = cli.store_url or file_config.store or cli.store
-    broker = apply_broker_values(file_config.broker, overrides or {})
-    is_s3 = store_url.lower().startswith("s3://")
-    block_size = broker.offload.max_block_size
-    if is_s3 and block_size < MIN_S3_BLOCK_SIZE:
-        message = (
-            f"max block size {block_size} is below S3's minimum part size "
-            f"{MIN_S3_BLOCK_SIZE} (5M): s3:// stores need --max-block-size 5M or more"
-        )
-        if overrides and overrides.get("max_block_size") is not None:
-            raise click.BadParameter(message, param_hint="'--max-block-size'")
-        raise ConfigError(message)
+    broker = apply_broker_values(file_config.broker, overrides)
+    _check_rollover_times(broker, overrides, file_config)
+    is_s3 = store_url.strip().lower().startswith("s3://")
+    if is_s3:
+        _check_block_size(broker, overrides, file_config, _store_origin(cli, file_config))
     broker = replace(broker, offload=broker.offload.replace(enforce_min_block_size=is_s3))
     return ResolvedSettings(
         home=cli.home,
@@ -313,15 +519,36 @@ def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -
     )
 
 
+#: ConfigError messages of :func:`offloader.store.open_store` about the store URL / the endpoint
+_STORE_PROBLEMS = ("store URL", "S3 bucket name", "S3 key prefix")
+_ENDPOINT_PROBLEMS = ("S3 endpoint URL",)
+
+
+def option_overrides() -> dict[str, Any]:
+    """The settings options given to the running command (``[broker]`` names; None = not
+    given), as collected by :func:`rollover_options` and the other settings decorators."""
+    ctx = click.get_current_context(silent=True)
+    return dict(ctx.meta.get(_META_KEY, {})) if ctx is not None else {}
+
+
 def open_offloader(cli: CliContext) -> Offloader:
     """The :class:`Offloader` of this invocation (use it as a context manager)."""
-    ctx = click.get_current_context(silent=True)
-    overrides = ctx.meta.get(_META_KEY) if ctx is not None else None
-    settings = resolve_settings(cli, overrides)
-    return Offloader.from_settings(
-        settings.home,
-        settings.store_url,
-        endpoint_url=settings.endpoint_url,
-        region=settings.region,
-        broker=settings.broker,
-    )
+    settings = resolve_settings(cli, option_overrides())
+    try:
+        return Offloader.from_settings(
+            settings.home,
+            settings.store_url,
+            endpoint_url=settings.endpoint_url,
+            region=settings.region,
+            broker=settings.broker,
+        )
+    except ConfigError as exc:
+        message = str(exc)
+        file_config = load_file_config(cli.home)
+        if any(problem in message for problem in _ENDPOINT_PROBLEMS):
+            origin = _endpoint_origin(cli, file_config)
+        elif any(problem in message for problem in _STORE_PROBLEMS):
+            origin = _store_origin(cli, file_config)
+        else:
+            raise
+        raise ConfigError(f"{message} (from {redact(origin.text)})") from None

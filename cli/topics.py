@@ -30,12 +30,28 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+from click.core import ParameterSource
 
-from cli.context import CliContext, pass_cli
-from cli.render import Progress, echo_json, echo_table, progress_enabled
-from cli.settings import POSITION, SIZE, broker_options, open_offloader
+from cli.context import CliContext, open_offloader_existing_store, pass_cli
+from cli.render import (
+    PAYLOAD_TEXT_LIMIT,
+    Progress,
+    echo_json,
+    echo_table,
+    plural,
+    progress_enabled,
+    safe_bytes,
+)
+from cli.settings import (
+    POSITION,
+    SIZE,
+    offload_options,
+    open_offloader,
+    read_options,
+    rollover_options,
+)
 from offloader.api import EntryRecord, OffloadTrigger, Position, ProduceResult, TopicInfo
-from offloader.errors import OffloadError
+from offloader.errors import EntryOutOfRange, OffloadError
 from offloader.metadata.base import LedgerRecord, TopicOffloadStatus
 from offloader.units import format_size
 
@@ -119,9 +135,10 @@ def _produce_record(result: ProduceResult) -> dict[str, Any]:
     type=SIZE,
     default="1K",
     show_default=True,
-    help="Entry size for --synthetic (e.g. 512, 4K).",
+    help="Entry size for --synthetic (e.g. 512, 4K); only with --synthetic.",
 )
-@broker_options
+@rollover_options
+@offload_options
 @pass_cli
 def produce(
     cli: CliContext,
@@ -143,6 +160,12 @@ def produce(
     """
     if file_path is not None and synthetic is not None:
         raise click.UsageError("use either --file or --synthetic, not both")
+    size_source = click.get_current_context().get_parameter_source("size")
+    if synthetic is None and size_source not in (None, ParameterSource.DEFAULT):
+        raise click.UsageError(
+            "--size only applies to --synthetic: entries from standard input or --file keep "
+            "their own length"
+        )
     enabled = progress_enabled(cli)
     with open_offloader(cli) as offloader, Progress("produce", enabled=enabled) as progress:
         if synthetic is not None:
@@ -162,7 +185,8 @@ def produce(
         return
     span = "" if result.first is None else f": {result.first} .. {result.last}"
     click.echo(
-        f"Produced {result.entries} entries ({format_size(result.bytes)}) to {result.topic}{span}"
+        f"Produced {plural(result.entries, 'entry', 'entries')} ({format_size(result.bytes)}) "
+        f"to {result.topic}{span}"
     )
     if result.ledgers_closed:
         click.echo("Ledgers closed: " + ", ".join(map(str, result.ledgers_closed)))
@@ -182,7 +206,7 @@ def list_topics(cli: CliContext, namespace: str | None) -> None:
       offloader topics list
       offloader --json topics list public/default
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader_existing_store(cli) as offloader:
         names = offloader.list_topics(namespace)
     for name in names:
         if cli.json:
@@ -233,7 +257,7 @@ def info(cli: CliContext, topic: str) -> None:
       offloader topics info persistent://public/default/t1
       offloader --json topics info t1 | jq '.ledgers[] | select(.offloaded)'
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader_existing_store(cli) as offloader:
         topic_info = offloader.topic_info(topic)
     if cli.json:
         echo_json(info_record(topic_info))
@@ -309,7 +333,7 @@ def trigger_record(trigger: OffloadTrigger) -> dict[str, Any]:
     type=POSITION,
     help="Offload the ledgers before this position, LEDGER:ENTRY (e.g. 12:0).",
 )
-@broker_options
+@offload_options
 @pass_cli
 def offload_prefix(
     cli: CliContext,
@@ -383,7 +407,7 @@ def offload_status(cli: CliContext, topic: str, wait_complete: bool) -> None:
       offloader topics offload-status persistent://public/default/t1
       offloader topics offload-status t1 --wait-complete
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader_existing_store(cli) as offloader:
         status = offloader.offload_status(topic)
         while wait_complete and status.status == "RUNNING":
             time.sleep(STATUS_POLL_SECONDS)
@@ -416,8 +440,17 @@ def entry_text(entry: EntryRecord, *, payload: bool) -> str:
     digest = hashlib.sha256(entry.payload).hexdigest()
     line = f"{position:>14}  {len(entry.payload):>9}  {digest}  {entry.tier:<9}"
     if payload:
-        line += "  " + entry.payload.decode("utf-8", errors="backslashreplace")
+        line += "  " + safe_bytes(entry.payload)
     return line.rstrip()
+
+
+def check_start(info: TopicInfo, start: Position | None) -> None:
+    """Refuse a start position in a ledger the topic does not have (like offload-prefix)."""
+    if start is None or any(ledger.ledger_id == start.ledger_id for ledger in info.ledgers):
+        return
+    raise EntryOutOfRange(
+        f"invalid position {start} for {info.topic}: the topic has no ledger {start.ledger_id}"
+    )
 
 
 @topics.command()
@@ -426,11 +459,18 @@ def entry_text(entry: EntryRecord, *, payload: bool) -> str:
     "--from",
     "start",
     type=POSITION,
-    help="First position to read, LEDGER:ENTRY (default: the topic's first entry).",
+    help="First position to read, LEDGER:ENTRY (default: the topic's first entry); the "
+    "ledger must be one of the topic's.",
 )
 @click.option("-n", "--count", type=click.IntRange(min=0), help="Read at most N entries.")
-@click.option("--payload", is_flag=True, help="Also print payloads (base64 in --json).")
-@broker_options
+@click.option(
+    "--payload",
+    is_flag=True,
+    help="Also print payloads: in text, printable ASCII as is and other bytes escaped "
+    f"(\\n, \\xNN), at most the first {PAYLOAD_TEXT_LIMIT} bytes of each; with --json, "
+    "whole, in base64.",
+)
+@read_options
 @pass_cli
 def read(
     cli: CliContext,
@@ -443,6 +483,7 @@ def read(
 
     Text: position, length, SHA-256 and tier per entry. --json: one object per entry
     with ledger_id, entry_id, length, sha256, tier (and payload_b64 with --payload).
+    Exits 1 if the topic does not exist or --from names a ledger it does not have.
 
     \b
     Examples:
@@ -450,9 +491,14 @@ def read(
       offloader --json topics read t1 --payload | jq -r .payload_b64
     """
     enabled = progress_enabled(cli)
-    with open_offloader(cli) as offloader, Progress("read", enabled=enabled) as progress:
+    with (
+        open_offloader_existing_store(cli) as offloader,
+        Progress("read", enabled=enabled) as progress,
+    ):
+        topic_info = offloader.topic_info(topic)  # fails before any output if there is none
+        check_start(topic_info, start)
         if enabled and start is None and count is None:
-            progress.total = offloader.topic_info(topic).size_bytes
+            progress.total = topic_info.size_bytes
         if not cli.json:
             click.echo(f"{'POSITION':>14}  {'LENGTH':>9}  {'SHA256':<64}  TIER")
         for entry in offloader.read(topic, start=start, count=count):

@@ -33,14 +33,27 @@ from offloader.errors import ConfigError
 #: Pulsar's broker default ``managedLedgerOffloadDeletionLagMs`` (4 hours).
 DEFAULT_DELETION_LAG_MS = 14_400_000
 
+#: the two read priorities, with Pulsar's names (``OffloadedReadPriority``)
 READ_PRIORITY_TIERED_FIRST = "tiered-storage-first"
-READ_PRIORITY_LOCAL_FIRST = "local-first"
-#: accepted spellings of the read priority, mapped to the two canonical values
+READ_PRIORITY_BOOKKEEPER_FIRST = "bookkeeper-first"
+#: the local copy (our BookKeeper stand-in) first; the same value as Pulsar's bookkeeper-first
+READ_PRIORITY_LOCAL_FIRST = READ_PRIORITY_BOOKKEEPER_FIRST
+#: accepted spellings of the read priority, mapped to the two canonical (Pulsar) values;
+#: ``local-first`` is the name earlier versions stored and printed
 READ_PRIORITY_ALIASES = {
     "tiered-storage-first": READ_PRIORITY_TIERED_FIRST,
-    "local-first": READ_PRIORITY_LOCAL_FIRST,
-    "bookkeeper-first": READ_PRIORITY_LOCAL_FIRST,
+    "bookkeeper-first": READ_PRIORITY_BOOKKEEPER_FIRST,
+    "local-first": READ_PRIORITY_BOOKKEEPER_FIRST,
 }
+
+#: every integer policy must fit in a signed 64-bit integer (SQLite INTEGER, Java long)
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def _check_int64(name: str, value: int) -> None:
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ConfigError(f"{name} {value} is out of range: it must fit in a signed 64-bit integer")
 
 
 @dataclass(frozen=True)
@@ -52,8 +65,9 @@ class NamespacePolicies:
     ``offload_threshold_seconds``: negative = off, N = offload ledgers closed N seconds ago.
     ``offload_deletion_lag_ms``: None = the broker default (4 h), N >= 0 = delete the local copy N
     ms after the offload completed, negative = never delete local copies.
-    ``read_priority``: ``tiered-storage-first`` (Pulsar's default) or ``local-first``
-    (``bookkeeper-first`` is accepted and stored as ``local-first``).
+    ``read_priority``: ``tiered-storage-first`` (Pulsar's default) or ``bookkeeper-first`` (the
+    local copy first; ``local-first``, the name earlier versions used, is accepted as an alias).
+    Every integer must fit in a signed 64-bit integer (ConfigError otherwise).
     """
 
     offload_threshold_bytes: int = -1
@@ -73,14 +87,17 @@ class NamespacePolicies:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name} must be an integer, not {value!r}")
+            _check_int64(name, value)
         lag = self.offload_deletion_lag_ms
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int)):
             raise ConfigError(f"offload_deletion_lag_ms must be an integer or None, not {lag!r}")
+        if lag is not None:
+            _check_int64("offload_deletion_lag_ms", lag)
         canonical = READ_PRIORITY_ALIASES.get(str(self.read_priority).lower())
         if canonical is None:
             raise ConfigError(
                 f"read priority {self.read_priority!r} is not one of "
-                "tiered-storage-first, local-first (bookkeeper-first)"
+                "tiered-storage-first, bookkeeper-first (local-first)"
             )
         object.__setattr__(self, "read_priority", canonical)
 
@@ -100,8 +117,8 @@ class NamespacePolicies:
 
     @property
     def prefers_local(self) -> bool:
-        """True for ``local-first``: read the local copy while it exists."""
-        return self.read_priority == READ_PRIORITY_LOCAL_FIRST
+        """True for ``bookkeeper-first``: read the local copy while it exists."""
+        return self.read_priority == READ_PRIORITY_BOOKKEEPER_FIRST
 
     def replace(self, **changes: object) -> NamespacePolicies:
         """A copy with some fields changed (validated again)."""

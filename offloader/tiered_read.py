@@ -5,8 +5,9 @@
   a topic can be read while another process produces to it;
 * a CLOSED ledger whose offload is complete: from the object store (one streamed
   ``ReadHandle.iter_entries`` read, checking the CRC32C of every block it reads whole) under
-  ``tiered-storage-first`` (Pulsar's default), or from the local file under ``local-first``
-  while it exists; once the local copy is deleted, always from the object store;
+  ``tiered-storage-first`` (Pulsar's default), or from the local file under
+  ``bookkeeper-first`` while it exists; once the local copy is deleted, always from the object
+  store;
 * any other CLOSED ledger: from its local file (``ClosedLedgerReader``); if the file vanished
   meanwhile (the deletion lag ran) the read switches to the object store.
 """

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from offloader.config import OffloadSettings
-from offloader.errors import ConfigError
+from offloader.errors import ConfigError, ObjectNotFound, StoreError
 from offloader.store import LocalObjectStore, ObjectStore, open_store
+from offloader.store.local import local_store_root
 from offloader.store.s3 import S3ObjectStore
 
 
@@ -77,3 +78,36 @@ def test_credentials_in_url_are_refused_and_not_echoed() -> None:
         open_store("s3://AKIAX:topsecret@bucket/prefix")
     assert "topsecret" not in str(info.value)
     assert "credential" in str(info.value)
+
+
+def test_local_store_root_mirrors_open_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert local_store_root(f"file://{tmp_path}/a%20b") == tmp_path / "a b"
+    assert local_store_root(f"file://localhost{tmp_path}/x") == tmp_path / "x"
+    assert local_store_root("rel/dir") == tmp_path / "rel" / "dir"
+    for url in ("s3://bucket/x", "file://host/x", "file://relative", "c:stuff", "", "gs://b"):
+        assert local_store_root(url) is None
+
+
+def test_a_missing_root_is_refused_without_create(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(ObjectNotFound, match=f"{missing} does not exist"):
+        LocalObjectStore(missing, create=False)
+    assert not missing.parent.exists()
+    LocalObjectStore(missing)  # the default creates it
+    assert missing.is_dir()
+    assert LocalObjectStore(missing, create=False).root == missing
+
+
+def test_a_root_that_is_a_file_is_not_a_directory(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for create in (True, False):
+        with pytest.raises(StoreError, match=f"^local store root {afile} is not a directory$"):
+            LocalObjectStore(afile, create=create)
+        with pytest.raises(StoreError, match=f"{afile} is not a directory"):
+            LocalObjectStore(afile / "sub", create=create)
+    with pytest.raises(StoreError, match="is not a directory"):
+        open_store(afile.as_uri())

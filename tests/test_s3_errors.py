@@ -18,13 +18,14 @@ from botocore.exceptions import (
 
 from offloader.errors import (
     AccessDenied,
+    ConfigError,
     ObjectNotFound,
     PreconditionFailed,
     StoreError,
     StoreUnavailable,
     UploadNotFound,
 )
-from offloader.store.s3 import _translate, crc32c_header
+from offloader.store.s3 import S3ObjectStore, _translate, crc32c_header
 
 
 def client_error(
@@ -114,3 +115,18 @@ def test_crc32c_header() -> None:
     # CRC32C("123456789") = 0xE3069283, base64 of its big-endian bytes
     assert crc32c_header(0xE3069283) == "4waSgw=="
     assert crc32c_header(0) == "AAAAAA=="
+
+
+@pytest.mark.parametrize(
+    "endpoint", ["not-a-url", "http://", "http://exa mple", "ftp://host", "localhost:9000"]
+)
+def test_an_invalid_endpoint_is_a_config_error(endpoint: str) -> None:
+    with pytest.raises(ConfigError, match="invalid S3 endpoint URL") as info:
+        S3ObjectStore("mybucket", endpoint_url=endpoint)
+    assert repr(endpoint) in str(info.value)
+
+
+def test_an_invalid_endpoint_never_shows_credentials() -> None:
+    with pytest.raises(ConfigError) as info:
+        S3ObjectStore("mybucket", endpoint_url="ftp://key:topsecret@host")
+    assert "topsecret" not in str(info.value)

@@ -1,9 +1,10 @@
 """The MetadataStore Protocol and its records: what the offloader remembers, durably.
 
-This module owns the metadata model (Pulsar's ``ManagedLedgerInfo`` and namespace policies): namespaces and their
-:class:`~offloader.policies.NamespacePolicies`, topics, ledgers (Pulsar's ``LedgerInfo``), each
-ledger's current :class:`OffloadContext`, every :class:`OffloadAttempt` ever made (for the orphan
-audit), a topic's ``offload-status`` and the per-topic "offload running" lock.
+This module owns the metadata model (Pulsar's ``ManagedLedgerInfo`` and namespace policies):
+namespaces and their :class:`~offloader.policies.NamespacePolicies`, topics, ledgers (Pulsar's
+``LedgerInfo``), each ledger's current :class:`OffloadContext`, every :class:`OffloadAttempt`
+ever made (for the orphan audit), a topic's ``offload-status`` and the per-topic "offload
+running" lock.
 
 Rules every backend follows (the contract suite in ``tests/metadata`` checks them):
 
@@ -14,12 +15,13 @@ Rules every backend follows (the contract suite in ``tests/metadata`` checks the
   ``AlreadyExists``, ``OffloadConflict``, ``InvalidLedgerState``, ...);
 * names arrive validated: namespaces ``tenant/ns``, topics ``persistent://tenant/ns/topic``.
 
-The offload lifecycle (the commit protocol): ``begin_offload`` makes the UUID, driver metadata and object
-keys durable before any upload and hands back the previous incomplete attempt so its objects can
-be deleted; ``complete_offload`` is a compare-and-set on the UUID; ``mark_local_deleted`` (also
-CAS) records that the local copy may go. An object is claimed when its UUID is the offload
-context of a ledger that is not deleted (:meth:`MetadataStore.claimed_uuids`); anything else in
-the bucket is an orphan once it is older than a running offload could be.
+The offload lifecycle (the commit protocol): ``begin_offload`` makes the UUID, driver metadata
+and object keys durable before any upload and hands back the previous incomplete attempt so its
+objects can be deleted; ``complete_offload`` is a compare-and-set on the UUID;
+``mark_local_deleted`` (also CAS) records that the local copy may go. An object is claimed when
+its UUID is the offload context of a ledger that is not deleted
+(:meth:`MetadataStore.claimed_uuids`); anything else in the bucket is an orphan once it is
+older than a running offload could be.
 """
 
 from __future__ import annotations

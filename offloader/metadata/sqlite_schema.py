@@ -4,7 +4,8 @@ This module owns the database file: the versioned schema (``MIGRATIONS``, one tu
 statements per version, recorded in ``PRAGMA user_version``), how a connection is opened (WAL,
 ``synchronous=FULL``, foreign keys, a busy timeout), the transaction helpers (``BEGIN IMMEDIATE``
 for every change, so read-modify-write is atomic across processes), and the translation of
-``sqlite3`` exceptions into :class:`~offloader.errors.MetadataError` subclasses. Together with
+``sqlite3`` exceptions (and of the ``OverflowError`` sqlite3 raises for an integer beyond signed
+64 bits) into :class:`~offloader.errors.MetadataError` subclasses. Together with
 :mod:`offloader.metadata.sqlite` it is the only code that imports ``sqlite3``.
 
 Migrations only ever append: opening an older database applies the missing steps in one
@@ -215,6 +216,11 @@ class Database:
                     raise
             except sqlite3.Error as exc:
                 raise translate_error(exc, self.path, self.busy_timeout_s) from exc
+            except OverflowError as exc:  # sqlite3 refuses ints beyond signed 64 bits
+                raise MetadataError(
+                    f"metadata database {self.path}: a value is too large to store "
+                    "(SQLite integers are signed 64-bit); nothing was changed"
+                ) from exc
 
     # --- migrations -----------------------------------------------------------------------
     def _migrate(self, migrations: Sequence[Sequence[str]]) -> None:

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
+from urllib.parse import unquote, urlsplit
 
 import crc32c as crc32c_lib
 import structlog
@@ -59,7 +60,7 @@ from offloader.store.base import (
 )
 from offloader.store.keycheck import check_key
 
-__all__ = ["TMP_PREFIX", "UPLOADS_DIR", "LocalObjectStore"]
+__all__ = ["TMP_PREFIX", "UPLOADS_DIR", "LocalObjectStore", "local_store_root"]
 
 
 def _get_log() -> Any:
@@ -122,26 +123,71 @@ def _read_header(f: BinaryIO, shown: str) -> tuple[dict[str, str], int]:
     return {str(k): str(v) for k, v in meta.items()}, _HEADER.size + n
 
 
+def _not_a_directory(path: Path) -> Path | None:
+    """``path`` or its nearest existing ancestor when that is not a directory, else None."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def _check_root(path: Path, *, create: bool) -> None:
+    """Make sure the store root ``path`` is a directory (creating it if ``create``)."""
+    blocker = _not_a_directory(path)
+    if blocker == path:
+        raise StoreError(f"local store root {path} is not a directory")
+    if blocker is not None:
+        raise StoreError(f"local store root {path}: {blocker} is not a directory")
+    if path.is_dir():
+        return
+    if not create:
+        raise ObjectNotFound(f"local store directory {path} does not exist")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create local store directory {path}: {exc.strerror or exc}"
+        ) from exc
+    if not path.is_dir():  # pragma: no cover - replaced by a file meanwhile
+        raise StoreError(f"local store root {path} is not a directory")
+
+
+def local_store_root(url: str) -> Path | None:
+    """The directory of a local store URL (``file:///abs/path`` or a plain path, as
+    :func:`offloader.store.open_store` reads it); None for any other URL (S3, or one that
+    ``open_store`` refuses, which it explains)."""
+    url = url.strip()
+    if "://" not in url:
+        if not url or ":" in url.split("/", 1)[0]:
+            return None
+        return Path(url).expanduser().resolve()
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    if parts.query or parts.fragment:
+        return None
+    path = unquote(parts.path)
+    return Path(path) if path and os.path.isabs(path) else None
+
+
 def _mtime(st: os.stat_result) -> datetime:
     return datetime.fromtimestamp(st.st_mtime, tz=timezone.utc)
 
 
 class LocalObjectStore:
-    """An :class:`~offloader.store.base.ObjectStore` in the directory ``root`` (created if
-    missing). Safe for concurrent use by threads and processes on one machine."""
+    """An :class:`~offloader.store.base.ObjectStore` in the directory ``root``. Safe for
+    concurrent use by threads and processes on one machine.
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    A missing ``root`` is created, unless ``create`` is False (for read-only uses such as an
+    audit, where a mistyped path must not silently become an empty store): then
+    :class:`ObjectNotFound` names the path.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         path = Path(root)
         if not path.is_absolute():
             path = Path.cwd() / path
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create local store directory {path}: {exc.strerror or exc}"
-            ) from exc
-        if not path.is_dir():
-            raise StoreError(f"local store root {path} is not a directory")
+        _check_root(path, create=create)
         self._root = path
         self._real_root = os.path.realpath(path)
         self._uploads = path / UPLOADS_DIR

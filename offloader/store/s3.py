@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import boto3
 import crc32c as crc32c_lib
@@ -112,6 +113,13 @@ def _body(data: Buffer) -> bytes | bytearray:
     return bytes(data)
 
 
+def _bad_endpoint(endpoint: str) -> ConfigError:
+    return ConfigError(
+        f"invalid S3 endpoint URL {redact(endpoint)!r}: use http(s)://host[:port], "
+        "e.g. http://127.0.0.1:9000"
+    )
+
+
 def _lower(metadata: Mapping[str, str] | None) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in (metadata or {}).items()}
 
@@ -163,6 +171,8 @@ class S3ObjectStore:
             or os.environ.get("AWS_ENDPOINT_URL")
             or None
         )
+        if endpoint is not None and urlsplit(endpoint).scheme.lower() not in ("http", "https"):
+            raise _bad_endpoint(endpoint)
         self._endpoint = endpoint
         s = self._settings
         config = Config(
@@ -188,6 +198,10 @@ class S3ObjectStore:
             raise ConfigError(
                 f"cannot configure the S3 client for {self.url}: {type(exc).__name__}"
             ) from None
+        except ValueError:  # botocore: "Invalid endpoint: ..." for an endpoint it cannot use
+            if endpoint is None:
+                raise ConfigError(f"cannot configure the S3 client for {self.url}") from None
+            raise _bad_endpoint(endpoint) from None
         self._client.meta.events.register("needs-retry.s3", self._log_retry)
 
     # --- properties -----------------------------------------------------------------------

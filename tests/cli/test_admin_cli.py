@@ -26,6 +26,7 @@ NS = "tenant/ns"
 TOPIC = "persistent://tenant/ns/t1"
 #: small ledgers and blocks so that a few hundred entries make several multi-block ledgers
 SMALL = ("--max-entries-per-ledger", "50", "--min-rollover-time", "0", "--max-block-size", "4K")
+BLOCKS = ("--max-block-size", "4K")  # the offload options of the commands that only offload
 
 
 def one_line_error(result: Result, code: int = 1) -> str:
@@ -45,7 +46,7 @@ def offloaded(home: Path) -> Path:
     """A home with TOPIC: 6 ledgers of 50 entries, the first ones offloaded."""
     ok(home, "namespaces", "create", NS)
     ok(home, "topics", "produce", TOPIC, "--synthetic", "300", "--size", "100", *SMALL)
-    ok(home, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *SMALL)
+    ok(home, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *BLOCKS)
     return home
 
 
@@ -67,6 +68,13 @@ def offloaded(home: Path) -> Path:
         (("service", "run", "--interval", "5x"), "invalid time"),
         (("objects", "gc", "--min-age", "1 hour"), "invalid time"),
         (("topics", "produce", TOPIC, "--max-block-size", "big"), "invalid size"),
+        (("service", "run", "--interval", "0"), "below the minimum of 1s"),
+        (("topics", "produce", TOPIC, "--size", "4K"), "--size only applies to --synthetic"),
+        (("namespaces", "set-retention", NS, "-t", "99999999999999999999w"), "too large"),
+        (
+            ("namespaces", "set-offload-threshold", NS, "-s", "99999999999999999999999T"),
+            "too large",
+        ),
     ],
 )
 def test_usage_errors_exit_2(home: Path, args: tuple[str, ...], message: str) -> None:
@@ -112,6 +120,7 @@ def test_s3_block_size_below_5m_is_a_usage_error(home: Path) -> None:
         ("namespaces", "get-offload-deletion-lag"),
         ("namespaces", "clear-offload-deletion-lag"),
         ("namespaces", "set-retention"),
+        ("namespaces", "get-retention"),
         ("namespaces", "set-offloaded-read-priority"),
         ("namespaces", "get-policies"),
         ("objects", "verify"),
@@ -207,6 +216,45 @@ def test_bad_file_config_is_an_operational_error(home: Path) -> None:
 
 
 # --- rendering -----------------------------------------------------------------------------
+def test_sizes_and_times_must_fit_in_64_bits() -> None:
+    from offloader.units import (
+        MAX_DURATION_SECONDS,
+        MAX_SIZE_BYTES,
+        parse_duration_seconds,
+        parse_size,
+    )
+
+    assert parse_size(str(2**63 - 1)) == MAX_SIZE_BYTES == 2**63 - 1
+    assert parse_size("8388607T") == 8388607 * 1024**4
+    assert parse_duration_seconds(str(MAX_DURATION_SECONDS)) == (2**63 - 1) // 1000
+    for text in (str(2**63), "8388608T", "99999999999999999999999T", "9" * 5000):
+        with pytest.raises(ConfigError, match="too large"):
+            parse_size(text)
+    with pytest.raises(ConfigError, match="too large"):
+        parse_size(2**63)
+    with pytest.raises(ConfigError, match="must not be negative"):
+        parse_size("-" + "9" * 5000)
+    for text in ("99999999999999999999w", str(MAX_DURATION_SECONDS + 1), "9" * 5000 + "y"):
+        with pytest.raises(ConfigError, match="too large"):
+            parse_duration_seconds(text, allow_negative=True)
+
+
+def test_plural_and_safe_bytes() -> None:
+    from cli.render import plural, safe_bytes
+
+    assert [plural(n, "entry", "entries") for n in (0, 1, 2)] == [
+        "0 entries",
+        "1 entry",
+        "2 entries",
+    ]
+    assert plural(1, "block") == "1 block" and plural(3, "block") == "3 blocks"
+    assert safe_bytes(b"hello world") == "hello world"
+    assert safe_bytes(b"a\nb\r\t\\\x1b\x7f\xff") == "a\\nb\\r\\t\\\\\\x1b\\x7f\\xff"
+    assert safe_bytes(b"abcdef", 4) == "abcd... [+2 bytes]"
+    assert safe_bytes(b"abcde", 4) == "abcd... [+1 byte]"
+    assert safe_bytes(b"abcd", 4) == "abcd"
+
+
 def test_table_aligns_columns() -> None:
     lines = table(("NAME", "SIZE", "OK"), [("a", 5, True), ("long-name", 12345, None)])
     assert lines == [
@@ -304,6 +352,32 @@ def test_verify_text_and_json(offloaded: Path) -> None:
     assert [r["ledger_id"] for r in one] == [ids[0]]
 
 
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_verify_a_ledger_that_does_not_exist(offloaded: Path, json_flag: tuple[str, ...]) -> None:
+    result = run(offloaded, *json_flag, "objects", "verify", "--ledger", "99")
+    assert one_line_error(result) == "error: ledger 99 not found in any topic"
+    assert result.stdout == ""
+    result = run(offloaded, *json_flag, "objects", "verify", TOPIC, "--ledger", "99")
+    assert one_line_error(result) == f"error: ledger 99 not found in {TOPIC}"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_verify_a_ledger_that_is_not_offloaded(offloaded: Path, json_flag: tuple[str, ...]) -> None:
+    record = json_lines(ok(offloaded, "--json", "topics", "info", TOPIC))[0]
+    last = record["ledgers"][-1]
+    assert not last["offloaded"]
+    for topic in ((), (TOPIC,)):
+        result = run(
+            offloaded, *json_flag, "objects", "verify", *topic, "--ledger", str(last["ledger_id"])
+        )
+        assert one_line_error(result) == (
+            f"error: ledger {last['ledger_id']} of {TOPIC} is not offloaded "
+            f"(state {last['state']}): nothing to verify"
+        )
+        assert result.stdout == ""
+
+
 def test_verify_detects_a_corrupt_block(offloaded: Path) -> None:
     ledger_id = _offloaded_ids(offloaded)[0]
     store = _store(offloaded)
@@ -363,12 +437,19 @@ def test_orphans_reports_missing_objects(offloaded: Path) -> None:
     key = next(o.key for o in store.list() if o.key.endswith(f"-ledger-{ledger_id}-index"))
     store.delete(key)
     store.close()
-    report = json_lines(ok(offloaded, "--json", "objects", "orphans", "--min-age", "0"))[0]
+    # missing claimed objects are data loss: reported, and exit 1 (like objects verify)
+    result = run(offloaded, "--json", "objects", "orphans", "--min-age", "0")
+    assert "1 claimed object missing from the store" in one_line_error(result)
+    report = json_lines(result)[0]
     assert report["clean"] is False
     assert [(m["ledger_id"], m["key"]) for m in report["missing"]] == [(ledger_id, key)]
-    assert "MISSING OBJECT" in ok(offloaded, "objects", "orphans", "--min-age", "0").stdout
-    text = ok(offloaded, "objects", "gc", "--min-age", "0").stdout
-    assert "1 claimed object(s) are missing" in text
+    result = run(offloaded, "objects", "orphans", "--min-age", "0")
+    assert key in one_line_error(result) and "MISSING OBJECT" in result.stdout
+    result = run(offloaded, "objects", "gc", "--min-age", "0")
+    assert "offloaded data is lost" in one_line_error(result)
+    assert "1 claimed object(s) are missing" in result.stdout
+    result = run(offloaded, "--json", "objects", "gc", "--dry-run", "--min-age", "0")
+    assert one_line_error(result) and json_lines(result)[0]["missing"]
 
 
 # --- service run ---------------------------------------------------------------------------
@@ -427,6 +508,15 @@ def test_unreachable_store_fails_fast_with_one_line(
     line = one_line_error(result)
     assert "127.0.0.1:1" in line or "unavailable" in line.lower() or "connect" in line.lower()
     assert time.monotonic() - started < 20
+
+
+def test_invalid_endpoint_url_is_one_line(home: Path) -> None:
+    for endpoint in ("not-a-url", "ftp://host", "http://"):
+        result = run(
+            home, "--store", "s3://mybucket", "--endpoint-url", endpoint, "objects", "orphans"
+        )
+        line = one_line_error(result)
+        assert line.startswith(f"error: invalid S3 endpoint URL {endpoint!r}")
 
 
 def test_service_text_reports_problems() -> None:

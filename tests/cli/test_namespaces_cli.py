@@ -81,12 +81,21 @@ def test_offload_threshold_pulsar_strings(home: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("lag", "minutes"), [("4h", "240"), ("10m", "10"), ("90s", "1"), ("0", "0"), ("2w", "20160")]
+    ("lag", "text"),
+    [
+        ("4h", "240 minute(s)"),
+        ("10m", "10 minute(s)"),
+        ("0", "0 minute(s)"),
+        ("2w", "20160 minute(s)"),
+        # not a whole number of minutes: exact, never rounded down to "0 minute(s)"
+        ("30s", "30 second(s)"),
+        ("90s", "90 second(s)"),
+    ],
 )
-def test_deletion_lag_minutes(home: Path, lag: str, minutes: str) -> None:
+def test_deletion_lag_text(home: Path, lag: str, text: str) -> None:
     result = ok(home, "namespaces", "set-offload-deletion-lag", NS, "--lag", lag)
-    assert result.stdout == f"{minutes} minute(s)\n"
-    assert ok(home, "namespaces", "get-offload-deletion-lag", NS).stdout == f"{minutes} minute(s)\n"
+    assert result.stdout == f"{text}\n"
+    assert ok(home, "namespaces", "get-offload-deletion-lag", NS).stdout == f"{text}\n"
 
 
 def test_deletion_lag_unset_clear_and_json(home: Path) -> None:
@@ -114,11 +123,57 @@ def test_set_retention_and_get_policies(home: Path) -> None:
     assert record == {"namespace": NS, "policies": policies}
 
 
-def test_read_priority(home: Path) -> None:
-    out = ok(home, "namespaces", "set-offloaded-read-priority", NS, "-p", "bookkeeper-first")
-    assert out.stdout == "offloadedReadPriority: local-first\n"
+def test_get_retention(home: Path) -> None:
+    unset = "retentionSizeInBytes: 0\nretentionTimeInSeconds: 0\n"
+    assert ok(home, "namespaces", "get-retention", NS).stdout == unset
+    result = ok(home, "namespaces", "set-retention", NS, "--size", "1G", "--time", "2d")
+    assert ok(home, "namespaces", "get-retention", NS).stdout == result.stdout
+    record = json_lines(ok(home, "--json", "namespaces", "get-retention", NS))[0]
+    assert record == {
+        "namespace": NS,
+        "retention_size_bytes": 1024**3,
+        "retention_time_seconds": 2 * 86400,
+    }
+
+
+@pytest.mark.parametrize("spelling", ["bookkeeper-first", "local-first"])
+def test_read_priority_shows_pulsar_names(home: Path, spelling: str) -> None:
+    out = ok(home, "namespaces", "set-offloaded-read-priority", NS, "-p", spelling)
+    assert out.stdout == "offloadedReadPriority: bookkeeper-first\n"
     policies = json.loads(ok(home, "namespaces", "get-policies", NS).stdout)
-    assert policies["read_priority"] == "local-first"
+    assert policies["read_priority"] == "bookkeeper-first"
+    record = json_lines(ok(home, "--json", "namespaces", "get-policies", NS))[0]
+    assert record["policies"]["read_priority"] == "bookkeeper-first"
+    out = ok(home, "namespaces", "set-offloaded-read-priority", NS, "-p", "tiered-storage-first")
+    assert out.stdout == "offloadedReadPriority: tiered-storage-first\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("set-offload-threshold", NS, "-s", "99999999999999999999999T"),
+        ("set-offload-threshold", NS, "-s", "9223372036854775808"),
+        ("set-offload-threshold", NS, "-s", "1M", "-t", "99999999999999999999w"),
+        ("set-retention", NS, "-t", "99999999999999999999w"),
+        ("set-retention", NS, "-s", "99999999999T"),
+        ("set-retention", NS, "-s", "9" * 5000),
+        ("set-offload-deletion-lag", NS, "--lag", "9223372036854775807"),
+    ],
+)
+def test_values_too_large_to_store_are_usage_errors(home: Path, args: tuple[str, ...]) -> None:
+    result = run(home, "namespaces", *args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    assert "too large" in result.stderr or "invalid size" in result.stderr
+
+
+def test_largest_storable_values_round_trip(home: Path) -> None:
+    big = str(2**63 - 1)
+    ok(home, "namespaces", "set-offload-threshold", NS, "-s", big)
+    ok(home, "namespaces", "set-offload-deletion-lag", NS, "--lag", str((2**63 - 1) // 1000))
+    policies = json.loads(ok(home, "namespaces", "get-policies", NS).stdout)
+    assert policies["offload_threshold_bytes"] == 2**63 - 1
+    assert policies["offload_deletion_lag_ms"] == (2**63 - 1) // 1000 * 1000
 
 
 @pytest.mark.parametrize(
@@ -131,6 +186,7 @@ def test_read_priority(home: Path) -> None:
         ("get-offload-deletion-lag", "tenant/missing"),
         ("clear-offload-deletion-lag", "tenant/missing"),
         ("set-retention", "tenant/missing", "--size", "1G"),
+        ("get-retention", "tenant/missing"),
     ],
 )
 def test_unknown_namespace_is_one_line_error(home: Path, args: tuple[str, ...]) -> None:

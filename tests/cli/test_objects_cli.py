@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.main import cli
+from cli.render import plural
 from formats.index import decode_index
 from tests.formats.helpers import (
     GOLDEN_DIR,
@@ -61,7 +63,10 @@ def test_inspect_golden_text(c: Case) -> None:
     assert entry_lines == [
         f"entry {e['entry_id']}: length {e['length']}, sha256 {e['sha256']}" for e in c["entries"]
     ]
-    assert lines[-1].startswith(f"ok: {c['entry_count']} entries in {len(c['blocks'])} blocks")
+    counts = (
+        f"{plural(c['entry_count'], 'entry', 'entries')} in {plural(len(c['blocks']), 'block')}"
+    )
+    assert lines[-1].startswith(f"ok: {counts}")
 
 
 @pytest.mark.parametrize("c", OK_CASES, ids=OK_IDS)
@@ -152,7 +157,10 @@ def test_encode_golden_is_byte_identical(c: Case, tmp_path: Path) -> None:
     data, index = golden_bytes(c)
     assert out_data.read_bytes() == data
     assert out_index.read_bytes() == index
-    assert f"{c['entry_count']} entries in {len(c['blocks'])} blocks" in result.output
+    counts = (
+        f"{plural(c['entry_count'], 'entry', 'entries')} in {plural(len(c['blocks']), 'block')}"
+    )
+    assert counts in result.output
 
 
 def test_encode_with_size_string_and_extension_then_inspect(tmp_path: Path) -> None:
@@ -314,3 +322,114 @@ def test_global_options_reach_the_context(tmp_path: Path) -> None:
     assert not first.json
     assert (second.store, second.endpoint_url, second.json) == ("s3://b/p", "http://h:9", True)
     assert second.home == Path(".offloader")
+
+
+# --- encode: refusals in user terms --------------------------------------------------------
+def _encode(tmp_path: Path, *args: str) -> Result:
+    entries = tmp_path / "e.jsonl"
+    if not entries.exists():
+        write_entries(entries, [b"hello"])
+    return CliRunner().invoke(
+        cli, ["objects", "encode", "--entries", str(entries), "--ledger-id", "1", *args]
+    )
+
+
+def test_encode_refuses_one_file_for_data_and_index(tmp_path: Path) -> None:
+    out = tmp_path / "o.data"
+    out.write_bytes(b"keep me")
+    link = tmp_path / "link.data"
+    link.symlink_to(out)
+    hard = tmp_path / "hard.data"
+    os.link(out, hard)
+    for data, index in (
+        (str(out), str(out)),
+        (str(out), str(tmp_path / "." / "o.data")),
+        (str(link), str(out)),
+        (str(hard), str(out)),
+        (str(tmp_path / "new"), str(tmp_path / "sub" / ".." / "new")),
+    ):
+        result = _encode(tmp_path, "--data", data, "--index", index)
+        assert result.exit_code == 2, result.output
+        assert "--data" in result.stderr and "are the same file" in result.stderr
+    assert out.read_bytes() == b"keep me"
+    assert not (tmp_path / "new").exists()
+    entries = str(tmp_path / "e.jsonl")
+    result = _encode(tmp_path, "--data", entries, "--index", str(tmp_path / "i"))
+    assert result.exit_code == 2 and "--entries" in result.stderr
+    assert "payload_b64" in (tmp_path / "e.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"x": 1}', 'the object has no "payload_b64" field'),
+        ("[1, 2]", "expected a JSON object"),
+        ('"text"', "got a string"),
+        ('{"payload_b64": 5}', '"payload_b64" must be a base64 string, not a number'),
+        ('{"payload_b64": "!!"}', '"payload_b64" is not valid base64'),
+        ("nope", "not valid JSON"),
+    ],
+)
+def test_encode_bad_entry_lines_say_what_is_wrong(tmp_path: Path, line: str, message: str) -> None:
+    entries = tmp_path / "e.jsonl"
+    entries.write_text('{"payload_b64": "QQ=="}\n' + line + "\n")
+    result = _encode(tmp_path, "--data", str(tmp_path / "d"), "--index", str(tmp_path / "i"))
+    assert result.exit_code == 1
+    (error,) = result.stderr.splitlines()
+    assert error.startswith(f"error: {entries} line 2: ") and message in error
+    assert "Error" not in error and "indices" not in error and "'payload_b64'" not in error
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({}, 'ledger metadata has no "ensemble_size" field'),
+        (
+            {"ensemble_size": 1, "write_quorum_size": "x", "length": 0},
+            'field "write_quorum_size" must be an integer, not a string',
+        ),
+        (
+            {"ensemble_size": 1, "write_quorum_size": 1, "length": 0, "ensembles": [1]},
+            'field "ensembles" must be a list',
+        ),
+        (
+            {"ensemble_size": 1, "write_quorum_size": 1, "length": 0, "custom_metadata": [{}]},
+            'field "custom_metadata" must be a list',
+        ),
+        ([], "expected a JSON ledger metadata object, got an array"),
+    ],
+)
+def test_encode_bad_ledger_metadata_says_what_is_wrong(
+    tmp_path: Path, metadata: Any, message: str
+) -> None:
+    md = tmp_path / "md.json"
+    md.write_text(json.dumps(metadata))
+    result = _encode(
+        tmp_path, "--ledger-metadata", str(md), "--data", str(tmp_path / "d"),
+        "--index", str(tmp_path / "i"),
+    )  # fmt: skip
+    assert result.exit_code == 1
+    (error,) = result.stderr.splitlines()
+    assert error.startswith(f"error: {md}: ") and message in error
+    assert "KeyError" not in error
+
+
+def test_encode_unwritable_output_names_the_given_path(tmp_path: Path) -> None:
+    target = tmp_path / "nonexistent" / "o.data"
+    result = _encode(tmp_path, "--data", str(target), "--index", str(tmp_path / "i"))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: cannot write {target}: directory {target.parent} does not exist\n"
+    )
+    assert ".tmp-" not in result.stderr
+
+
+def test_encode_and_inspect_say_one_entry_one_block(tmp_path: Path) -> None:
+    d, i = tmp_path / "d", tmp_path / "i"
+    result = _encode(tmp_path, "--data", str(d), "--index", str(i))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("ledger 1: 1 entry in 1 block; ")
+    result = run("objects", "inspect", "--data", str(d), "--index", str(i))
+    assert "1 block CRC32C, 0 fine offsets" in result.stdout
+    assert "1 block, header length" in result.stdout
+    assert result.stdout.splitlines()[-1] == "ok: 1 entry in 1 block, pair is valid"

@@ -18,6 +18,7 @@ from tests.cli.helpers import json_lines, ok, one_line_error, run
 NS = "tenant/ns"
 TOPIC = "persistent://tenant/ns/t1"
 SMALL = ("--max-entries-per-ledger", "50", "--min-rollover-time", "0", "--max-block-size", "4K")
+BLOCKS = ("--max-block-size", "4K")  # the offload options of the commands that only offload
 
 
 def info(home: Path, topic: str = TOPIC) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def test_info_unknown_topic_is_one_line_error(home: Path) -> None:
 
 
 def test_delete(produced: Path) -> None:
-    ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "1K", *SMALL)
+    ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "1K", *BLOCKS)
     assert ok(produced, "topics", "delete", TOPIC).stdout == f"Deleted topic {TOPIC}\n"
     assert ok(produced, "topics", "list").stdout == ""
     one_line_error(run(produced, "topics", "info", TOPIC))
@@ -168,7 +169,7 @@ def test_offload_prefix_size_threshold_text(produced: Path) -> None:
     before = info(produced)
     ids = [ledger["ledger_id"] for ledger in before["ledgers"]]
     # keep 10 KB local: the newest ledgers whose sizes sum past 10 KB stay, the rest go
-    result = ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *SMALL)
+    result = ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *BLOCKS)
     first_line, *rest = result.stdout.splitlines()
     assert first_line.startswith(f"Offload triggered for {TOPIC} for messages before ")
     target = Position.parse(first_line.rsplit(" ", 1)[1].rsplit(":", 1)[0])
@@ -186,7 +187,7 @@ def test_offload_prefix_size_threshold_text(produced: Path) -> None:
 def test_offload_prefix_json_and_position(produced: Path) -> None:
     ids = [ledger["ledger_id"] for ledger in info(produced)["ledgers"]]
     result = ok(produced, "--json", "topics", "offload-prefix", TOPIC, "--position",
-                f"{ids[2]}:0", *SMALL)  # fmt: skip
+                f"{ids[2]}:0", *BLOCKS)  # fmt: skip
     record = json_lines(result)[0]
     assert record["triggered"] is True and record["topic"] == TOPIC
     assert record["position"] == f"{ids[2]}:0" and record["message_id"] == f"{ids[2]}:0:-1"
@@ -214,13 +215,13 @@ def test_offload_prefix_unknown_topic(home: Path) -> None:
 def test_offload_prefix_progress_bar(produced: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("cli.topics.progress_enabled", lambda cli: True)
     monkeypatch.setattr(Progress, "DELAY", 0.0)
-    result = ok(produced, "topics", "offload-prefix", TOPIC, "-s", "1K", *SMALL)
+    result = ok(produced, "topics", "offload-prefix", TOPIC, "-s", "1K", *BLOCKS)
     assert result.stdout.startswith("Offload triggered for ")
     assert "\roffload [" in result.stderr and "B/s" in result.stderr
     assert result.stderr.endswith("\n")
     # --json: never a bar
     monkeypatch.undo()
-    result = ok(produced, "--json", "topics", "offload-prefix", TOPIC, "-s", "1K", *SMALL)
+    result = ok(produced, "--json", "topics", "offload-prefix", TOPIC, "-s", "1K", *BLOCKS)
     assert result.stderr == ""
 
 
@@ -274,7 +275,7 @@ def test_offload_status_wait_complete_polls(
 
 # --- read ----------------------------------------------------------------------------------
 def test_read_json_from_both_tiers(produced: Path) -> None:
-    ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *SMALL)
+    ok(produced, "topics", "offload-prefix", TOPIC, "--size-threshold", "10K", *BLOCKS)
     entries = json_lines(ok(produced, "--json", "topics", "read", TOPIC, "--payload"))
     expected = list(synthetic_payloads(300, 100))
     assert len(entries) == 300
@@ -308,5 +309,89 @@ def test_read_text_payload(home: Path) -> None:
     assert row.endswith("local      hello world")
 
 
+def test_read_text_payload_is_escaped_and_truncated(home: Path, tmp_path: Path) -> None:
+    head = b"a\x1b[31mred\\back\tslash\rcr\xff\x00"
+    raw = head + b"z" * 100
+    lines = tmp_path / "lines.bin"
+    lines.write_bytes(raw + b"\n")
+    ok(home, "topics", "produce", TOPIC, "--file", str(lines))
+    result = ok(home, "topics", "read", TOPIC, "--payload")
+    assert result.stdout.count("\n") == 2 and "\x1b" not in result.stdout
+    row = result.stdout.splitlines()[1]
+    shown = row.split("local", 1)[1].strip()
+    escaped = "a\\x1b[31mred\\\\back\\tslash\\rcr\\xff\\x00"
+    assert shown == escaped + "z" * (64 - len(head)) + f"... [+{len(raw) - 64} bytes]"
+    assert all(" " <= char <= "~" for char in row)
+    # JSON keeps every byte, in base64
+    entry = json_lines(ok(home, "--json", "topics", "read", TOPIC, "--payload"))[0]
+    assert base64.b64decode(entry["payload_b64"]) == raw
+
+
 def test_read_unknown_topic(home: Path) -> None:
-    one_line_error(run(home, "topics", "read", "persistent://tenant/ns/none"))
+    result = run(home, "topics", "read", "persistent://tenant/ns/none")
+    assert "does not exist" in one_line_error(result)
+    assert result.stdout == ""  # not even the table header
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_read_from_a_ledger_the_topic_does_not_have(
+    produced: Path, json_flag: tuple[str, ...]
+) -> None:
+    result = run(produced, *json_flag, "topics", "read", TOPIC, "--from", "99:0")
+    assert one_line_error(result) == (
+        f"error: invalid position 99:0 for {TOPIC}: the topic has no ledger 99"
+    )
+    assert result.stdout == ""
+
+
+def test_produce_says_entry_for_one(home: Path) -> None:
+    result = ok(home, "topics", "produce", TOPIC, input="only\n")
+    assert result.stdout.startswith(f"Produced 1 entry (4 B) to {TOPIC}: ")
+
+
+def test_produce_size_without_synthetic_is_a_usage_error(home: Path, tmp_path: Path) -> None:
+    result = run(home, "topics", "produce", TOPIC, "--size", "4K", input="a\n")
+    assert result.exit_code == 2 and "--size only applies to --synthetic" in result.stderr
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a\n")
+    result = run(home, "topics", "produce", TOPIC, "--file", str(lines), "--size", "4K")
+    assert result.exit_code == 2 and "--size only applies to --synthetic" in result.stderr
+    assert "does not exist" in one_line_error(run(home, "topics", "info", TOPIC))  # not created
+
+
+# --- a --store directory that does not exist -------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topics", "list"),
+        ("topics", "info", TOPIC),
+        ("topics", "read", TOPIC),
+        ("topics", "offload-status", TOPIC),
+        ("objects", "verify"),
+        ("objects", "orphans"),
+        ("objects", "gc"),
+    ],
+)
+def test_read_only_commands_refuse_a_missing_store_directory(
+    produced: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    missing = tmp_path / "no" / "such" / "store"
+    for url in (missing.as_uri(), str(missing)):
+        line = one_line_error(run(produced, "--store", url, *args))
+        assert f"{missing} does not exist" in line
+    assert not missing.parent.exists()
+
+
+def test_writing_commands_create_a_missing_store_directory(home: Path, tmp_path: Path) -> None:
+    store = tmp_path / "new" / "store"
+    ok(home, "--store", store.as_uri(), "topics", "produce", TOPIC, input="a\n")
+    assert store.is_dir()
+    ok(home, "--store", store.as_uri(), "topics", "list")
+
+
+def test_store_given_as_a_regular_file(home: Path, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for args in (("topics", "list"), ("topics", "produce", TOPIC, "--synthetic", "1")):
+        line = one_line_error(run(home, "--store", afile.as_uri(), *args))
+        assert line == f"error: local store root {afile} is not a directory"

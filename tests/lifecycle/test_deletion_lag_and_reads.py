@@ -80,7 +80,7 @@ def test_truncated_object_blocks_the_deletion(off: Offloader, clock: FakeClock) 
     report = off.service_tick()
     assert report.local_deleted == () and report.verification_failures[0][0] == 0
     # the local copy is still what reads use for ledger 0 (its objects are not trusted... yet
-    # tiered-storage-first reads the objects; local-first reads the file)
+    # tiered-storage-first reads the objects; bookkeeper-first reads the file)
     off.set_read_priority(NS, "bookkeeper-first")
     assert [e[2] for e in read_all(off)][:5] == payloads(5)
     assert {e[3] for e in read_all(off)[:5]} == {"local"}
@@ -131,7 +131,7 @@ def test_a_topic_read_checks_the_crc32c_of_the_offloaded_blocks_it_reads(off: Of
 def test_read_priority_local_first_and_start_count(off: Offloader) -> None:
     offload_two(off)
     assert {e[3] for e in read_all(off)[:10]} == {"offloaded"}
-    off.set_read_priority(NS, "local-first")
+    off.set_read_priority(NS, "bookkeeper-first")
     assert {e[3] for e in read_all(off)[:10]} == {"local"}
     some = list(off.read(TOPIC, start=Position(1, 3), count=4))
     assert [(e.ledger_id, e.entry_id) for e in some] == [(1, 3), (1, 4), (2, 0), (2, 1)]
@@ -139,7 +139,7 @@ def test_read_priority_local_first_and_start_count(off: Offloader) -> None:
 
 
 def test_read_falls_back_to_objects_when_the_local_file_is_gone(off: Offloader) -> None:
-    off.set_read_priority(NS, "local-first")
+    off.set_read_priority(NS, "bookkeeper-first")
     offload_two(off)
     off.runtime.ledgers.delete_ledger(TOPIC, 0)  # as if the deletion lag raced the read
     rows = read_all(off)

@@ -127,7 +127,7 @@ def test_set_policies_round_trips_every_field(store: MetadataStore) -> None:
     )
     record = store.set_policies(NS, policies)
     assert record.policies == policies
-    assert record.policies.read_priority == "local-first"
+    assert record.policies.read_priority == "bookkeeper-first"
     assert store.get_namespace(NS).policies == policies
     back = store.set_policies(NS, policies.replace(offload_deletion_lag_ms=None))
     assert back.policies.offload_deletion_lag_ms is None

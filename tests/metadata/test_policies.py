@@ -61,8 +61,11 @@ def test_defaults_are_pulsars() -> None:
 
 
 def test_read_priority_aliases() -> None:
-    assert NamespacePolicies(read_priority="bookkeeper-first").read_priority == "local-first"
+    # Pulsar's names are canonical; local-first (the name earlier versions stored) is an alias
+    assert NamespacePolicies(read_priority="bookkeeper-first").read_priority == "bookkeeper-first"
+    assert NamespacePolicies(read_priority="local-first").read_priority == "bookkeeper-first"
     assert NamespacePolicies(read_priority="LOCAL-FIRST").prefers_local
+    assert NamespacePolicies(read_priority="bookkeeper-first").prefers_local
     with pytest.raises(ConfigError, match="read priority"):
         NamespacePolicies(read_priority="remote-preferred")
 
@@ -83,6 +86,26 @@ def test_invalid_values_are_refused() -> None:
         NamespacePolicies(offload_deletion_lag_ms=1.5)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         NamespacePolicies().replace(read_priority="nope")
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "offload_threshold_bytes",
+        "offload_threshold_seconds",
+        "offload_deletion_lag_ms",
+        "retention_size_bytes",
+        "retention_time_seconds",
+    ],
+)
+def test_values_beyond_64_bits_are_refused(field: str) -> None:
+    assert getattr(NamespacePolicies(**{field: 2**63 - 1}), field) == 2**63 - 1
+    assert getattr(NamespacePolicies(**{field: -(2**63)}), field) == -(2**63)
+    for value in (2**63, -(2**63) - 1, 10**30):
+        with pytest.raises(ConfigError, match="signed 64-bit"):
+            NamespacePolicies(**{field: value})
+        with pytest.raises(ConfigError, match="signed 64-bit"):
+            NamespacePolicies().replace(**{field: value})
 
 
 def test_replace() -> None:

@@ -17,6 +17,7 @@ from offloader.metadata.sqlite_schema import (
     Database,
     translate_error,
 )
+from offloader.policies import NamespacePolicies
 from tests.metadata import mp_workers
 
 NS = "public/default"
@@ -153,6 +154,38 @@ def test_sqlite_errors_are_translated() -> None:
     assert isinstance(busy, MetadataBusy) and "10 s" in str(busy)
     other = translate_error(sqlite3.DatabaseError("disk I/O error"), path, 1)
     assert type(other) is MetadataError and "/x/m.db" in str(other)
+
+
+def test_integers_beyond_64_bits_are_a_metadata_error(tmp_path: Path) -> None:
+    """sqlite3 raises OverflowError for them: translated, and the transaction rolled back."""
+    with SqliteMetadataStore(tmp_path / "m.db") as store:
+        store.create_namespace(NS, 1)
+        policies = NamespacePolicies(offload_threshold_bytes=10)
+        object.__setattr__(policies, "offload_threshold_bytes", 2**64)  # past the validation
+        with pytest.raises(MetadataError, match="too large to store"):
+            store.set_policies(NS, policies)
+        assert store.get_namespace(NS).policies.offload_threshold_bytes == -1
+        store.create_topic(TOPIC, 1)
+        ledger = store.add_ledger(TOPIC, store.allocate_ledger_id(), 1)
+        with pytest.raises(MetadataError, match="signed 64-bit"):
+            store.update_ledger_stats(ledger.ledger_id, 2**63, 1)
+        assert store.get_ledger(ledger.ledger_id).entries == 0
+
+
+def test_stored_local_first_reads_back_as_bookkeeper_first(tmp_path: Path) -> None:
+    """Databases written before the rename hold 'local-first'."""
+    path = tmp_path / "m.db"
+    with SqliteMetadataStore(path) as store:
+        store.create_namespace(NS, 1)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("UPDATE namespaces SET read_priority = 'local-first'")
+        conn.commit()
+    finally:
+        conn.close()
+    with SqliteMetadataStore(path) as store:
+        policies = store.get_namespace(NS).policies
+    assert policies.read_priority == "bookkeeper-first" and policies.prefers_local
 
 
 def test_processes_opening_a_fresh_database_at_once(tmp_path: Path) -> None:
