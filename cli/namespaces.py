@@ -1,6 +1,6 @@
 """``offloader namespaces``: create namespaces and set their offload and retention policies.
 
-Flags and output mirror ``pulsar-admin namespaces`` (pulsar-format-facts §8.2):
+Flags and output mirror ``pulsar-admin namespaces``:
 ``get-offload-threshold`` prints ``offloadThresholdInBytes: X`` and
 ``offloadThresholdInSeconds: Y``; ``get-offload-deletion-lag`` prints ``<minutes> minute(s)``
 (``<seconds> second(s)`` or ``<ms> ms`` when the lag is not a whole number of minutes, where

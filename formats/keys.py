@@ -2,9 +2,10 @@
 
 Keys (spec/object-keys.md §1): data ``<uuid>-ledger-<ledgerId>``, index
 ``<uuid>-ledger-<ledgerId>-index``, at the bucket root or under an optional key prefix.
-User metadata (§4), on both objects: ``s3managedledgeroffloaderformatversion=1`` (checked by
-every Pulsar reader), ``role`` (``data``/``index``), ``ManagedLedgerName``, and the software
-version. S3 lower-cases metadata keys, so parsing is case-insensitive.
+User metadata (spec/object-keys.md §3), on both objects:
+``s3managedledgeroffloaderformatversion=1`` (checked by every Pulsar reader), ``role``
+(``data``/``index``), ``ManagedLedgerName``, and the software version. S3 lower-cases metadata
+keys, so parsing is case-insensitive.
 """
 
 from __future__ import annotations

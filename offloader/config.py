@@ -1,9 +1,9 @@
 """Validated, frozen settings for offloading and reading.
 
-Defaults are Pulsar's (pulsar-format-facts §9). Memory: an offload holds at most
-``offload_concurrency`` block buffers (uploading, or being filled while the others upload), so
-peak buffer memory is ``offload_concurrency * max_block_size`` (plus about 70 MB of interpreter
-and client).
+Defaults are Pulsar's (``ServiceConfiguration`` and the offloader's driver settings). Memory:
+an offload holds at most ``offload_concurrency`` block buffers (uploading, or being filled while
+the others upload), so peak buffer memory is ``offload_concurrency * max_block_size`` (plus
+about 70 MB of interpreter and client).
 A ReadHandle reads a short window with one ranged GET; with ``read_ahead``, a long one (a bulk
 read) is one streamed GET read ``read_buffer_size`` bytes at a time, at most 8 chunks ahead of
 the caller; without it, ranged GETs of ``read_buffer_size`` bytes grow to 8 buffers on a

@@ -4,14 +4,14 @@ Functions over a :class:`~offloader.managed_ledger.ManagedLedger`, each one pass
 ledger list, deciding with the pure algorithms of :mod:`offloader.policies`:
 
 * :func:`offload_prefix`: Pulsar's ``ManagedLedgerImpl.offloadPrefix`` by position or by
-  ``--size-threshold`` (§8.1), in the foreground, under the topic's offload lock (a second
+  ``--size-threshold``, in the foreground, under the topic's offload lock (a second
   request fails with :class:`OffloadInProgress` "Offload operation already running");
-* :func:`auto_offload`: the namespace thresholds (§7.3) plus retries of failed or interrupted
+* :func:`auto_offload`: the namespace thresholds plus retries of failed or interrupted
   attempts after their backoff; skipped quietly while another process offloads the topic;
-* :func:`delete_local_copies`: the deletion lag (§7.5): verify both objects, mark
+* :func:`delete_local_copies`: the deletion lag: verify both objects, mark
   ``local_deleted`` (CAS), *then* delete the local file;
 * :func:`trim_for_retention` and :func:`delete_topic`: remove ledgers with their local files and
-  the objects of every UUID they ever had (§7.7: nothing orphaned);
+  the objects of every UUID they ever had (nothing orphaned);
 * :func:`sweep_leftovers`: files and attempts a crash left behind.
 
 Offload status (NOT_RUN / RUNNING / SUCCESS / ERROR with the first error) is recorded for every

@@ -1,13 +1,13 @@
 """Namespace policies and the pure decisions made from them.
 
 This module owns :class:`NamespacePolicies` (Pulsar's namespace offload fields and their
-defaults, pulsar-format-facts §8.2) and the algorithms that turn a topic's ledger list into work:
+defaults) and the algorithms that turn a topic's ledger list into work:
 
-* :func:`select_ledgers_for_auto_offload`: the automatic size/time thresholds (§7.3);
-* :func:`offload_prefix_candidates`: ``offload-prefix`` up to a position (§7.2);
-* :func:`size_threshold_position`: ``topics offload --size-threshold`` (§8.1);
-* :func:`ledgers_due_for_local_deletion`: the deletion lag (§7.5);
-* :func:`ledgers_to_trim_for_retention`: retention trimming (§7.7, with our semantics below).
+* :func:`select_ledgers_for_auto_offload`: the automatic size/time thresholds;
+* :func:`offload_prefix_candidates`: ``offload-prefix`` up to a position;
+* :func:`size_threshold_position`: ``topics offload --size-threshold``;
+* :func:`ledgers_due_for_local_deletion`: the deletion lag;
+* :func:`ledgers_to_trim_for_retention`: retention trimming (with our semantics below).
 
 Every function is pure: it takes :class:`LedgerView` values (no SQLite, no clock) and returns
 ledger ids, so it can be unit- and property-tested on its own.
@@ -157,7 +157,7 @@ def _ascending(ledgers: Sequence[LedgerView]) -> list[LedgerView]:
 def select_ledgers_for_auto_offload(
     ledgers: Sequence[LedgerView], policies: NamespacePolicies, now_ms: int
 ) -> list[int]:
-    """Ledgers the namespace thresholds want offloaded now, oldest first (Pulsar §7.3).
+    """Ledgers the namespace thresholds want offloaded now, oldest first (Pulsar).
 
     Walks newest to oldest, skipping open ledgers; ``size_summed`` adds every ledger walked,
     offloaded or not. A ledger whose offload is not complete is selected when
@@ -194,7 +194,7 @@ class PrefixPlan:
 
 
 def offload_prefix_candidates(ledgers: Sequence[LedgerView], position_ledger_id: int) -> PrefixPlan:
-    """Ledgers ``offload-prefix`` up to ``(position_ledger_id, entry)`` offloads (Pulsar §7.2).
+    """Ledgers ``offload-prefix`` up to ``(position_ledger_id, entry)`` offloads (Pulsar).
 
     Candidates are every ledger but the last (the current one), ascending; one qualifies when its
     id is below the position's ledger, its offload is not complete and it is not empty. The walk
@@ -217,7 +217,7 @@ def offload_prefix_candidates(ledgers: Sequence[LedgerView], position_ledger_id:
 
 def size_threshold_position(ledgers: Sequence[LedgerView], threshold_bytes: int) -> int | None:
     """The ledger id L of the position ``(L, 0)`` that ``topics offload --size-threshold`` asks
-    for, or None for Pulsar's "Nothing to offload" (§8.1, ``findFirstLedgerWithinThreshold``).
+    for, or None for Pulsar's "Nothing to offload" (``findFirstLedgerWithinThreshold``).
 
     Walks newest to oldest, the current ledger included (its ``size_bytes`` should be the current
     ledger size), summing sizes; at the first ledger where the sum exceeds the threshold, the
@@ -239,7 +239,7 @@ def size_threshold_position(ledgers: Sequence[LedgerView], threshold_bytes: int)
 def ledgers_due_for_local_deletion(
     ledgers: Sequence[LedgerView], lag_ms: int | None, now_ms: int
 ) -> list[int]:
-    """Ledgers whose local copy may be deleted now, ascending (Pulsar §7.5).
+    """Ledgers whose local copy may be deleted now, ascending (Pulsar).
 
     A ledger qualifies when its offload is complete, its local copy is not deleted yet, the lag is
     set (None = never) and ``now - offloaded > lag``.

@@ -1,6 +1,6 @@
 """The offload lifecycle, offload status and per-topic offload lock of the SQLite store.
 
-This module owns the SQL of the compare-and-set protocol (DESIGN §4): ``begin_offload`` records
+This module owns the SQL of the compare-and-set protocol: ``begin_offload`` records
 the attempt and points the ledger at it in one ``BEGIN IMMEDIATE`` transaction;
 ``complete_offload`` and ``mark_local_deleted`` check the ledger's UUID inside the transaction
 that changes it, so exactly one of several racing processes wins. When a compare-and-set loses,

@@ -39,7 +39,6 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlsplit
 
 import crc32c as crc32c_lib
-import structlog
 
 from offloader.errors import (
     AccessDenied,
@@ -63,14 +62,7 @@ from offloader.store.keycheck import check_key
 __all__ = ["TMP_PREFIX", "UPLOADS_DIR", "LocalObjectStore", "local_store_root"]
 
 
-def _get_log() -> Any:
-    try:
-        return get_logger(__name__)
-    except TypeError:  # offloader.logs.get_logger passes logger=, which structlog refuses
-        return structlog.get_logger(logger_name=__name__)
-
-
-log = _get_log()
+log = get_logger(__name__)
 
 #: the hidden directory (directly under the root) that holds incomplete multipart uploads
 UPLOADS_DIR = ".uploads"

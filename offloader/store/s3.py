@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 import boto3
 import crc32c as crc32c_lib
-import structlog
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -68,14 +67,7 @@ from offloader.store.ranges import Body, ResumingRangeReader
 __all__ = ["S3ObjectStore", "crc32c_header"]
 
 
-def _get_log() -> Any:
-    try:
-        return get_logger(__name__)
-    except TypeError:  # offloader.logs.get_logger passes logger=, which structlog refuses
-        return structlog.get_logger(logger_name=__name__)
-
-
-log = _get_log()
+log = get_logger(__name__)
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")

@@ -113,7 +113,7 @@ def test_replace() -> None:
     assert policies.offload_threshold_seconds == 0 and policies.auto_offload_enabled
 
 
-# --- automatic offload (§7.3) ---------------------------------------------------------------
+# --- automatic offload ---------------------------------------------------------------------
 AUTO_CASES = [
     # (ledgers, policies, expected): ids are ascending; None closed_ms = the open ledger
     pytest.param(
@@ -267,7 +267,7 @@ def test_time_selection_is_by_close_time(ledgers: list[LedgerView], seconds: int
     assert select_ledgers_for_auto_offload(ledgers, policies, NOW) == expected
 
 
-# --- offload-prefix (§7.2) ------------------------------------------------------------------
+# --- offload-prefix ------------------------------------------------------------------------
 PREFIX_LEDGERS = [ledger(1), ledger(2, complete=True), ledger(3, 0), ledger(4), ledger(5, 0, None)]
 
 
@@ -304,7 +304,7 @@ def test_offload_prefix_properties(ledgers: list[LedgerView], position: int) -> 
         assert all(i < plan.first_retained_ledger_id for i in plan.ledger_ids)
 
 
-# --- topics offload --size-threshold (§8.1) -------------------------------------------------
+# --- topics offload --size-threshold -------------------------------------------------------
 @pytest.mark.parametrize(
     ("sizes", "threshold", "expected"),
     [
@@ -340,7 +340,7 @@ def test_size_threshold_position_properties(ledgers: list[LedgerView], threshold
         assert kept + ledgers[index - 1].size_bytes > threshold
 
 
-# --- deletion lag (§7.5) --------------------------------------------------------------------
+# --- deletion lag --------------------------------------------------------------------------
 def test_ledgers_due_for_local_deletion() -> None:
     ledgers = [
         ledger(1, complete=True, offloaded_ms=NOW - 1001),
