@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cli.config_file import load_file_config
 from offloader.errors import ObjectNotFound
 from offloader.store.local import LocalObjectStore, local_store_root
 
@@ -79,8 +80,6 @@ def require_existing_store(cli: CliContext) -> None:
     """Refuse a configured local store directory that does not exist (ObjectNotFound naming
     it). Only a store given by ``--store``/``OFFLOADER_STORE`` or ``offloader.toml`` is
     checked: the default ``<home>/objects`` of a fresh home is created as before."""
-    from cli.settings import load_file_config  # cli.settings imports this module
-
     url = cli.store_url or load_file_config(cli.home).store
     root = None if url is None else local_store_root(url)
     if root is None:

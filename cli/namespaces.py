@@ -26,8 +26,9 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.params import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE
 from cli.render import echo_json, echo_table
-from cli.settings import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE, open_offloader
+from cli.settings import open_offloader
 from offloader.metadata.base import NamespaceRecord
 from offloader.policies import NamespacePolicies
 

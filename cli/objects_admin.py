@@ -27,8 +27,9 @@ import click
 
 from cli.context import CliContext, open_offloader_existing_store, pass_cli
 from cli.objects import objects
+from cli.params import DURATION
 from cli.render import Progress, echo_json, echo_table, plural, progress_enabled
-from cli.settings import DURATION, read_options
+from cli.settings import read_options
 from offloader.api import Offloader, OrphanReport, VerifyResult
 from offloader.errors import InvalidLedgerState, NotFound, VerificationError
 from offloader.units import format_size

@@ -25,8 +25,9 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.params import DURATION
 from cli.render import echo_json
-from cli.settings import DURATION, broker_options, open_offloader
+from cli.settings import broker_options, open_offloader
 from offloader.api import TickReport
 from offloader.logs import get_logger
 

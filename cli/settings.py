@@ -29,227 +29,34 @@ seconds). A bad value is reported with where it came from: the option (a usage e
 The settings options come in groups, each a decorator that adds only the options that matter to
 a command: :func:`rollover_options` (commands that write ledgers), :func:`offload_options`
 (commands that offload), :func:`read_options` (commands that read offloaded ledgers), and
-:func:`broker_options`, all three (``service run``). This module also holds the click parameter
-types for sizes, times and positions (a bad value is a usage error, exit code 2) and
-:func:`open_offloader`, which every store-backed command uses to build the
-:class:`~offloader.api.Offloader`.
+:func:`broker_options`, all three (``service run``). :func:`open_offloader` builds the
+:class:`~offloader.api.Offloader` every store-backed command uses. The file itself is read by
+:mod:`cli.config_file`; the click types for sizes, times and positions are in :mod:`cli.params`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
+from cli.config_file import FileConfig, apply_broker_values, load_file_config, toml_text
 from cli.context import CliContext
-from offloader.api import BrokerSettings, Offloader, Position
+from cli.params import DURATION, DurationParam, SizeParam
+from offloader.api import BrokerSettings, Offloader
 from offloader.config import MIN_S3_BLOCK_SIZE
 from offloader.errors import ConfigError
 from offloader.logs import redact
-from offloader.units import parse_duration_seconds, parse_size
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-CONFIG_FILE = "offloader.toml"
 _META_KEY = "offloader.broker_options"
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-# --- click parameter types ---------------------------------------------------------------
-class SizeParam(click.ParamType):  # type: ignore[type-arg]
-    """``10M``, ``5G``, ``4096`` (bytes); ``-1`` only where ``allow_negative``."""
-
-    name = "size"
-
-    def __init__(self, *, allow_negative: bool = False, minimum: int = 0) -> None:
-        self.allow_negative = allow_negative
-        self.minimum = minimum
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            size = parse_size(value, allow_negative=self.allow_negative)
-        except ConfigError as exc:
-            self.fail(str(exc), param, ctx)
-        if 0 <= size < self.minimum:
-            self.fail(f"{value!r} is below the minimum of {self.minimum} bytes", param, ctx)
-        return size
-
-
-class DurationParam(click.ParamType):  # type: ignore[type-arg]
-    """``30s``, ``10m``, ``4h``, ``2d``, ``1w`` or plain seconds; ``-1`` where allowed."""
-
-    name = "time"
-
-    def __init__(self, *, allow_negative: bool = False, minimum: int = 0) -> None:
-        self.allow_negative = allow_negative
-        self.minimum = minimum
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            seconds = parse_duration_seconds(value, allow_negative=self.allow_negative)
-        except ConfigError as exc:
-            self.fail(str(exc), param, ctx)
-        if 0 <= seconds < self.minimum:
-            self.fail(f"{value!r} is below the minimum of {self.minimum}s", param, ctx)
-        return seconds
-
-
-class PositionParam(click.ParamType):  # type: ignore[type-arg]
-    """``LEDGER:ENTRY``, e.g. ``12:0``."""
-
-    name = "ledger:entry"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Position:
-        if isinstance(value, Position):
-            return value
-        try:
-            return Position.parse(str(value))
-        except ConfigError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-SIZE = SizeParam()
-SIZE_OR_MINUS_ONE = SizeParam(allow_negative=True)
-DURATION = DurationParam()
-DURATION_OR_MINUS_ONE = DurationParam(allow_negative=True)
-POSITION = PositionParam()
-
-
-# --- offloader.toml ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FileConfig:
-    """What ``offloader.toml`` says (every field optional)."""
-
-    store: str | None = None
-    endpoint_url: str | None = None
-    region: str | None = None
-    broker: BrokerSettings = field(default_factory=BrokerSettings)
-    #: the file that was read (None: there is none)
-    path: Path | None = None
-    #: the ``[broker]`` table as written, to quote a value when it is refused
-    broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-
-_TOP_KEYS = {"store", "endpoint_url", "region", "broker"}
-_INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
-_SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
-_TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
-_FSYNC_VALUES = ("always", "batch", "never")
-
-
-def load_file_config(home: Path) -> FileConfig:
-    """``<home>/offloader.toml`` parsed and checked; defaults when the file does not exist."""
-    path = home / CONFIG_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return FileConfig()
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
-    strings: dict[str, str | None] = {}
-    for key in ("store", "endpoint_url", "region"):
-        value = data.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{path}: {key} must be a string")
-        strings[key] = value or None
-    broker_table = data.get("broker", {})
-    if not isinstance(broker_table, dict):
-        raise ConfigError(f"{path}: [broker] must be a table")
-    try:
-        broker = _broker_from_table(broker_table, BrokerSettings())
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return FileConfig(
-        store=strings["store"],
-        endpoint_url=strings["endpoint_url"],
-        region=strings["region"],
-        broker=broker,
-        path=path,
-        broker_table=dict(broker_table),
-    )
-
-
-def _toml(value: object) -> str:
-    """A value as it would be written in TOML (``"1M"``, ``4``)."""
-    return json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
-
-
-def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSettings:
-    known = _INT_KEYS | _SIZE_KEYS | _TIME_KEYS | {"fsync"}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ConfigError(f"unknown [broker] key(s) {', '.join(unknown)}")
-    values: dict[str, int | str] = {}
-    for key, value in table.items():
-        if key in _INT_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"[broker] {key} must be a positive integer, not {_toml(value)}")
-            values[key] = value
-        elif key == "fsync":
-            if value not in _FSYNC_VALUES:
-                raise ConfigError(f"[broker] fsync must be one of {', '.join(_FSYNC_VALUES)}")
-            values[key] = value
-        else:
-            try:
-                if key in _SIZE_KEYS:
-                    values[key] = parse_size(value)
-                else:
-                    lag = key == "offload_deletion_lag"
-                    values[key] = parse_duration_seconds(value, allow_negative=lag)
-                if key == "max_rollover_time" and values[key] == 0:
-                    raise ConfigError("must be at least 1s")
-                apply_broker_values(base, {key: values[key]})  # the per-value checks
-            except ConfigError as exc:
-                raise ConfigError(f"[broker] {key} = {_toml(value)}: {exc}") from None
-    return apply_broker_values(base, values)
-
-
-def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerSettings:
-    """``base`` with the given settings (names as in ``[broker]``; None = keep) applied."""
-    values = {key: value for key, value in values.items() if value is not None}
-    offload_changes = {
-        key: values[key]
-        for key in ("max_block_size", "read_buffer_size", "offload_concurrency")
-        if key in values
-    }
-    broker_changes: dict[str, Any] = {}
-    for key, field_name in (
-        ("max_entries_per_ledger", "max_entries_per_ledger"),
-        ("max_ledger_size", "max_ledger_size"),
-        ("min_rollover_time", "min_rollover_seconds"),
-        ("max_rollover_time", "max_rollover_seconds"),
-        ("orphan_min_age", "orphan_min_age_seconds"),
-        ("fsync", "fsync"),
-    ):
-        if key in values:
-            broker_changes[field_name] = values[key]
-    if "offload_deletion_lag" in values:
-        broker_changes["default_deletion_lag_ms"] = int(values["offload_deletion_lag"]) * 1000
-    offload = base.offload
-    if offload_changes:
-        # the 5M minimum is checked by resolve_settings, which knows the store
-        offload = offload.replace(enforce_min_block_size=False, **offload_changes)
-    return replace(base, offload=offload, **broker_changes)
-
 
 # --- shared options ------------------------------------------------------------------------
 #: (parameter name, option): ledger rollover, for the commands that write ledgers
@@ -390,7 +197,7 @@ def _broker_origin(key: str, overrides: dict[str, Any], file_config: FileConfig)
     if overrides.get(key) is not None:
         return _Origin("option", "--" + key.replace("_", "-"))
     if key in file_config.broker_table:
-        raw = _toml(file_config.broker_table[key])
+        raw = toml_text(file_config.broker_table[key])
         return _Origin("file", f"[broker] {key} = {raw} in {file_config.path}")
     return _Origin("default", "the default")
 
@@ -455,7 +262,7 @@ def _check_block_size(
     if origin.kind == "option":
         raise click.BadParameter(f"{_size_text(size)} {need}", param_hint="'--max-block-size'")
     # Pulsar's default (64M) is above the minimum: the value is the file's
-    raw = _toml(file_config.broker_table.get("max_block_size", size))
+    raw = toml_text(file_config.broker_table.get("max_block_size", size))
     raise ConfigError(f"{file_config.path}: [broker] max_block_size = {raw} {need}")
 
 
@@ -484,15 +291,15 @@ def _check_rollover_times(
     # neither is an option, and Pulsar's defaults (10m, 4h) are in order: the file sets one
     table = file_config.broker_table
     if "min_rollover_time" in table:
-        low_text = f"[broker] min_rollover_time = {_toml(table['min_rollover_time'])}"
+        low_text = f"[broker] min_rollover_time = {toml_text(table['min_rollover_time'])}"
         high_text = (
-            f"max_rollover_time = {_toml(table['max_rollover_time'])}"
+            f"max_rollover_time = {toml_text(table['max_rollover_time'])}"
             if "max_rollover_time" in table
             else f"the default max rollover time {_time_text(high)}"
         )
         message = f"{low_text} is above {high_text}"
     else:
-        high_text = f"[broker] max_rollover_time = {_toml(table['max_rollover_time'])}"
+        high_text = f"[broker] max_rollover_time = {toml_text(table['max_rollover_time'])}"
         message = f"{high_text} is below the default min rollover time {_time_text(low)}"
     raise ConfigError(f"{file_config.path}: {message}; {rule}")
 

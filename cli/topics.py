@@ -33,6 +33,7 @@ import click
 from click.core import ParameterSource
 
 from cli.context import CliContext, open_offloader_existing_store, pass_cli
+from cli.params import POSITION, SIZE
 from cli.render import (
     PAYLOAD_TEXT_LIMIT,
     Progress,
@@ -43,8 +44,6 @@ from cli.render import (
     safe_bytes,
 )
 from cli.settings import (
-    POSITION,
-    SIZE,
     offload_options,
     open_offloader,
     read_options,

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from cli.config_file import load_file_config
 from cli.context import CliContext
 from cli.main import cli
 from cli.render import Progress, progress_enabled, table
 from cli.service import StopFlag, stop_on_signals
-from cli.settings import load_file_config, resolve_settings
+from cli.settings import resolve_settings
 from offloader.errors import ConfigError
 from tests.cli.helpers import json_lines, ok, run
 

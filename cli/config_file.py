@@ -1,0 +1,150 @@
+"""``<home>/offloader.toml``: read, checked, and turned into broker settings.
+
+Every key is optional. A bad value is an operational :class:`~offloader.errors.ConfigError`
+(exit code 1) naming the file and the key; :mod:`cli.settings` merges the file with the
+command's options (options win) and Pulsar's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from offloader.api import BrokerSettings
+from offloader.errors import ConfigError
+from offloader.units import parse_duration_seconds, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["CONFIG_FILE", "FileConfig", "apply_broker_values", "load_file_config", "toml_text"]
+
+CONFIG_FILE = "offloader.toml"
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """What ``offloader.toml`` says (every field optional)."""
+
+    store: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    #: the file that was read (None: there is none)
+    path: Path | None = None
+    #: the ``[broker]`` table as written, to quote a value when it is refused
+    broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+_TOP_KEYS = {"store", "endpoint_url", "region", "broker"}
+_INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
+_SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
+_TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
+_FSYNC_VALUES = ("always", "batch", "never")
+
+
+def load_file_config(home: Path) -> FileConfig:
+    """``<home>/offloader.toml`` parsed and checked; defaults when the file does not exist."""
+    path = home / CONFIG_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return FileConfig()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    strings: dict[str, str | None] = {}
+    for key in ("store", "endpoint_url", "region"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{path}: {key} must be a string")
+        strings[key] = value or None
+    broker_table = data.get("broker", {})
+    if not isinstance(broker_table, dict):
+        raise ConfigError(f"{path}: [broker] must be a table")
+    try:
+        broker = _broker_from_table(broker_table, BrokerSettings())
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return FileConfig(
+        store=strings["store"],
+        endpoint_url=strings["endpoint_url"],
+        region=strings["region"],
+        broker=broker,
+        path=path,
+        broker_table=dict(broker_table),
+    )
+
+
+def toml_text(value: object) -> str:
+    """A value as it would be written in TOML (``"1M"``, ``4``)."""
+    return json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
+
+
+def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSettings:
+    known = _INT_KEYS | _SIZE_KEYS | _TIME_KEYS | {"fsync"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"unknown [broker] key(s) {', '.join(unknown)}")
+    values: dict[str, int | str] = {}
+    for key, value in table.items():
+        if key in _INT_KEYS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"[broker] {key} must be a positive integer, not {toml_text(value)}"
+                )
+            values[key] = value
+        elif key == "fsync":
+            if value not in _FSYNC_VALUES:
+                raise ConfigError(f"[broker] fsync must be one of {', '.join(_FSYNC_VALUES)}")
+            values[key] = value
+        else:
+            try:
+                if key in _SIZE_KEYS:
+                    values[key] = parse_size(value)
+                else:
+                    lag = key == "offload_deletion_lag"
+                    values[key] = parse_duration_seconds(value, allow_negative=lag)
+                if key == "max_rollover_time" and values[key] == 0:
+                    raise ConfigError("must be at least 1s")
+                apply_broker_values(base, {key: values[key]})  # the per-value checks
+            except ConfigError as exc:
+                raise ConfigError(f"[broker] {key} = {toml_text(value)}: {exc}") from None
+    return apply_broker_values(base, values)
+
+
+def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerSettings:
+    """``base`` with the given settings (names as in ``[broker]``; None = keep) applied."""
+    values = {key: value for key, value in values.items() if value is not None}
+    offload_changes = {
+        key: values[key]
+        for key in ("max_block_size", "read_buffer_size", "offload_concurrency")
+        if key in values
+    }
+    broker_changes: dict[str, Any] = {}
+    for key, field_name in (
+        ("max_entries_per_ledger", "max_entries_per_ledger"),
+        ("max_ledger_size", "max_ledger_size"),
+        ("min_rollover_time", "min_rollover_seconds"),
+        ("max_rollover_time", "max_rollover_seconds"),
+        ("orphan_min_age", "orphan_min_age_seconds"),
+        ("fsync", "fsync"),
+    ):
+        if key in values:
+            broker_changes[field_name] = values[key]
+    if "offload_deletion_lag" in values:
+        broker_changes["default_deletion_lag_ms"] = int(values["offload_deletion_lag"]) * 1000
+    offload = base.offload
+    if offload_changes:
+        # the 5M minimum is checked by resolve_settings, which knows the store
+        offload = offload.replace(enforce_min_block_size=False, **offload_changes)
+    return replace(base, offload=offload, **broker_changes)

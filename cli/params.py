@@ -1,0 +1,87 @@
+"""click parameter types for sizes (``10M``), times (``4h``) and positions (``12:0``).
+
+A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
+units (:mod:`offloader.units`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from offloader.api import Position
+from offloader.errors import ConfigError
+from offloader.units import parse_duration_seconds, parse_size
+
+__all__ = [
+    "DURATION",
+    "DURATION_OR_MINUS_ONE",
+    "POSITION",
+    "SIZE",
+    "SIZE_OR_MINUS_ONE",
+    "DurationParam",
+    "PositionParam",
+    "SizeParam",
+]
+
+
+class SizeParam(click.ParamType):  # type: ignore[type-arg]
+    """``10M``, ``5G``, ``4096`` (bytes); ``-1`` only where ``allow_negative``."""
+
+    name = "size"
+
+    def __init__(self, *, allow_negative: bool = False, minimum: int = 0) -> None:
+        self.allow_negative = allow_negative
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            size = parse_size(value, allow_negative=self.allow_negative)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+        if 0 <= size < self.minimum:
+            self.fail(f"{value!r} is below the minimum of {self.minimum} bytes", param, ctx)
+        return size
+
+
+class DurationParam(click.ParamType):  # type: ignore[type-arg]
+    """``30s``, ``10m``, ``4h``, ``2d``, ``1w`` or plain seconds; ``-1`` where allowed."""
+
+    name = "time"
+
+    def __init__(self, *, allow_negative: bool = False, minimum: int = 0) -> None:
+        self.allow_negative = allow_negative
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            seconds = parse_duration_seconds(value, allow_negative=self.allow_negative)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+        if 0 <= seconds < self.minimum:
+            self.fail(f"{value!r} is below the minimum of {self.minimum}s", param, ctx)
+        return seconds
+
+
+class PositionParam(click.ParamType):  # type: ignore[type-arg]
+    """``LEDGER:ENTRY``, e.g. ``12:0``."""
+
+    name = "ledger:entry"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Position:
+        if isinstance(value, Position):
+            return value
+        try:
+            return Position.parse(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SIZE = SizeParam()
+SIZE_OR_MINUS_ONE = SizeParam(allow_negative=True)
+DURATION = DurationParam()
+DURATION_OR_MINUS_ONE = DurationParam(allow_negative=True)
+POSITION = PositionParam()
