@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.topics:topics",
     "cli.namespaces:namespaces",
     "cli.objects:objects",
+    "cli.objects_encode:objects",  # the same group, with encode added
     "cli.objects_admin:objects",  # the same group, with verify/orphans/gc added
     "cli.service:service",
 )
