@@ -3,11 +3,6 @@
 ``offloader [--home DIR] [--store URL] [--endpoint-url URL] [--json] [--log-format text|json]
 [-v|-q]`` are stored here by the top-level group (``cli/main.py``) and reach every command as
 ``click.get_current_context().obj`` (use :func:`pass_cli` or :func:`current`).
-
-Commands that only look (``topics list|info|read|offload-status``, ``objects
-verify|orphans|gc``) open the engine with :func:`open_offloader_existing_store`, so that a
-mistyped ``--store file:///...`` is an error rather than a new, empty store; commands that
-write create the directory.
 """
 
 from __future__ import annotations
@@ -16,16 +11,9 @@ import json as _json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
-
-from cli.config_file import load_file_config
-from offloader.errors import ObjectNotFound
-from offloader.store.local import LocalObjectStore, local_store_root
-
-if TYPE_CHECKING:
-    from offloader.api import Offloader
 
 DEFAULT_HOME = Path(".offloader")
 
@@ -74,28 +62,3 @@ def current() -> CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext, ensure=True)
-
-
-def require_existing_store(cli: CliContext) -> None:
-    """Refuse a configured local store directory that does not exist (ObjectNotFound naming
-    it). Only a store given by ``--store``/``OFFLOADER_STORE`` or ``offloader.toml`` is
-    checked: the default ``<home>/objects`` of a fresh home is created as before."""
-    url = cli.store_url or load_file_config(cli.home).store
-    root = None if url is None else local_store_root(url)
-    if root is None:
-        return
-    try:
-        LocalObjectStore(root, create=False).close()
-    except ObjectNotFound as exc:
-        raise ObjectNotFound(
-            f"{exc}: check the store URL ({url}); commands that write create the directory"
-        ) from None
-
-
-def open_offloader_existing_store(cli: CliContext) -> Offloader:
-    """:func:`cli.settings.open_offloader` for commands that only read the store: the store
-    directory must exist (see :func:`require_existing_store`)."""
-    from cli.settings import open_offloader
-
-    require_existing_store(cli)
-    return open_offloader(cli)

@@ -25,11 +25,11 @@ from typing import Any
 
 import click
 
-from cli.context import CliContext, open_offloader_existing_store, pass_cli
+from cli.context import CliContext, pass_cli
 from cli.objects import objects
 from cli.params import DURATION
 from cli.render import Progress, echo_json, echo_table, plural, progress_enabled
-from cli.settings import read_options
+from cli.settings import open_offloader, read_options
 from offloader.api import Offloader, OrphanReport, VerifyResult
 from offloader.errors import InvalidLedgerState, NotFound, VerificationError
 from offloader.units import format_size
@@ -102,7 +102,7 @@ def verify(
     """
     enabled = progress_enabled(cli)
     with (
-        open_offloader_existing_store(cli) as offloader,
+        open_offloader(cli, read_only=True) as offloader,
         Progress("verify", enabled=enabled) as progress,
     ):
         if ledger_id is not None:
@@ -205,7 +205,7 @@ def orphans(cli: CliContext, min_age: int | None) -> None:
       offloader objects orphans
       offloader --json objects orphans --min-age 0
     """
-    with open_offloader_existing_store(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         report = offloader.orphans(min_age_seconds=min_age)
     if cli.json:
         echo_json(report_record(report))
@@ -236,7 +236,7 @@ def gc(cli: CliContext, dry_run: bool, min_age: int | None) -> None:
       offloader objects gc --dry-run
       offloader objects gc --min-age 2h
     """
-    with open_offloader_existing_store(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         report = offloader.gc(dry_run=dry_run, min_age_seconds=min_age)
     if cli.json:
         echo_json(report_record(report, dry_run=dry_run))

@@ -51,7 +51,7 @@ from cli.context import CliContext
 from cli.params import DURATION, DurationParam, SizeParam
 from offloader.api import BrokerSettings, Offloader
 from offloader.config import MIN_S3_BLOCK_SIZE
-from offloader.errors import ConfigError
+from offloader.errors import ConfigError, ObjectNotFound
 from offloader.logs import redact
 
 _META_KEY = "offloader.broker_options"
@@ -338,9 +338,15 @@ def option_overrides() -> dict[str, Any]:
     return dict(ctx.meta.get(_META_KEY, {})) if ctx is not None else {}
 
 
-def open_offloader(cli: CliContext) -> Offloader:
-    """The :class:`Offloader` of this invocation (use it as a context manager)."""
+def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
+    """The :class:`Offloader` of this invocation (use it as a context manager).
+
+    ``read_only`` commands (``topics list|info|read|offload-status``, ``objects
+    verify|orphans|gc``) refuse a configured local store directory that does not exist, so a
+    mistyped ``--store file:///...`` is an error rather than a new, empty store; the default
+    ``<home>/objects`` of a fresh home is still created."""
     settings = resolve_settings(cli, option_overrides())
+    configured = bool(cli.store_url or load_file_config(cli.home).store)
     try:
         return Offloader.from_settings(
             settings.home,
@@ -348,7 +354,13 @@ def open_offloader(cli: CliContext) -> Offloader:
             endpoint_url=settings.endpoint_url,
             region=settings.region,
             broker=settings.broker,
+            create_store=not (read_only and configured),
         )
+    except ObjectNotFound as exc:  # only a refused missing store directory gets here
+        raise ObjectNotFound(
+            f"{exc}: check the store URL ({redact(settings.store_url)}); commands that write "
+            "create the directory"
+        ) from None
     except ConfigError as exc:
         message = str(exc)
         file_config = load_file_config(cli.home)

@@ -32,7 +32,7 @@ from typing import IO, Any
 import click
 from click.core import ParameterSource
 
-from cli.context import CliContext, open_offloader_existing_store, pass_cli
+from cli.context import CliContext, pass_cli
 from cli.params import POSITION, SIZE
 from cli.render import (
     PAYLOAD_TEXT_LIMIT,
@@ -50,7 +50,7 @@ from cli.settings import (
     rollover_options,
 )
 from offloader.api import EntryRecord, OffloadTrigger, Position, ProduceResult, TopicInfo
-from offloader.errors import EntryOutOfRange, OffloadError
+from offloader.errors import OffloadError
 from offloader.metadata.base import LedgerRecord, TopicOffloadStatus
 from offloader.units import format_size
 
@@ -205,7 +205,7 @@ def list_topics(cli: CliContext, namespace: str | None) -> None:
       offloader topics list
       offloader --json topics list public/default
     """
-    with open_offloader_existing_store(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         names = offloader.list_topics(namespace)
     for name in names:
         if cli.json:
@@ -256,7 +256,7 @@ def info(cli: CliContext, topic: str) -> None:
       offloader topics info persistent://public/default/t1
       offloader --json topics info t1 | jq '.ledgers[] | select(.offloaded)'
     """
-    with open_offloader_existing_store(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         topic_info = offloader.topic_info(topic)
     if cli.json:
         echo_json(info_record(topic_info))
@@ -406,7 +406,7 @@ def offload_status(cli: CliContext, topic: str, wait_complete: bool) -> None:
       offloader topics offload-status persistent://public/default/t1
       offloader topics offload-status t1 --wait-complete
     """
-    with open_offloader_existing_store(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         status = offloader.offload_status(topic)
         while wait_complete and status.status == "RUNNING":
             time.sleep(STATUS_POLL_SECONDS)
@@ -441,15 +441,6 @@ def entry_text(entry: EntryRecord, *, payload: bool) -> str:
     if payload:
         line += "  " + safe_bytes(entry.payload)
     return line.rstrip()
-
-
-def check_start(info: TopicInfo, start: Position | None) -> None:
-    """Refuse a start position in a ledger the topic does not have (like offload-prefix)."""
-    if start is None or any(ledger.ledger_id == start.ledger_id for ledger in info.ledgers):
-        return
-    raise EntryOutOfRange(
-        f"invalid position {start} for {info.topic}: the topic has no ledger {start.ledger_id}"
-    )
 
 
 @topics.command()
@@ -491,16 +482,16 @@ def read(
     """
     enabled = progress_enabled(cli)
     with (
-        open_offloader_existing_store(cli) as offloader,
+        open_offloader(cli, read_only=True) as offloader,
         Progress("read", enabled=enabled) as progress,
     ):
-        topic_info = offloader.topic_info(topic)  # fails before any output if there is none
-        check_start(topic_info, start)
+        # a missing topic or a --from in a ledger it lacks fails here, before any output
+        entries = offloader.read(topic, start=start, count=count)
         if enabled and start is None and count is None:
-            progress.total = topic_info.size_bytes
+            progress.total = offloader.topic_info(topic).size_bytes
         if not cli.json:
             click.echo(f"{'POSITION':>14}  {'LENGTH':>9}  {'SHA256':<64}  TIER")
-        for entry in offloader.read(topic, start=start, count=count):
+        for entry in entries:
             if cli.json:
                 echo_json(entry_record(entry, payload=payload))
             else:

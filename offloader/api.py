@@ -225,13 +225,21 @@ class Offloader:
         region: str | None = None,
         broker: BrokerSettings | None = None,
         clock_ms: Callable[[], int] | None = None,
+        create_store: bool = True,
     ) -> Offloader:
-        """``store_url`` defaults to ``file://<home>/objects``."""
+        """``store_url`` defaults to ``file://<home>/objects``; ``create_store=False`` refuses a
+        local store directory that does not exist (``ObjectNotFound``) instead of creating it."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
         home_path.mkdir(parents=True, exist_ok=True)
         url = store_url or f"file://{home_path}/objects"
-        store = open_store(url, endpoint_url=endpoint_url, region=region, settings=broker.offload)
+        store = open_store(
+            url,
+            endpoint_url=endpoint_url,
+            region=region,
+            settings=broker.offload,
+            create=create_store,
+        )
         try:
             meta = open_metadata_store(home_path)
         except BaseException:
@@ -410,11 +418,12 @@ class Offloader:
         self, topic: str, *, start: Position | None = None, count: int | None = None
     ) -> Iterator[EntryRecord]:
         """Entries from ``start`` (default: the first), from whichever tier holds each ledger
-        (read priority policy), at most ``count``."""
+        (read priority policy), at most ``count``. A missing topic, or a ``start`` in a ledger
+        the topic does not have (:class:`EntryOutOfRange`), raises here, before any read."""
         ml = self._ml(topic)
         begin = None if start is None else (start.ledger_id, start.entry_id)
-        for ledger_id, entry_id, payload, tier in read_entries_from(ml, begin, count):
-            yield EntryRecord(ml.name, ledger_id, entry_id, payload, tier)
+        entries = read_entries_from(ml, begin, count)
+        return (EntryRecord(ml.name, *entry) for entry in entries)
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from typing import Literal
 
-from offloader.errors import LedgerNotFound, NotFound
+from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound
 from offloader.ledgers.reader import read_entries
 from offloader.ledgers.scan import read_closed, scan
 from offloader.managed_ledger import ManagedLedger
@@ -118,12 +118,28 @@ def read_entries_from(
     ml: ManagedLedger, start: tuple[int, int] | None, count: int | None
 ) -> Iterator[tuple[int, int, bytes, Tier]]:
     """``(ledger_id, entry_id, payload, tier)`` from ``start`` (default: the first entry), at
-    most ``count``; the ledger list is read once, at the start."""
+    most ``count``; the ledger list is read once, now. A ``start`` in a ledger the topic does
+    not have raises :class:`EntryOutOfRange` here, before any entry is read."""
+    records = ml.ledgers()
+    if start is not None and all(r.ledger_id != start[0] for r in records):
+        raise EntryOutOfRange(
+            f"invalid position {start[0]}:{start[1]} for {ml.name}: the topic has no ledger "
+            f"{start[0]}"
+        )
+    return _entries_from(ml, records, start, count)
+
+
+def _entries_from(
+    ml: ManagedLedger,
+    records: list[LedgerRecord],
+    start: tuple[int, int] | None,
+    count: int | None,
+) -> Iterator[tuple[int, int, bytes, Tier]]:
     if count is not None and count <= 0:
         return
     prefer_local = ml.rt.policies(ml.namespace).prefers_local
     produced = 0
-    for record in ml.ledgers():
+    for record in records:
         if start is not None and record.ledger_id < start[0]:
             continue
         first = start[1] if start is not None and record.ledger_id == start[0] else 0

@@ -9,7 +9,6 @@ import pytest
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError, ObjectNotFound, StoreError
 from offloader.store import LocalObjectStore, ObjectStore, open_store
-from offloader.store.local import local_store_root
 from offloader.store.s3 import S3ObjectStore
 
 
@@ -80,15 +79,21 @@ def test_credentials_in_url_are_refused_and_not_echoed() -> None:
     assert "credential" in str(info.value)
 
 
-def test_local_store_root_mirrors_open_store(
+def test_open_store_refuses_a_missing_local_directory_without_create(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert local_store_root(f"file://{tmp_path}/a%20b") == tmp_path / "a b"
-    assert local_store_root(f"file://localhost{tmp_path}/x") == tmp_path / "x"
-    assert local_store_root("rel/dir") == tmp_path / "rel" / "dir"
-    for url in ("s3://bucket/x", "file://host/x", "file://relative", "c:stuff", "", "gs://b"):
-        assert local_store_root(url) is None
+    for url, path in (
+        (f"file://{tmp_path}/a%20b", tmp_path / "a b"),
+        (f"file://localhost{tmp_path}/x", tmp_path / "x"),
+        ("rel/dir", tmp_path / "rel" / "dir"),
+    ):
+        with pytest.raises(ObjectNotFound, match=f"{path} does not exist"):
+            open_store(url, create=False)
+        assert not path.exists()
+        open_store(url).close()  # the default creates it
+        assert path.is_dir()
+        open_store(url, create=False).close()
 
 
 def test_a_missing_root_is_refused_without_create(tmp_path: Path) -> None:

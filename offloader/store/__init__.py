@@ -43,8 +43,12 @@ def open_store(
     endpoint_url: str | None = None,
     region: str | None = None,
     settings: OffloadSettings | None = None,
+    create: bool = True,
 ) -> ObjectStore:
     """The store for ``url``: ``s3://bucket[/prefix]``, ``file:///abs/path`` or a plain path.
+
+    A local store's missing directory is created, unless ``create`` is False (read-only uses,
+    where a mistyped path must not become a new, empty store): then ``ObjectNotFound``.
 
     ``endpoint_url`` and ``region`` apply to S3 only (S3 also honours ``AWS_ENDPOINT_URL`` and
     the rest of the standard AWS configuration); credentials in the URL are refused.
@@ -58,7 +62,7 @@ def open_store(
                 f"unsupported store URL {redact(url)!r}: "
                 "use s3://bucket[/prefix] or file:///absolute/path"
             )
-        return LocalObjectStore(Path(url).expanduser().resolve())
+        return LocalObjectStore(Path(url).expanduser().resolve(), create=create)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "s3":
@@ -92,7 +96,7 @@ def open_store(
         path = unquote(parts.path)
         if not path or not os.path.isabs(path):
             raise ConfigError(f"file store URL {url!r} needs an absolute path")
-        return LocalObjectStore(Path(path))
+        return LocalObjectStore(Path(path), create=create)
     raise ConfigError(
         f"unsupported store URL scheme {scheme!r} in {redact(url)!r}: "
         "use s3://bucket[/prefix] or file:///absolute/path"

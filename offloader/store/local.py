@@ -36,7 +36,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
-from urllib.parse import unquote, urlsplit
 
 import crc32c as crc32c_lib
 
@@ -59,7 +58,7 @@ from offloader.store.base import (
 )
 from offloader.store.keycheck import check_key
 
-__all__ = ["TMP_PREFIX", "UPLOADS_DIR", "LocalObjectStore", "local_store_root"]
+__all__ = ["TMP_PREFIX", "UPLOADS_DIR", "LocalObjectStore"]
 
 
 log = get_logger(__name__)
@@ -142,24 +141,6 @@ def _check_root(path: Path, *, create: bool) -> None:
         ) from exc
     if not path.is_dir():  # pragma: no cover - replaced by a file meanwhile
         raise StoreError(f"local store root {path} is not a directory")
-
-
-def local_store_root(url: str) -> Path | None:
-    """The directory of a local store URL (``file:///abs/path`` or a plain path, as
-    :func:`offloader.store.open_store` reads it); None for any other URL (S3, or one that
-    ``open_store`` refuses, which it explains)."""
-    url = url.strip()
-    if "://" not in url:
-        if not url or ":" in url.split("/", 1)[0]:
-            return None
-        return Path(url).expanduser().resolve()
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
-        return None
-    if parts.query or parts.fragment:
-        return None
-    path = unquote(parts.path)
-    return Path(path) if path and os.path.isabs(path) else None
 
 
 def _mtime(st: os.stat_result) -> datetime:

@@ -9,7 +9,7 @@ import pytest
 
 from formats.errors import ChecksumMismatchError
 from offloader.api import Offloader, Position
-from offloader.errors import VerificationError
+from offloader.errors import EntryOutOfRange, VerificationError
 from tests.lifecycle.helpers import (
     NS,
     TOPIC,
@@ -136,6 +136,13 @@ def test_read_priority_local_first_and_start_count(off: Offloader) -> None:
     some = list(off.read(TOPIC, start=Position(1, 3), count=4))
     assert [(e.ledger_id, e.entry_id) for e in some] == [(1, 3), (1, 4), (2, 0), (2, 1)]
     assert [e.payload for e in some] == payloads(13)[8:12]
+
+
+def test_a_read_from_a_ledger_the_topic_lacks_is_refused_before_reading(off: Offloader) -> None:
+    offload_two(off)
+    with pytest.raises(EntryOutOfRange, match="the topic has no ledger 99"):
+        off.read(TOPIC, start=Position(99, 0))  # at the call, not at the first entry
+    assert [e.entry_id for e in off.read(TOPIC, start=Position(2, 1))] == [1, 2]
 
 
 def test_read_falls_back_to_objects_when_the_local_file_is_gone(off: Offloader) -> None:
