@@ -327,10 +327,6 @@ def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -
 
 
 #: ConfigError messages of :func:`offloader.store.open_store` about the store URL / the endpoint
-_STORE_PROBLEMS = ("store URL", "S3 bucket name", "S3 key prefix")
-_ENDPOINT_PROBLEMS = ("S3 endpoint URL",)
-
-
 def option_overrides() -> dict[str, Any]:
     """The settings options given to the running command (``[broker]`` names; None = not
     given), as collected by :func:`rollover_options` and the other settings decorators."""
@@ -364,9 +360,9 @@ def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
     except ConfigError as exc:
         message = str(exc)
         file_config = load_file_config(cli.home)
-        if any(problem in message for problem in _ENDPOINT_PROBLEMS):
+        if exc.setting == "endpoint_url":
             origin = _endpoint_origin(cli, file_config)
-        elif any(problem in message for problem in _STORE_PROBLEMS):
+        elif exc.setting == "store_url":
             origin = _store_origin(cli, file_config)
         else:
             raise

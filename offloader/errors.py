@@ -71,7 +71,16 @@ __all__ = [
 
 
 class ConfigError(OffloaderError):
-    """Invalid settings, URLs, size or time strings."""
+    """Invalid settings, URLs, size or time strings.
+
+    ``setting`` names the setting at fault when one is (``"store_url"``, ``"endpoint_url"``),
+    so a front end can say where the bad value came from (an option, the environment, a
+    config file) without reading the message.
+    """
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        self.setting = setting
+        super().__init__(message)
 
 
 # --- object stores ------------------------------------------------------------------------

@@ -68,8 +68,9 @@ def test_s3_url() -> None:
     ],
 )
 def test_bad_urls(url: str) -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as info:
         open_store(url)
+    assert info.value.setting == "store_url"  # front ends name the URL's source from this
 
 
 def test_credentials_in_url_are_refused_and_not_echoed() -> None:

@@ -124,6 +124,7 @@ def test_an_invalid_endpoint_is_a_config_error(endpoint: str) -> None:
     with pytest.raises(ConfigError, match="invalid S3 endpoint URL") as info:
         S3ObjectStore("mybucket", endpoint_url=endpoint)
     assert repr(endpoint) in str(info.value)
+    assert info.value.setting == "endpoint_url"
 
 
 def test_an_invalid_endpoint_never_shows_credentials() -> None:

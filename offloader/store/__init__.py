@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 
+def _bad_url(message: str) -> ConfigError:
+    return ConfigError(message, setting="store_url")
+
+
 def open_store(
     url: str,
     *,
@@ -54,11 +58,11 @@ def open_store(
     the rest of the standard AWS configuration); credentials in the URL are refused.
     """
     if not isinstance(url, str) or not url.strip():
-        raise ConfigError("store URL is empty")
+        raise _bad_url("store URL is empty")
     url = url.strip()
     if "://" not in url:
         if ":" in url.split("/", 1)[0]:
-            raise ConfigError(
+            raise _bad_url(
                 f"unsupported store URL {redact(url)!r}: "
                 "use s3://bucket[/prefix] or file:///absolute/path"
             )
@@ -67,15 +71,15 @@ def open_store(
     scheme = parts.scheme.lower()
     if scheme == "s3":
         if "@" in parts.netloc:
-            raise ConfigError(
+            raise _bad_url(
                 f"store URL {redact(url)!r} contains credentials; use the AWS "
                 "credential chain (environment, profile, role) instead"
             )
         if parts.query or parts.fragment:
-            raise ConfigError(f"store URL {url!r} must not have a query or fragment")
+            raise _bad_url(f"store URL {url!r} must not have a query or fragment")
         bucket = parts.netloc
         if not bucket:
-            raise ConfigError(f"store URL {url!r} has no bucket: use s3://bucket[/prefix]")
+            raise _bad_url(f"store URL {url!r} has no bucket: use s3://bucket[/prefix]")
         from offloader.store.s3 import S3ObjectStore  # boto3 is loaded only for S3
 
         return S3ObjectStore(
@@ -87,17 +91,17 @@ def open_store(
         )
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(
+            raise _bad_url(
                 f"file store URL {redact(url)!r} must be file:///absolute/path "
                 f"(host {parts.netloc!r} is not supported)"
             )
         if parts.query or parts.fragment:
-            raise ConfigError(f"store URL {url!r} must not have a query or fragment")
+            raise _bad_url(f"store URL {url!r} must not have a query or fragment")
         path = unquote(parts.path)
         if not path or not os.path.isabs(path):
-            raise ConfigError(f"file store URL {url!r} needs an absolute path")
+            raise _bad_url(f"file store URL {url!r} needs an absolute path")
         return LocalObjectStore(Path(path), create=create)
-    raise ConfigError(
+    raise _bad_url(
         f"unsupported store URL scheme {scheme!r} in {redact(url)!r}: "
         "use s3://bucket[/prefix] or file:///absolute/path"
     )

@@ -108,7 +108,8 @@ def _body(data: Buffer) -> bytes | bytearray:
 def _bad_endpoint(endpoint: str) -> ConfigError:
     return ConfigError(
         f"invalid S3 endpoint URL {redact(endpoint)!r}: use http(s)://host[:port], "
-        "e.g. http://127.0.0.1:9000"
+        "e.g. http://127.0.0.1:9000",
+        setting="endpoint_url",
     )
 
 
@@ -141,7 +142,8 @@ class S3ObjectStore:
     ) -> None:
         if not _BUCKET_NAME.match(bucket or ""):
             raise ConfigError(
-                f"invalid S3 bucket name {bucket!r}: 3-63 characters of a-z, 0-9, '.', '-'"
+                f"invalid S3 bucket name {bucket!r}: 3-63 characters of a-z, 0-9, '.', '-'",
+                setting="store_url",
             )
         if not 1 <= page_size <= 1000:
             raise ConfigError(f"page_size {page_size} not in 1..1000")
@@ -152,7 +154,7 @@ class S3ObjectStore:
             try:
                 check_key(prefix)
             except InvalidStoreKey as exc:
-                raise ConfigError(f"invalid S3 key prefix: {exc}") from None
+                raise ConfigError(f"invalid S3 key prefix: {exc}", setting="store_url") from None
         self._bucket = bucket
         self._prefix = f"{prefix}/" if prefix else ""
         self._page_size = page_size
