@@ -326,7 +326,6 @@ def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -
     )
 
 
-#: ConfigError messages of :func:`offloader.store.open_store` about the store URL / the endpoint
 def option_overrides() -> dict[str, Any]:
     """The settings options given to the running command (``[broker]`` names; None = not
     given), as collected by :func:`rollover_options` and the other settings decorators."""

@@ -8,27 +8,39 @@ as text or JSON; errors are :class:`~offloader.errors.OffloaderError` subclasses
 The work is done by :mod:`offloader.managed_ledger` (produce, rollover), :mod:`offloader.ml_tasks`
 (offload-prefix, auto-offload, deletion lag, retention, topic deletion), :mod:`offloader.lifecycle`
 (the per-ledger commit protocol), :mod:`offloader.tiered_read`, :mod:`offloader.verification`,
-:mod:`offloader.orphans` and :mod:`offloader.service`; this module only translates.
+:mod:`offloader.orphans` and :mod:`offloader.service`; this module only translates. The values it
+takes and returns are defined in :mod:`offloader.api_types` and re-exported here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import cast
 
 from offloader import ml_tasks
-from offloader.config import OffloadSettings
+from offloader.api_types import (
+    BrokerSettings,
+    EntryRecord,
+    MissingObject,
+    OffloadTrigger,
+    OrphanObject,
+    OrphanReport,
+    OrphanUpload,
+    Position,
+    ProduceResult,
+    TickReport,
+    TopicInfo,
+    VerifyResult,
+)
 from offloader.errors import ConfigError, OffloaderError, VerificationError
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
 from offloader.managed_ledger import ManagedLedger
 from offloader.metadata import open_metadata_store
-from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicOffloadStatus
+from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
 from offloader.policies import NamespacePolicies
@@ -40,166 +52,24 @@ from offloader.store import open_store
 from offloader.tiered_read import read_entries_from
 from offloader.verification import check_offload
 
+__all__ = [
+    "BrokerSettings",
+    "EntryRecord",
+    "MissingObject",
+    "OffloadTrigger",
+    "Offloader",
+    "OrphanObject",
+    "OrphanReport",
+    "OrphanUpload",
+    "Position",
+    "ProduceResult",
+    "ProgressCallback",
+    "TickReport",
+    "TopicInfo",
+    "VerifyResult",
+]
+
 log = get_logger(__name__)
-
-GiB = 1024**3
-_POSITION = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
-
-
-@dataclass(frozen=True, order=True)
-class Position:
-    """A position in a topic: ``ledger_id:entry_id`` (Pulsar's message id without partition)."""
-
-    ledger_id: int
-    entry_id: int
-
-    @classmethod
-    def parse(cls, text: str) -> Position:
-        match = _POSITION.match(text)
-        if match is None:
-            raise ConfigError(f"invalid position {text!r}: use LEDGER:ENTRY, e.g. 12:0")
-        return cls(int(match.group(1)), int(match.group(2)))
-
-    def __str__(self) -> str:
-        return f"{self.ledger_id}:{self.entry_id}"
-
-
-@dataclass(frozen=True)
-class BrokerSettings:
-    """Broker-side settings with Pulsar's defaults (CLI options or ``offloader.toml``)."""
-
-    max_entries_per_ledger: int = 50_000
-    max_ledger_size: int = 2 * GiB
-    min_rollover_seconds: int = 600
-    max_rollover_seconds: int = 14_400
-    #: local ledger durability: "always" (fsync every append batch), "batch", "never"
-    fsync: str = "always"
-    offload: OffloadSettings = field(default_factory=OffloadSettings)
-    #: broker default deletion lag when a namespace sets none (Pulsar: 4 h)
-    default_deletion_lag_ms: int = 14_400_000
-    #: objects younger than this are never treated as orphans (a running offload)
-    orphan_min_age_seconds: int = 3_600
-    #: a topic's offload lock is taken over when its holder's heartbeat is older than this
-    offload_lock_stale_seconds: int = 300
-    #: before deleting a local copy (deletion lag), read the data object back and check every
-    #: block's CRC32C (and the index's); otherwise only existence and sizes (HEAD) are checked
-    verify_checksums: bool = False
-    #: automatic retries of a failed offload: base * 2**(failures-1) seconds, capped at max
-    offload_retry_base_seconds: float = 1.0
-    offload_retry_max_seconds: float = 3_600.0
-    #: the service runs the orphan audit + gc at most this often
-    orphan_sweep_interval_seconds: int = 3_600
-
-
-@dataclass(frozen=True)
-class ProduceResult:
-    topic: str
-    entries: int
-    bytes: int
-    first: Position | None
-    last: Position | None
-    #: ledgers closed (rolled over) while producing
-    ledgers_closed: tuple[int, ...] = ()
-    #: ledgers offloaded automatically (namespace thresholds) while producing
-    ledgers_offloaded: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    topic: str
-    managed_ledger_name: str
-    ledgers: tuple[LedgerRecord, ...]
-    entries: int
-    size_bytes: int
-    offloaded_size_bytes: int
-    local_size_bytes: int
-
-
-@dataclass(frozen=True)
-class OffloadTrigger:
-    """What ``offload-prefix`` did: ``position`` None means "Nothing to offload"."""
-
-    topic: str
-    position: Position | None
-    ledgers: tuple[int, ...] = ()
-    #: ledgers offloaded successfully / failed (ledger id -> error) when run in the foreground
-    offloaded: tuple[int, ...] = ()
-    failed: tuple[tuple[int, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class EntryRecord:
-    topic: str
-    ledger_id: int
-    entry_id: int
-    payload: bytes
-    tier: Literal["local", "offloaded"]
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    topic: str
-    ledger_id: int
-    uuid: str
-    ok: bool
-    data_size: int | None
-    index_size: int | None
-    checked_checksums: bool
-    problem: str | None = None
-
-
-@dataclass(frozen=True)
-class OrphanObject:
-    key: str
-    size: int
-    reason: str  # "unclaimed-uuid", "superseded-attempt", "not-an-offload-key", ...
-    last_modified_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class OrphanUpload:
-    key: str
-    upload_id: str
-    initiated_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class MissingObject:
-    """A metadata record whose object is gone."""
-
-    topic: str
-    ledger_id: int
-    uuid: str
-    key: str
-
-
-@dataclass(frozen=True)
-class OrphanReport:
-    objects: tuple[OrphanObject, ...] = ()
-    uploads: tuple[OrphanUpload, ...] = ()
-    missing: tuple[MissingObject, ...] = ()
-    #: for gc: whether anything was removed (False with dry_run)
-    removed: bool = False
-
-    @property
-    def clean(self) -> bool:
-        return not (self.objects or self.uploads or self.missing)
-
-
-@dataclass(frozen=True)
-class TickReport:
-    """What one pass of the background service did."""
-
-    rolled_over: tuple[int, ...] = ()
-    offloaded: tuple[int, ...] = ()
-    offload_failures: tuple[tuple[int, str], ...] = ()
-    local_deleted: tuple[int, ...] = ()
-    trimmed: tuple[int, ...] = ()
-    orphans_removed: int = 0
-    #: ledgers whose local copy was kept because their objects failed verification
-    verification_failures: tuple[tuple[int, str], ...] = ()
-    #: steps that failed (``topic: error``); the tick carried on
-    errors: tuple[str, ...] = ()
 
 
 ProgressCallback = Callable[[int, int], None]

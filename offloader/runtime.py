@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from offloader.api_types import BrokerSettings
 from offloader.ledgers import LedgerStore, RolloverPolicy
 from offloader.metadata.base import (
     DRIVER_BUCKET,
@@ -30,9 +30,6 @@ from offloader.metadata.base import (
 )
 from offloader.policies import NamespacePolicies
 from offloader.store.base import ObjectStore
-
-if TYPE_CHECKING:
-    from offloader.api import BrokerSettings
 
 
 def wall_clock_ms() -> int:

@@ -29,9 +29,9 @@ from typing import Any
 from pyspark import RDD, SparkContext
 
 from offloader.config import OffloadSettings
+from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
 from offloader.spark_plan import (
-    EntryFilter,
     Record,
     StoreSpec,
     Task,
@@ -39,8 +39,8 @@ from offloader.spark_plan import (
     plan_discover,
     plan_pairs,
     plan_topics,
-    read_task,
 )
+from offloader.spark_tasks import read_task
 
 __all__ = [
     "DISCOVER",

@@ -1,55 +1,45 @@
-"""Planning and executing Spark reads of offloaded ledgers, without importing pyspark.
+"""Planning Spark reads of offloaded ledgers on the driver, without importing pyspark.
 
 The Spark front ends (:mod:`offloader.spark` for RDDs, :mod:`offloader.spark_source` for the
 DataFrame source) are thin: the driver calls one of the ``plan_*`` functions here, which read each
 ledger's index (:func:`offloader.objects.load_index`) and return one picklable :class:`BlockTask`
-per data block; each executor task calls :func:`read_task` on its descriptor, which opens its own
-store client, fetches the block with ranged GETs of ``read_buffer_size`` bytes (1 MiB by
-default), checks its CRC32C when the index extension records one, and yields
-``(topic, ledger_id, entry_id, payload)``.
+per data block (or one :class:`LocalLedgerTask` per ledger still on local disk); each executor
+task then calls :func:`offloader.spark_tasks.read_task` on its descriptor. Blocks no entry of
+which can pass the :class:`~offloader.entry_filter.EntryFilter` are never planned.
 
 Descriptors carry the store URL, endpoint, region and settings, never credentials: executors
 get those from their environment (``AWS_*`` variables, see :func:`aws_environment`).
-
-:class:`EntryFilter` is the pruning logic shared by both front ends: conjunctions of
-``=``/``>``/``>=``/``<``/``<=``/``IN`` on ``ledger_id`` and ``entry_id``; a block is read only
-when some entry in it can match.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from formats.errors import InvalidKeyError
 from formats.keys import MANAGED_LEDGER_NAME_KEY, parse_key
 from offloader.config import OffloadSettings
+from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
 from offloader.logs import redact
-from offloader.objects import BlockRef, block_refs, load_index, read_block
-from offloader.reusable_buffers import BLOCK_BUFFERS
+from offloader.objects import BlockRef, block_refs, load_index
 from offloader.store import open_store
-from offloader.store.base import GetResult, ObjectStore, RangeReader
+from offloader.store.base import GetResult, ObjectStore
 
 __all__ = [
     "AWS_ENV_PREFIXES",
     "BlockTask",
-    "EntryFilter",
     "Record",
     "StoreSpec",
     "aws_environment",
     "parse_ledger_pairs",
     "plan_discover",
     "plan_pairs",
-    "read_task",
     "topic_from_managed_ledger",
 ]
 
@@ -61,8 +51,6 @@ Record = tuple[str | None, int, int, bytes]
 AWS_ENV_PREFIXES = ("AWS_",)
 #: index loads the driver runs in parallel
 INDEX_LOAD_THREADS = 8
-
-TaskT = TypeVar("TaskT", bound="BlockTask | LocalLedgerTask")
 
 _MANAGED_LEDGER = re.compile(r"^([^/]+)/([^/]+)/persistent/(.+)$")
 
@@ -155,93 +143,6 @@ class LocalLedgerTask:
 
 #: what one partition reads
 Task = BlockTask | LocalLedgerTask
-
-
-# --- filters and pruning --------------------------------------------------------------------
-COLUMNS = ("ledger_id", "entry_id")
-OPS = ("=", ">", ">=", "<", "<=", "in")
-
-
-@dataclass(frozen=True)
-class _Range:
-    """Integers ``lo..hi`` (inclusive) intersected with an optional finite set."""
-
-    lo: int | None = None
-    hi: int | None = None
-    values: frozenset[int] | None = None
-
-    def constrain(self, op: str, value: Any) -> _Range:
-        if op == "in":
-            ints = frozenset(int(v) for v in value if v is not None and v == math.floor(v))
-            return replace(self, values=ints if self.values is None else self.values & ints)
-        if value is None:  # comparisons with NULL match nothing
-            return replace(self, values=frozenset())
-        # non-integral literals: > 1.5 means >= 2, < 1.5 means <= 1
-        if op == "=":
-            return self.constrain("in", [value])
-        if op in (">", ">="):
-            lo = math.floor(value) + 1 if op == ">" else math.ceil(value)
-            return replace(self, lo=lo if self.lo is None else max(self.lo, lo))
-        hi = math.ceil(value) - 1 if op == "<" else math.floor(value)
-        return replace(self, hi=hi if self.hi is None else min(self.hi, hi))
-
-    def overlaps(self, first: int, last: int) -> bool:
-        lo = first if self.lo is None else max(first, self.lo)
-        hi = last if self.hi is None else min(last, self.hi)
-        if lo > hi:
-            return False
-        return self.values is None or any(lo <= v <= hi for v in self.values)
-
-    def matches(self, value: int) -> bool:
-        return self.overlaps(value, value)
-
-
-@dataclass(frozen=True)
-class EntryFilter:
-    """A conjunction of comparisons on ``ledger_id`` and ``entry_id`` (empty: everything)."""
-
-    ledger: _Range = field(default_factory=_Range)
-    entry: _Range = field(default_factory=_Range)
-
-    @property
-    def is_empty(self) -> bool:
-        return self == EntryFilter()
-
-    def and_(self, column: str, op: str, value: Any) -> EntryFilter:
-        """This filter AND ``column op value`` (``op`` one of :data:`OPS`)."""
-        if column not in COLUMNS or op not in OPS:
-            raise ConfigError(f"cannot filter on {column} {op} {value!r}")
-        if column == "ledger_id":
-            return replace(self, ledger=self.ledger.constrain(op, value))
-        return replace(self, entry=self.entry.constrain(op, value))
-
-    def keeps_block(self, task: BlockTask | LocalLedgerTask | BlockRef) -> bool:
-        """True when some entry of the block can match (otherwise it is never fetched)."""
-        return self.ledger.matches(task.ledger_id) and self.entry.overlaps(
-            task.first_entry_id, task.last_entry_id
-        )
-
-    def keeps_entry(self, entry_id: int) -> bool:
-        return self.entry.matches(entry_id)
-
-    @property
-    def filters_entries(self) -> bool:
-        return self.entry != _Range()
-
-    def prune(self, tasks: Iterable[TaskT]) -> list[TaskT]:
-        return [t for t in tasks if self.keeps_block(t)]
-
-    @classmethod
-    def from_options(
-        cls, ledger_ids: Iterable[int] | None = None, entry_range: tuple[int, int] | None = None
-    ) -> EntryFilter:
-        """``ledger_id IN ledger_ids AND entry_id BETWEEN first AND last``."""
-        f = cls()
-        if ledger_ids is not None:
-            f = f.and_("ledger_id", "in", list(ledger_ids))
-        if entry_range is not None:
-            f = f.and_("entry_id", ">=", entry_range[0]).and_("entry_id", "<=", entry_range[1])
-        return f
 
 
 # --- planning (driver) -----------------------------------------------------------------------
@@ -426,111 +327,3 @@ def parse_ledger_pairs(text: str) -> list[tuple[int, str]]:
         except (ValueError, InvalidKeyError):
             raise ConfigError(f"bad ledger {item!r}: expected <ledger id>:<uuid>") from None
     return pairs
-
-
-# --- reading (executor) ----------------------------------------------------------------------
-#: store clients an executor process keeps (one per store and credentials), reused by its tasks
-CLIENT_CACHE_SIZE = 8
-_clients: OrderedDict[tuple[StoreSpec, tuple[tuple[str, str], ...]], ObjectStore] = OrderedDict()
-_clients_lock = threading.Lock()
-
-
-def executor_store(spec: StoreSpec) -> ObjectStore:
-    """This process's client for ``spec`` (created on first use; creating a boto3 client costs
-    ~70 ms, more than reading a small block). Keyed by the current ``AWS_*`` environment too,
-    so changed credentials get a new client. Never pickled: descriptors hold only ``spec``."""
-    key = (spec, tuple(sorted(aws_environment().items())))
-    with _clients_lock:
-        store = _clients.get(key)
-        if store is not None:
-            _clients.move_to_end(key)
-            return store
-    store = spec.open()
-    with _clients_lock:
-        _clients[key] = store
-        while len(_clients) > CLIENT_CACHE_SIZE:
-            _clients.popitem(last=False)[1].close()
-    return store
-
-
-class CountingStore:
-    """Delegates to a store and counts its GET requests (whole, ranged and streamed ranges);
-    for tests and benchmarks."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-        self.gets = 0
-
-    def get(self, key: str) -> GetResult:
-        self.gets += 1
-        return self._store.get(key)
-
-    def get_range(self, key: str, start: int, end: int) -> GetResult:
-        self.gets += 1
-        return self._store.get_range(key, start, end)
-
-    def open_range(self, key: str, start: int, end: int) -> RangeReader:
-        self.gets += 1
-        return self._store.open_range(key, start, end)
-
-    def close(self) -> None:
-        """The wrapped store stays open (it may be a cached executor client)."""
-
-
-def iter_task_entries(
-    task: BlockTask, store: ObjectStore, entry_filter: EntryFilter | None = None
-) -> Iterator[tuple[int, memoryview]]:
-    """``(entry_id, payload view)`` of the block's entries that pass ``entry_filter``."""
-    flt = entry_filter if entry_filter is not None and entry_filter.filters_entries else None
-    ref = task.ref
-    # the block lands in a buffer of this worker's, reused for a later block once the caller
-    # has dropped every payload view (a fresh 64 MiB buffer costs ~16,000 page faults)
-    entries = read_block(
-        store,
-        ref,
-        read_buffer=task.store.settings.read_buffer_size,
-        out=BLOCK_BUFFERS.take(ref.end - ref.start),
-    )
-    for entry in entries:
-        if flt is None or flt.keeps_entry(entry.entry_id):
-            yield entry.entry_id, entry.payload
-
-
-def read_local_task(
-    task: LocalLedgerTask, entry_filter: EntryFilter | None = None
-) -> Iterator[Record]:
-    """Entries of a ledger still in the local ledger store (CRC-checked by its reader)."""
-    from offloader.ledgers import LedgerStore
-
-    flt = entry_filter if entry_filter is not None and entry_filter.filters_entries else None
-    with LedgerStore(task.home).open_reader(task.topic, task.ledger_id) as reader:
-        step = max(1, task.batch_entries)
-        for first in range(task.first_entry_id, task.last_entry_id + 1, step):
-            last = min(first + step - 1, task.last_entry_id)
-            for entry_id, payload in enumerate(reader.read(first, last), first):
-                if flt is None or flt.keeps_entry(entry_id):
-                    yield (task.topic, task.ledger_id, entry_id, payload)
-
-
-def read_task(
-    task: Task,
-    entry_filter: EntryFilter | None = None,
-    *,
-    on_gets: Callable[[int], None] | None = None,
-) -> Iterator[Record]:
-    """Read one block in an executor: its own client, ranged GETs, CRC32C check, records.
-
-    ``on_gets`` is called with the number of GETs issued once the block has been read.
-    Corrupt data raises the typed error (``ChecksumMismatchError`` ...), never a short result.
-    """
-    if isinstance(task, LocalLedgerTask):
-        yield from read_local_task(task, entry_filter)
-        return
-    counting = CountingStore(executor_store(task.store))
-    try:
-        ledger_id, topic = task.ref.ledger_id, task.topic
-        for entry_id, payload in iter_task_entries(task, counting, entry_filter):  # type: ignore[arg-type]
-            yield (topic, ledger_id, entry_id, bytes(payload))
-    finally:
-        if on_gets is not None:
-            on_gets(counting.gets)

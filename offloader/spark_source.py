@@ -52,24 +52,21 @@ from pyspark.sql.datasource import (
 )
 
 from offloader.config import OffloadSettings
+from offloader.entry_filter import COLUMNS, EntryFilter
 from offloader.errors import ConfigError
 from offloader.objects import read_block_packed
 from offloader.reusable_buffers import BLOCK_BUFFERS
 from offloader.spark_plan import (
-    COLUMNS,
     BlockTask,
-    CountingStore,
-    EntryFilter,
     LocalLedgerTask,
     StoreSpec,
     Task,
-    executor_store,
     parse_ledger_pairs,
     plan_discover,
     plan_pairs,
     plan_topics,
-    read_local_task,
 )
+from offloader.spark_tasks import CountingStore, executor_store, read_local_task
 
 __all__ = ["SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource", "register"]
 
