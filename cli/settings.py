@@ -357,12 +357,11 @@ def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
             "create the directory"
         ) from None
     except ConfigError as exc:
-        message = str(exc)
+        if exc.setting is None:
+            raise
         file_config = load_file_config(cli.home)
         if exc.setting == "endpoint_url":
             origin = _endpoint_origin(cli, file_config)
-        elif exc.setting == "store_url":
-            origin = _store_origin(cli, file_config)
         else:
-            raise
-        raise ConfigError(f"{message} (from {redact(origin.text)})") from None
+            origin = _store_origin(cli, file_config)
+        raise ConfigError(f"{exc} (from {redact(origin.text)})", setting=exc.setting) from None

@@ -9,6 +9,8 @@ and never escape it. Messages never contain credentials.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from formats.errors import (
     BadMagicError,
     ChecksumMismatchError,
@@ -30,6 +32,7 @@ __all__ = [
     "BadMagicError",
     "ChecksumMismatchError",
     "ConfigError",
+    "ConfigSetting",
     "CorruptDataError",
     "CorruptLedgerError",
     "EmptyLedgerError",
@@ -70,6 +73,10 @@ __all__ = [
 ]
 
 
+#: the settings a :class:`ConfigError` can name as the one at fault
+ConfigSetting = Literal["store_url", "endpoint_url"]
+
+
 class ConfigError(OffloaderError):
     """Invalid settings, URLs, size or time strings.
 
@@ -78,7 +85,7 @@ class ConfigError(OffloaderError):
     config file) without reading the message.
     """
 
-    def __init__(self, message: str, *, setting: str | None = None) -> None:
+    def __init__(self, message: str, *, setting: ConfigSetting | None = None) -> None:
         self.setting = setting
         super().__init__(message)
 
