@@ -61,3 +61,17 @@ class InvalidKeyError(FormatError):
 
 class ProtobufError(FormatError):
     """Malformed protobuf wire data (ledger metadata)."""
+
+
+class TransformError(FormatError):
+    """A transformed (chunked, compressed and/or encrypted) object that cannot be read back."""
+
+
+class ChunkAuthenticationError(TransformError):
+    """A chunk's bytes, position or flags were changed: its checksum or its AES-GCM tag fails
+    (a tampered, swapped or replayed chunk)."""
+
+
+class WrongKeyError(TransformError):
+    """The key-encryption key does not unwrap the object's data key (the wrong key under the
+    right id, or a tampered wrapped key)."""

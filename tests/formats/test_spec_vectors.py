@@ -25,6 +25,7 @@ from formats.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
 )
+from tests.formats.test_transform_vectors import TRANSFORM_CHECKS
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "spec"
 _FENCE = re.compile(r"^```(hex|json) title=([\w.-]+)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -153,6 +154,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "index-v2-one-ledger": check_index_v2,
     "keys": check_keys,
     "user-metadata-data": check_user_metadata,
+    **TRANSFORM_CHECKS,
 }
 
 
@@ -160,7 +162,7 @@ def test_every_spec_document_exists_and_has_vectors() -> None:
     for name in ("README.md", "block-format.md", "index-format.md", "object-keys.md"):
         assert (SPEC_DIR / name).is_file(), name
     files = {file for file, _kind, _value in VECTORS.values()}
-    assert files == {"block-format.md", "index-format.md", "object-keys.md"}
+    assert files == {"block-format.md", "index-format.md", "object-keys.md", "transforms.md"}
 
 
 def test_every_vector_has_a_check() -> None:

@@ -1,0 +1,47 @@
+"""Chunked compression and encryption at rest (spec/transforms.md): pure codecs, no I/O.
+
+``section``: the chunk table + wrapped data key (index extension tag 3) and the original <->
+stored offset map; ``chunks``: zstd / AES-256-GCM of chunks and AES-KW of data keys;
+``precompressed``: the cheap "already compressed?" look at Pulsar message metadata.
+"""
+
+from formats.transform.chunks import (
+    DATA_KEY_LEN,
+    DEFAULT_ZSTD_LEVEL,
+    ChunkDecoder,
+    ChunkEncoder,
+    ObjectIdentity,
+    unwrap_data_key,
+    wrap_data_key,
+)
+from formats.transform.precompressed import compress_hints, pulsar_compression_codec
+from formats.transform.section import (
+    DEFAULT_CHUNK_SIZE,
+    TAG_TRANSFORM,
+    ChunkMap,
+    ChunkSpan,
+    StoredChunk,
+    TransformSection,
+    decode_section,
+    encode_section,
+)
+
+__all__ = [
+    "DATA_KEY_LEN",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_ZSTD_LEVEL",
+    "TAG_TRANSFORM",
+    "ChunkDecoder",
+    "ChunkEncoder",
+    "ChunkMap",
+    "ChunkSpan",
+    "ObjectIdentity",
+    "StoredChunk",
+    "TransformSection",
+    "compress_hints",
+    "decode_section",
+    "encode_section",
+    "pulsar_compression_codec",
+    "unwrap_data_key",
+    "wrap_data_key",
+]
