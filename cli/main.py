@@ -33,6 +33,8 @@ COMMANDS: tuple[str, ...] = (
     "cli.objects_encode:objects",  # the same group, with encode added
     "cli.objects_admin:objects",  # the same group, with verify/orphans/gc added
     "cli.service:service",
+    "cli.transforms:keys",
+    "cli.transforms:namespaces",  # the same group, with the transform commands added
 )
 
 EXIT_OK = 0

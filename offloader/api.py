@@ -35,6 +35,7 @@ from offloader.api_types import (
     VerifyResult,
 )
 from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
@@ -43,7 +44,7 @@ from offloader.metadata import open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
-from offloader.policies import NamespacePolicies
+from offloader.policies import NamespacePolicies, TransformPolicy
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
@@ -55,6 +56,7 @@ from offloader.verification import check_offload
 __all__ = [
     "BrokerSettings",
     "EntryRecord",
+    "KeyInfo",
     "MissingObject",
     "OffloadTrigger",
     "Offloader",
@@ -66,7 +68,10 @@ __all__ = [
     "ProgressCallback",
     "TickReport",
     "TopicInfo",
+    "TransformPolicy",
     "VerifyResult",
+    "create_key",
+    "list_keys",
 ]
 
 log = get_logger(__name__)
@@ -189,6 +194,24 @@ class Offloader:
 
     def set_read_priority(self, namespace: str, priority: str) -> NamespacePolicies:
         return self._update(namespace, read_priority=priority)
+
+    def set_offload_transform(self, namespace: str, policy: TransformPolicy) -> NamespacePolicies:
+        """Set how NEW data objects of the namespace are stored (spec/transforms.md); objects
+        already written keep theirs. With encryption, the key (``policy.key_id``, else the
+        ring's active key) must be in the key ring now (``MissingKeyError``/``KeyRingError``)."""
+        if policy.encrypted:
+            ring = KeyRing(key_ring_path(self._rt.home))
+            if policy.key_id is None:
+                ring.active_key_id()
+            else:
+                ring.key(policy.key_id)
+        return self._update(
+            namespace,
+            transform_compression=policy.compression,
+            transform_level=policy.level,
+            transform_encryption=policy.encryption,
+            transform_key_id=policy.key_id,
+        )
 
     # --- topics ----------------------------------------------------------------------------
     def produce(
@@ -418,3 +441,15 @@ class Offloader:
                 on_tick(report)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+
+# --- keys (no store or metadata needed) -------------------------------------------------------
+def create_key(home: str | Path, key_id: str, *, activate: bool = False) -> KeyInfo:
+    """Add a fresh 256-bit key-encryption key to the key ring (``$OFFLOADER_KEY_RING`` or
+    ``<home>/keys``, created with mode 0600 if needed)."""
+    return KeyRing(key_ring_path(Path(home).expanduser())).create(key_id, activate=activate)
+
+
+def list_keys(home: str | Path) -> list[KeyInfo]:
+    """The key ring's keys: ids, creation times and which is active (never key bytes)."""
+    return KeyRing(key_ring_path(Path(home).expanduser())).list()

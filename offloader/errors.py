@@ -14,6 +14,7 @@ from typing import Literal
 from formats.errors import (
     BadMagicError,
     ChecksumMismatchError,
+    ChunkAuthenticationError,
     CorruptDataError,
     EmptyLedgerError,
     EntryTooLargeError,
@@ -22,8 +23,10 @@ from formats.errors import (
     InvalidKeyError,
     OffloaderError,
     ProtobufError,
+    TransformError,
     TruncatedError,
     UnsupportedVersionError,
+    WrongKeyError,
 )
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "AlreadyExists",
     "BadMagicError",
     "ChecksumMismatchError",
+    "ChunkAuthenticationError",
     "ConfigError",
     "ConfigSetting",
     "CorruptDataError",
@@ -45,6 +49,7 @@ __all__ = [
     "InvalidLedgerState",
     "InvalidName",
     "InvalidStoreKey",
+    "KeyRingError",
     "LedgerClosedError",
     "LedgerExistsError",
     "LedgerNotClosedError",
@@ -52,6 +57,7 @@ __all__ = [
     "LedgerStoreError",
     "MetadataBusy",
     "MetadataError",
+    "MissingKeyError",
     "NamespaceNotEmpty",
     "NotFound",
     "ObjectNotFound",
@@ -66,10 +72,12 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
+    "TransformError",
     "TruncatedError",
     "UnsupportedVersionError",
     "UploadNotFound",
     "VerificationError",
+    "WrongKeyError",
 ]
 
 
@@ -218,3 +226,16 @@ class ReadError(OffloaderError):
 
 class EntryOutOfRange(ReadError):
     """The requested entry range is not inside the ledger (Pulsar: BKIncorrectParameter)."""
+
+
+# --- keys (transforms: spec/transforms.md) ---------------------------------------------------
+class KeyRingError(OffloaderError):
+    """The key ring file cannot be read or written (missing, bad mode, malformed, bad id)."""
+
+
+class MissingKeyError(KeyRingError):
+    """The key ring has no key with this id (the id is named; key bytes never are)."""
+
+    def __init__(self, key_id: str, where: str) -> None:
+        self.key_id = key_id
+        super().__init__(f"key {key_id!r} is not in the key ring {where}")

@@ -56,6 +56,61 @@ def _check_int64(name: str, value: int) -> None:
         raise ConfigError(f"{name} {value} is out of range: it must fit in a signed 64-bit integer")
 
 
+COMPRESSION_NONE = "none"
+COMPRESSION_ZSTD = "zstd"
+ENCRYPTION_NONE = "none"
+ENCRYPTION_AES_256_GCM = "aes-256-gcm"
+#: zstd levels accepted by --level (zstd's own range; negative = the fast levels)
+ZSTD_LEVELS = range(-7, 23)
+
+
+@dataclass(frozen=True)
+class TransformPolicy:
+    """How new data objects of a namespace are stored (spec/transforms.md). The identity
+    (no compression, no encryption) writes Pulsar's format, byte for byte."""
+
+    compression: str = COMPRESSION_NONE
+    level: int | None = None
+    encryption: str = ENCRYPTION_NONE
+    key_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.compression not in (COMPRESSION_NONE, COMPRESSION_ZSTD):
+            raise ConfigError(f"compression {self.compression!r} is not one of none, zstd")
+        if self.encryption not in (ENCRYPTION_NONE, ENCRYPTION_AES_256_GCM):
+            raise ConfigError(f"encryption {self.encryption!r} is not one of none, aes-256-gcm")
+        if self.level is not None:
+            if self.compression != COMPRESSION_ZSTD:
+                raise ConfigError("a compression level needs --compression zstd")
+            if isinstance(self.level, bool) or self.level not in ZSTD_LEVELS:
+                raise ConfigError(f"zstd level {self.level!r} is not in -7..22")
+        if self.key_id is not None and self.encryption == ENCRYPTION_NONE:
+            raise ConfigError("a key id needs --encryption aes-256-gcm")
+
+    @property
+    def is_identity(self) -> bool:
+        return self.compression == COMPRESSION_NONE and self.encryption == ENCRYPTION_NONE
+
+    @property
+    def encrypted(self) -> bool:
+        return self.encryption == ENCRYPTION_AES_256_GCM
+
+    @property
+    def zstd_level(self) -> int | None:
+        """The level to compress with (3 by default), None without compression."""
+        if self.compression != COMPRESSION_ZSTD:
+            return None
+        return 3 if self.level is None else self.level
+
+    def describe(self) -> str:
+        parts = []
+        if self.compression == COMPRESSION_ZSTD:
+            parts.append("zstd" if self.level is None else f"zstd(level {self.level})")
+        if self.encrypted:
+            parts.append(f"aes-256-gcm(key {self.key_id or 'active'})")
+        return "+".join(parts) or "none"
+
+
 @dataclass(frozen=True)
 class NamespacePolicies:
     """A namespace's offload and retention policies, with Pulsar's defaults.
@@ -76,8 +131,21 @@ class NamespacePolicies:
     retention_size_bytes: int = 0
     retention_time_seconds: int = 0
     read_priority: str = READ_PRIORITY_TIERED_FIRST
+    #: the offload transform (spec/transforms.md): "none" | "zstd", level (None = default),
+    #: "none" | "aes-256-gcm", and the key-encryption key id (None = the ring's active key)
+    transform_compression: str = COMPRESSION_NONE
+    transform_level: int | None = None
+    transform_encryption: str = ENCRYPTION_NONE
+    transform_key_id: str | None = None
 
     def __post_init__(self) -> None:
+        # checks the transform fields (ConfigError)
+        TransformPolicy(
+            self.transform_compression,
+            self.transform_level,
+            self.transform_encryption,
+            self.transform_key_id,
+        )
         for name in (
             "offload_threshold_bytes",
             "offload_threshold_seconds",
@@ -100,6 +168,16 @@ class NamespacePolicies:
                 "tiered-storage-first, bookkeeper-first (local-first)"
             )
         object.__setattr__(self, "read_priority", canonical)
+
+    @property
+    def transform(self) -> TransformPolicy:
+        """The namespace's offload transform (``is_identity`` when none is set)."""
+        return TransformPolicy(
+            self.transform_compression,
+            self.transform_level,
+            self.transform_encryption,
+            self.transform_key_id,
+        )
 
     @property
     def effective_deletion_lag_ms(self) -> int | None:

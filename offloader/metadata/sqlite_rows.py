@@ -37,6 +37,10 @@ POLICY_COLUMNS = (
     "retention_size_bytes",
     "retention_time_seconds",
     "read_priority",
+    "transform_compression",
+    "transform_level",
+    "transform_encryption",
+    "transform_key_id",
 )
 
 

@@ -98,8 +98,16 @@ _V2 = (
     "CREATE INDEX attempts_by_state ON offload_attempts(state)",
 )
 
+#: the offload transform policy of a namespace (spec/transforms.md)
+_V3 = (
+    "ALTER TABLE namespaces ADD COLUMN transform_compression TEXT NOT NULL DEFAULT 'none'",
+    "ALTER TABLE namespaces ADD COLUMN transform_level INTEGER",
+    "ALTER TABLE namespaces ADD COLUMN transform_encryption TEXT NOT NULL DEFAULT 'none'",
+    "ALTER TABLE namespaces ADD COLUMN transform_key_id TEXT",
+)
+
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -17,6 +17,10 @@ POLICY_FIELDS = {
     "retention_size_bytes",
     "retention_time_seconds",
     "read_priority",
+    "transform_compression",
+    "transform_level",
+    "transform_encryption",
+    "transform_key_id",
 }
 
 

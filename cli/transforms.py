@@ -1,0 +1,145 @@
+"""Transform commands (spec/transforms.md): ``keys create|list`` and, added to the existing
+groups, ``namespaces set-offload-transform|get-offload-transform`` and ``objects rekey``.
+
+JSON (``--json``): ``{key_id, created, active}`` per key (never key bytes);
+``{namespace, transform: {compression, level, encryption, key_id}}`` for the namespace commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.namespaces import namespaces
+from cli.render import echo_json, echo_table
+from cli.settings import open_offloader
+from offloader.api import KeyInfo, TransformPolicy, create_key, list_keys
+
+__all__ = ["keys", "namespaces"]
+
+
+@click.group()
+def keys() -> None:
+    """Manage the key ring of key-encryption keys ($OFFLOADER_KEY_RING, else <home>/keys).
+
+    Each encrypted object gets a fresh data key, wrapped with the active key (or the
+    namespace's --key-id). Key bytes are never printed.
+
+    \b
+    Examples:
+      offloader keys create k1 --activate
+      offloader keys list
+    """
+
+
+def _key_record(info: KeyInfo) -> dict[str, Any]:
+    return {"key_id": info.key_id, "created": info.created.isoformat(), "active": info.active}
+
+
+@keys.command("create")
+@click.argument("key_id", metavar="ID")
+@click.option("--activate", is_flag=True, help="Make it the active key for new objects.")
+@pass_cli
+def create(cli: CliContext, key_id: str, activate: bool) -> None:
+    """Add a fresh random 256-bit key ID to the key ring (created, mode 0600, if needed).
+
+    The first key of a ring is active even without --activate. A new active key applies to
+    objects written from now on; `objects rekey --to-key ID` moves existing ones.
+    """
+    info = create_key(cli.home, key_id, activate=activate)
+    if cli.json:
+        echo_json(_key_record(info))
+    else:
+        click.echo(f"Created key {info.key_id}" + (" (active)" if info.active else ""))
+
+
+@keys.command("list")
+@pass_cli
+def list_command(cli: CliContext) -> None:
+    """List the key ring's key ids, creation times and the active key (never key bytes)."""
+    infos = list_keys(cli.home)
+    if cli.json:
+        for info in infos:
+            echo_json(_key_record(info))
+        return
+    echo_table(
+        ("ID", "CREATED", "ACTIVE"),
+        [(i.key_id, i.created.isoformat(), "yes" if i.active else "no") for i in infos],
+    )
+
+
+def _transform_record(policy: TransformPolicy) -> dict[str, Any]:
+    return {
+        "compression": policy.compression,
+        "level": policy.level,
+        "encryption": policy.encryption,
+        "key_id": policy.key_id,
+    }
+
+
+def _echo_transform(cli: CliContext, namespace: str, policy: TransformPolicy) -> None:
+    if cli.json:
+        echo_json({"namespace": namespace, "transform": _transform_record(policy)})
+    else:
+        click.echo(f"offloadTransform: {policy.describe()}")
+
+
+@namespaces.command("set-offload-transform")
+@click.argument("namespace")
+@click.option(
+    "--compression",
+    type=click.Choice(["zstd", "none"]),
+    default="none",
+    show_default=True,
+    help="Compress chunks with zstd (kept only when it saves >= 10%; never for entries that "
+    "are already compressed).",
+)
+@click.option("--level", type=click.IntRange(-7, 22), help="zstd level (default 3).")
+@click.option(
+    "--encryption",
+    type=click.Choice(["aes-256-gcm", "none"]),
+    default="none",
+    show_default=True,
+    help="Encrypt chunks with AES-256-GCM under a fresh data key per object.",
+)
+@click.option(
+    "--key-id",
+    metavar="ID",
+    help="Key-encryption key for this namespace (default: the key ring's active key).",
+)
+@pass_cli
+def set_offload_transform(
+    cli: CliContext,
+    namespace: str,
+    compression: str,
+    level: int | None,
+    encryption: str,
+    key_id: str | None,
+) -> None:
+    """Set how NAMESPACE's new data objects are stored: chunked, compressed and/or encrypted.
+
+    Objects written before keep their format; `none`/`none` writes Pulsar's format, byte for
+    byte. Transformed objects are refused by Pulsar's reader ("Invalid object version").
+
+    \b
+    Examples:
+      offloader namespaces set-offload-transform public/default --compression zstd \\
+          --encryption aes-256-gcm --key-id k1
+      offloader namespaces set-offload-transform public/default --compression none
+    """
+    policy = TransformPolicy(compression, level, encryption, key_id)
+    with open_offloader(cli) as offloader:
+        policies = offloader.set_offload_transform(namespace, policy)
+    _echo_transform(cli, namespace, policies.transform)
+
+
+@namespaces.command("get-offload-transform")
+@click.argument("namespace")
+@pass_cli
+def get_offload_transform(cli: CliContext, namespace: str) -> None:
+    """Show NAMESPACE's offload transform (`none` when objects are plain)."""
+    with open_offloader(cli, read_only=True) as offloader:
+        policies = offloader.get_policies(namespace)
+    _echo_transform(cli, namespace, policies.transform)
