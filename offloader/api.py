@@ -14,6 +14,7 @@ takes and returns are defined in :mod:`offloader.api_types` and re-exported here
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -107,6 +108,9 @@ class Offloader:
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
         home_path.mkdir(parents=True, exist_ok=True)
+        if broker.offload.key_ring is None:  # transforms: $OFFLOADER_KEY_RING or <home>/keys
+            offload = broker.offload.replace(key_ring=str(key_ring_path(home_path)))
+            broker = dataclasses.replace(broker, offload=offload)
         url = store_url or f"file://{home_path}/objects"
         store = open_store(
             url,
@@ -370,6 +374,7 @@ class Offloader:
                     record,
                     checksums=checksums,
                     read_buffer=self._rt.broker.offload.read_buffer_size,
+                    key_ring=self._rt.broker.offload.key_ring,
                 )
                 results.append(
                     VerifyResult(

@@ -44,6 +44,11 @@ class OffloadSettings:
     #: enforce S3's 5 MiB minimum part size (off only for tests against local stores)
     enforce_min_block_size: bool = True
     software_version: str = "ledger-offloader-0.1.0"
+    #: transforms (spec/transforms.md): the key ring file (None: $OFFLOADER_KEY_RING, else
+    #: ./.offloader/keys), original bytes per chunk, and the decrypted-chunk cache (0 = off)
+    key_ring: str | None = None
+    transform_chunk_size: int = 1 * MiB
+    chunk_cache_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.enforce_min_block_size and self.max_block_size < MIN_S3_BLOCK_SIZE:
@@ -61,6 +66,12 @@ class OffloadSettings:
             raise ConfigError("max_attempts must be at least 1")
         if self.connect_timeout <= 0 or self.read_timeout <= 0:
             raise ConfigError("timeouts must be positive")
+        if not 64 * 1024 <= self.transform_chunk_size <= 64 * MiB:
+            raise ConfigError(
+                f"transform chunk size {self.transform_chunk_size} is not in 64K..64M"
+            )
+        if self.chunk_cache_bytes < 0:
+            raise ConfigError("chunk cache size must not be negative")
         if self.ledger_read_batch_entries < 1:
             raise ConfigError("ledger_read_batch_entries must be at least 1")
 

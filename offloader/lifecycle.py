@@ -36,7 +36,9 @@ from offloader.errors import (
 )
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
+from offloader.naming import TopicName
 from offloader.runtime import Runtime
+from offloader.transformed_write import WriteTransform, resolve_write_transform
 from offloader.writer import offload_ledger
 
 __all__ = [
@@ -82,6 +84,16 @@ def clean_attempt(rt: Runtime, attempt_uuid: str, data: str, index: str, reason:
     return True
 
 
+def write_transform_for(rt: Runtime, topic: str) -> WriteTransform | None:
+    """The transform the topic's namespace policy asks for (None: a plain Pulsar object).
+    Kafka topics get their per-topic policy here later (a TransformPolicy per topic)."""
+    namespace = str(TopicName.parse(topic).namespace_name)
+    settings = rt.broker.offload
+    return resolve_write_transform(
+        rt.policies(namespace).transform, settings.key_ring, settings.transform_chunk_size
+    )
+
+
 def offload_one(
     rt: Runtime,
     ledger: LedgerRecord,
@@ -106,6 +118,7 @@ def offload_one(
             rt, previous.uuid, previous.data_key, previous.index_key, "Previous failed offload"
         )
     try:
+        transform = write_transform_for(rt, ledger.topic)
         with rt.ledgers.open_reader(ledger.topic, ledger_id) as reader:
             result = offload_ledger(
                 reader,
@@ -114,6 +127,7 @@ def offload_one(
                 rt.broker.offload,
                 managed_ledger_name=managed_ledger_name,
                 progress=progress,
+                transform=transform,
             )
         index_crc = crc32c(rt.store.get(ikey).data)
     except BaseException as exc:

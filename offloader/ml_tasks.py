@@ -290,6 +290,7 @@ def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list
             record,
             checksums=rt.broker.verify_checksums,
             read_buffer=rt.broker.offload.read_buffer_size,
+            key_ring=rt.broker.offload.key_ring,
         )
         if not check.ok:
             problems.append((ledger_id, check.problem or "verification failed"))

@@ -8,13 +8,14 @@ they can run in Spark executors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from formats.block import BlockEntry, PackedEntries, iter_block_entries
 from formats.block_packer import BlockPacker
 from formats.index import OffloadIndex, decode_index
-from formats.keys import check_format_version, data_key, index_key
+from formats.keys import check_format_version, data_key, index_key, parse_user_metadata
+from formats.transform import CHUNKED_FORMAT_VERSION
 from offloader.errors import (
     ChecksumMismatchError,
     ForeignObjectError,
@@ -50,10 +51,17 @@ def load_index(
         raise last_error
     if check_version:
         try:
-            check_format_version(result.metadata, key)
+            check_object_version(result.metadata, key)
         except UnsupportedVersionError as exc:
             raise ForeignObjectError(str(exc)) from exc
     return decode_index(result.data)
+
+
+def check_object_version(metadata: Mapping[str, str], key: str) -> None:
+    """Pulsar's format version ``1``, or ours for transformed objects (spec/transforms.md §4);
+    anything else is refused with Pulsar's message (``UnsupportedVersionError``)."""
+    if parse_user_metadata(metadata).format_version != CHUNKED_FORMAT_VERSION:
+        check_format_version(metadata, key)
 
 
 @dataclass(frozen=True)

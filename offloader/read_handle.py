@@ -59,6 +59,7 @@ from offloader.objects import load_index
 from offloader.offsets_cache import OffsetsCache
 from offloader.ranged_stream import RangedStream
 from offloader.store.base import ObjectStore
+from offloader.transformed_read import data_view
 
 __all__ = ["Entry", "ReadHandle"]
 
@@ -140,6 +141,15 @@ class ReadHandle:
                 f"offloaded ledger {ledger_id} ({uuid}) not found: no index object "
                 f"{index_key(uuid, ledger_id)} in {store.url}"
             ) from exc
+        # a transformed object reads through a view in original coordinates
+        store = data_view(
+            store,
+            index,
+            ledger_id,
+            uuid,
+            key_ring=settings.key_ring,
+            cache_bytes=settings.chunk_cache_bytes,
+        )
         if not use_extension and index.extension is not None:
             index = dataclasses.replace(index, extension=None)
         cache = (

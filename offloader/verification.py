@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from formats.extension import crc32c
 from formats.index import decode_index
-from formats.keys import check_format_version
 from offloader.errors import AccessDenied, ObjectNotFound, OffloaderError, StoreUnavailable
 from offloader.metadata.base import LedgerRecord
-from offloader.objects import block_refs, read_block
+from offloader.objects import block_refs, check_object_version, read_block
 from offloader.store.base import ObjectStore
+from offloader.transformed_read import data_view
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,12 @@ def _head_size(store: ObjectStore, key: str, what: str) -> tuple[int | None, str
 
 
 def check_offload(
-    store: ObjectStore, ledger: LedgerRecord, *, checksums: bool, read_buffer: int
+    store: ObjectStore,
+    ledger: LedgerRecord,
+    *,
+    checksums: bool,
+    read_buffer: int,
+    key_ring: str | None = None,
 ) -> ObjectCheck:
     """Check the ledger's complete offload (see the module docstring); never raises for a
     bad object: the problem is returned. Store outages (StoreUnavailable...) propagate."""
@@ -66,8 +71,10 @@ def check_offload(
         got = store.get(context.index_key)
         if context.index_crc32c is not None and crc32c(got.data) != context.index_crc32c:
             return result("index object CRC32C does not match the recorded one", True)
-        check_format_version(got.metadata, context.index_key)
+        check_object_version(got.metadata, context.index_key)
         index = decode_index(got.data)
+        # a transformed object: blocks are read (and their CRC32Cs checked) through the view
+        store = data_view(store, index, ledger.ledger_id, context.uuid, key_ring=key_ring)
         if index.last_entry_id != ledger.entries - 1:
             return result(
                 f"index ends at entry {index.last_entry_id}, the ledger has {ledger.entries}",

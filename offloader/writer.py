@@ -52,8 +52,16 @@ from formats.encode import metadata_for_entries
 from formats.extension import IndexExtension, crc32c, fine_offsets_for
 from formats.framing import zeroed_bytearray
 from formats.index import encode_index, index_from_plans
-from formats.keys import ROLE_DATA, ROLE_INDEX, data_key, index_key, object_user_metadata
+from formats.keys import (
+    FORMAT_VERSION_KEY,
+    ROLE_DATA,
+    ROLE_INDEX,
+    data_key,
+    index_key,
+    object_user_metadata,
+)
 from formats.layout import BlockPlan, plan_blocks
+from formats.transform import CHUNKED_FORMAT_VERSION, TransformSection, transform_extension_section
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
 from offloader.entry_batches import LedgerEntries, entry_lengths_of
@@ -66,6 +74,7 @@ from offloader.errors import (
 from offloader.ledgers.base import LedgerReader
 from offloader.logs import get_logger
 from offloader.store.base import ObjectStore, UploadedPart
+from offloader.transformed_write import WriteTransform, upload_transformed
 
 __all__ = ["OffloadResult", "ProgressCallback", "entry_lengths_of", "offload_ledger"]
 
@@ -122,9 +131,12 @@ def offload_ledger(
     *,
     managed_ledger_name: str | None = None,
     progress: ProgressCallback | None = None,
+    transform: WriteTransform | None = None,
 ) -> OffloadResult:
     """Offload one closed ledger under ``uuid``; see the module docstring for the steps, the
-    memory bound and the failure contract."""
+    memory bound and the failure contract. With ``transform`` the data object is chunked,
+    compressed and/or encrypted (:mod:`offloader.transformed_write`, spec/transforms.md) and
+    ``data_size`` is its stored size."""
     started = time.monotonic()
     ledger_id = reader.ledger_id
     dkey, ikey = data_key(uuid, ledger_id), index_key(uuid, ledger_id)
@@ -151,9 +163,15 @@ def offload_ledger(
         concurrency=settings.offload_concurrency,
     )
     job = _Offload(reader, store, dkey, ikey, settings, lengths, plans, progress)
+    stored_size = total
     try:
-        crcs, entries = job.upload_data(managed_ledger_name)
-        index_size = job.put_index(crcs, managed_ledger_name)
+        if transform is None:
+            crcs, entries = job.upload_data(managed_ledger_name)
+            index_size = job.put_index(crcs, managed_ledger_name)
+        else:
+            up = upload_transformed(job, transform, uuid, managed_ledger_name)
+            crcs, entries, stored_size = up.block_crc32c, up.entries, up.stored_size
+            index_size = job.put_index(crcs, managed_ledger_name, up.section)
     except BaseException as exc:
         job.clean_up()
         log.warning(
@@ -170,7 +188,7 @@ def offload_ledger(
         ledger_id=ledger_id,
         data_key=dkey,
         index_key=ikey,
-        data_size=total,
+        data_size=stored_size,
         index_size=index_size,
         block_count=len(plans),
         block_crc32c=tuple(crcs),
@@ -313,22 +331,32 @@ class _Offload:
         self.completed = True
         return crcs, entries
 
-    def put_index(self, crcs: Sequence[int], managed_ledger_name: str | None) -> int:
+    def put_index(
+        self,
+        crcs: Sequence[int],
+        managed_ledger_name: str | None,
+        transform: TransformSection | None = None,
+    ) -> int:
         settings = self.settings
         extension = None
-        if settings.write_index_extension:
+        with_extension = settings.write_index_extension or transform is not None
+        if with_extension:
             extension = IndexExtension(
                 tuple(crcs), tuple(fine_offsets_for(self.plans, self.lengths))
             )
+            if transform is not None:
+                extension = extension.with_section(transform_extension_section(transform))
         index = index_from_plans(
             metadata_for_entries(self.reader.metadata, self.lengths), self.plans, extension
         )
-        body = encode_index(index, with_extension=settings.write_index_extension)
+        body = encode_index(index, with_extension=with_extension)
         metadata = object_user_metadata(
             ROLE_INDEX,
             managed_ledger_name=managed_ledger_name,
             software_version=settings.software_version,
         )
+        if transform is not None:
+            metadata[FORMAT_VERSION_KEY] = CHUNKED_FORMAT_VERSION
         self.index_attempted = True
         try:
             self.store.put(self.ikey, body, metadata, if_none_match=True)

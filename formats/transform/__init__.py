@@ -5,6 +5,7 @@ stored offset map; ``chunks``: zstd / AES-256-GCM of chunks and AES-KW of data k
 ``precompressed``: the cheap "already compressed?" look at Pulsar message metadata.
 """
 
+from formats.extension import TAG_TRANSFORM
 from formats.transform.chunks import (
     DATA_KEY_LEN,
     DEFAULT_ZSTD_LEVEL,
@@ -16,17 +17,20 @@ from formats.transform.chunks import (
 )
 from formats.transform.precompressed import compress_hints, pulsar_compression_codec
 from formats.transform.section import (
+    CHUNKED_FORMAT_VERSION,
     DEFAULT_CHUNK_SIZE,
-    TAG_TRANSFORM,
     ChunkMap,
     ChunkSpan,
     StoredChunk,
     TransformSection,
     decode_section,
     encode_section,
+    transform_extension_section,
+    transform_of,
 )
 
 __all__ = [
+    "CHUNKED_FORMAT_VERSION",
     "DATA_KEY_LEN",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_ZSTD_LEVEL",
@@ -42,6 +46,8 @@ __all__ = [
     "decode_section",
     "encode_section",
     "pulsar_compression_codec",
+    "transform_extension_section",
+    "transform_of",
     "unwrap_data_key",
     "wrap_data_key",
 ]

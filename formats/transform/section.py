@@ -23,10 +23,17 @@ import struct
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from formats.errors import CorruptDataError, TruncatedError, UnsupportedVersionError
+from formats.errors import (
+    CorruptDataError,
+    IndexInconsistentError,
+    TruncatedError,
+    UnsupportedVersionError,
+)
+from formats.extension import TAG_TRANSFORM, ExtensionSection, IndexExtension
 
-#: the index extension tag of this section (formats/extension.py, spec/index-format.md)
-TAG_TRANSFORM = 3
+#: the object user-metadata format version of transformed objects (data and index): Pulsar's
+#: reader refuses anything but "1" ("Invalid object version"), spec/transforms.md §4
+CHUNKED_FORMAT_VERSION = "ledger-offloader-chunked-1"
 TRANSFORM_VERSION = 1
 DEFAULT_CHUNK_SIZE = 1024 * 1024
 #: smallest and largest chunk sizes the format allows
@@ -263,3 +270,32 @@ class ChunkMap:
             self.stored_starts[first],
             self.stored_starts[last + 1],
         )
+
+
+def transform_extension_section(section: TransformSection) -> ExtensionSection:
+    """The index extension section (tag 3, critical) that carries ``section``."""
+    return ExtensionSection(TAG_TRANSFORM, encode_section(section), critical=True)
+
+
+def transform_of(
+    extension: IndexExtension | None, data_object_length: int | None = None
+) -> TransformSection | None:
+    """The transform of an index (None for a plain object); with ``data_object_length`` (the
+    index's), checks that the chunk table describes exactly that many original bytes."""
+    if extension is None:
+        return None
+    raw = extension.section(TAG_TRANSFORM)
+    if raw is None:
+        return None
+    section = decode_section(raw.payload)
+    if data_object_length is not None and section.original_size != data_object_length:
+        raise IndexInconsistentError(
+            f"transform chunk table covers {section.original_size} bytes, the index says "
+            f"the data object holds {data_object_length}"
+        )
+    if len(section.block_lengths) != len(extension.block_crc32c):
+        raise IndexInconsistentError(
+            f"transform chunk table has {len(section.block_lengths)} blocks, the index "
+            f"extension {len(extension.block_crc32c)}"
+        )
+    return section
