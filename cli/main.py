@@ -35,6 +35,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.service:service",
     "cli.transforms:keys",
     "cli.transforms:namespaces",  # the same group, with the transform commands added
+    "cli.transforms:objects",  # the same group, with rekey added
 )
 
 EXIT_OK = 0

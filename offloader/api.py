@@ -46,6 +46,7 @@ from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
 from offloader.policies import NamespacePolicies, TransformPolicy
+from offloader.rekey import RekeyOutcome, rekey_offloads
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
@@ -67,6 +68,7 @@ __all__ = [
     "Position",
     "ProduceResult",
     "ProgressCallback",
+    "RekeyOutcome",
     "TickReport",
     "TopicInfo",
     "TransformPolicy",
@@ -198,6 +200,13 @@ class Offloader:
 
     def set_read_priority(self, namespace: str, priority: str) -> NamespacePolicies:
         return self._update(namespace, read_priority=priority)
+
+    def rekey(self, to_key: str, *, dry_run: bool = False) -> list[RekeyOutcome]:
+        """Re-wrap the data keys of every encrypted offloaded object with ``to_key``,
+        rewriting only index objects (``objects rekey``; safe to interrupt and re-run)."""
+        rt = self._rt
+        return rekey_offloads(rt.store, rt.meta, rt.broker.offload.key_ring, to_key,
+                              dry_run=dry_run)  # fmt: skip
 
     def set_offload_transform(self, namespace: str, policy: TransformPolicy) -> NamespacePolicies:
         """Set how NEW data objects of the namespace are stored (spec/transforms.md); objects

@@ -301,6 +301,11 @@ class MetadataStore(Protocol):
         OffloadConflict is raised: the caller deletes this attempt's objects."""
         ...
 
+    def record_index_rewrite(self, uuid: str, index_size: int, index_crc32c: int) -> None:
+        """A completed attempt's index object was rewritten in place (``objects rekey``):
+        record its new size and CRC32C (NotFound if ``uuid`` is no completed attempt)."""
+        ...
+
     def fail_offload(self, ledger_id: int, uuid: str, now_ms: int, error: str) -> None:
         """Mark a STARTED attempt FAILED with its error. The ledger keeps pointing at it (as
         Pulsar does) so the next ``begin_offload`` returns it for cleanup. OffloadConflict if

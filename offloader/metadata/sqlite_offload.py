@@ -236,6 +236,16 @@ class OffloadTables:
             )
             return rows.get_attempt(conn, uuid)
 
+    def record_index_rewrite(self, uuid: str, index_size: int, index_crc32c: int) -> None:
+        with self._db.write() as conn:
+            changed = conn.execute(
+                "UPDATE offload_attempts SET index_size = ?, index_crc32c = ? "
+                "WHERE uuid = ? AND state = 'COMPLETED'",
+                (index_size, index_crc32c, uuid),
+            ).rowcount
+        if changed != 1:
+            raise NotFound(f"no completed offload attempt {uuid}")
+
     def claimed_offloads(self) -> list[LedgerRecord]:
         with self._db.read() as conn:
             found = conn.execute(
