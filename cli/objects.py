@@ -8,6 +8,7 @@ and ``gc`` (:mod:`cli.objects_admin`, which talk to the store) join this group.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from formats.block import iter_block_entries
 from formats.errors import ChecksumMismatchError, FormatError, IndexInconsistentError
 from formats.extension import crc32c
 from formats.index import OffloadIndex, decode_index
+from formats.transform import TransformSection, transform_of
+from formats.transform.section import CHUNK_ZSTD
+from offloader.api import decode_stored_data
 from offloader.units import format_size
 
 
@@ -63,6 +67,7 @@ class PairReport:
     data_length: int
     blocks: list[BlockReport]
     entries: list[EntryReport]
+    transform: TransformSection | None = None
 
 
 def _relabel(exc: FormatError, label: str) -> FormatError:
@@ -72,12 +77,25 @@ def _relabel(exc: FormatError, label: str) -> FormatError:
     return new
 
 
-def check_pair(index_bytes: bytes, data: bytes, *, index_label: str, data_label: str) -> PairReport:
-    """Read every entry of a pair through its index, strictly; raises FormatError subclasses."""
+def check_pair(
+    index_bytes: bytes,
+    data: bytes,
+    *,
+    index_label: str,
+    data_label: str,
+    decode: Callable[[OffloadIndex, bytes], bytes | None] | None = None,
+) -> PairReport:
+    """Read every entry of a pair through its index, strictly; raises FormatError subclasses.
+    ``decode`` turns a transformed (stored) data object into the original one (None: plain)."""
     try:
         index = decode_index(index_bytes)
     except FormatError as exc:
         raise _relabel(exc, index_label) from exc
+    transform = transform_of(index.extension)
+    stored_length = len(data)
+    if decode is not None:
+        original = decode(index, data)
+        data = data if original is None else original
     if len(data) != index.data_object_length:
         raise IndexInconsistentError(
             f"{data_label}: data object is {len(data)} bytes, the index says "
@@ -128,7 +146,7 @@ def check_pair(index_bytes: bytes, data: bytes, *, index_label: str, data_label:
                 None if recorded is None else recorded[i],
             )
         )
-    return PairReport(index, len(index_bytes), len(data), blocks, entries)
+    return PairReport(index, len(index_bytes), stored_length, blocks, entries, transform)
 
 
 def _index_record(report: PairReport) -> dict[str, Any]:
@@ -147,7 +165,30 @@ def _index_record(report: PairReport) -> dict[str, Any]:
         if ext is None
         else {"block_crc32c": len(ext.block_crc32c), "fine_offsets": len(ext.fine_offsets)},
         "ledger_metadata": index.ledger_metadata.to_json(),
+        "transform": None if report.transform is None else _transform_record(report.transform),
     }
+
+
+def _transform_record(t: TransformSection) -> dict[str, Any]:
+    return {
+        "transform": t.describe(),
+        "key_id": t.key_id or None,
+        "chunk_size": t.chunk_size,
+        "chunks": len(t.chunks),
+        "compressed_chunks": sum(1 for c in t.chunks if c.flags & CHUNK_ZSTD),
+        "original_size": t.original_size,
+        "stored_size": t.stored_size,
+    }
+
+
+def _transform_text(t: TransformSection) -> str:
+    key = f", key {t.key_id}" if t.encrypted else ""
+    zipped = sum(1 for c in t.chunks if c.flags & CHUNK_ZSTD)
+    return (
+        f"transform: {t.describe()}{key}; {plural(len(t.chunks), 'chunk')} of "
+        f"{format_size(t.chunk_size)} ({zipped} compressed), stored {t.stored_size} bytes for "
+        f"{t.original_size} (ratio {t.stored_size / max(t.original_size, 1):.3f})"
+    )
 
 
 def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[str]:
@@ -177,10 +218,18 @@ def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[s
         except UnicodeDecodeError:
             shown = "0x" + value.hex()
         lines.append(f"  custom metadata {key} = {shown}")
-    lines.append(
-        f"data: {data_path} ({report.data_length} bytes = data_object_length, "
-        f"{plural(index.block_count, 'block')}, header length {index.data_header_length})"
-    )
+    if report.transform is not None:
+        lines.append(_transform_text(report.transform))
+        lines.append(
+            f"data: {data_path} ({report.data_length} bytes stored, "
+            f"{index.data_object_length} = data_object_length once decoded, "
+            f"{plural(index.block_count, 'block')}, header length {index.data_header_length})"
+        )
+    else:
+        lines.append(
+            f"data: {data_path} ({report.data_length} bytes = data_object_length, "
+            f"{plural(index.block_count, 'block')}, header length {index.data_header_length})"
+        )
     return lines
 
 
@@ -241,6 +290,7 @@ def inspect(
         data_path.read_bytes(),
         index_label=f"index {index_path}",
         data_label=f"data {data_path}",
+        decode=lambda index, stored: decode_stored_data(app.home, index, stored, data_path.name),
     )
     as_json = app.json or json_output
     if as_json:

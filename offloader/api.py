@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import cast
 
+from formats.index import OffloadIndex
+from formats.keys import parse_key
+from formats.transform import transform_of
 from offloader import ml_tasks
 from offloader.api_types import (
     BrokerSettings,
@@ -35,7 +38,7 @@ from offloader.api_types import (
     TopicInfo,
     VerifyResult,
 )
-from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.errors import ConfigError, InvalidKeyError, OffloaderError, VerificationError
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
@@ -53,6 +56,7 @@ from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 from offloader.store import open_store
 from offloader.tiered_read import read_entries_from
+from offloader.transformed_read import decode_whole_object
 from offloader.verification import check_offload
 
 __all__ = [
@@ -74,6 +78,7 @@ __all__ = [
     "TransformPolicy",
     "VerifyResult",
     "create_key",
+    "decode_stored_data",
     "list_keys",
 ]
 
@@ -462,6 +467,26 @@ def create_key(home: str | Path, key_id: str, *, activate: bool = False) -> KeyI
     """Add a fresh 256-bit key-encryption key to the key ring (``$OFFLOADER_KEY_RING`` or
     ``<home>/keys``, created with mode 0600 if needed)."""
     return KeyRing(key_ring_path(Path(home).expanduser())).create(key_id, activate=activate)
+
+
+def decode_stored_data(
+    home: str | Path, index: OffloadIndex, stored: bytes, data_object_name: str
+) -> bytes | None:
+    """For ``objects inspect`` of files: None when ``index`` describes a plain object, else the
+    original data object decoded from the stored one. The object's identity (uuid, ledger id)
+    comes from its name, ``<uuid>-ledger-<id>`` as stored; the key from the key ring."""
+    section = transform_of(index.extension, index.data_object_length)
+    if section is None:
+        return None
+    try:
+        key = parse_key(data_object_name)
+    except InvalidKeyError:
+        raise InvalidKeyError(
+            f"{data_object_name!r}: a transformed data object must keep its stored name "
+            "<uuid>-ledger-<id> (the chunks are bound to it)"
+        ) from None
+    ring = str(key_ring_path(Path(home).expanduser()))
+    return decode_whole_object(section, stored, key.uuid, key.ledger_id, ring)
 
 
 def list_keys(home: str | Path) -> list[KeyInfo]:

@@ -114,6 +114,20 @@ def data_view(
     )
 
 
+def decode_whole_object(
+    section: TransformSection, stored: bytes, uuid: str, ledger_id: int, key_ring: str | None
+) -> bytes:
+    """The original data object from a whole stored one (``objects inspect`` of files)."""
+    if len(stored) != section.stored_size:
+        raise IndexInconsistentError(
+            f"stored data object is {len(stored)} bytes, its chunk table says {section.stored_size}"
+        )
+    decoder = ChunkDecoder(
+        ChunkMap(section), ObjectIdentity(uuid, ledger_id), data_key_of(section, key_ring)
+    )
+    return b"".join(decoder.decode_run(0, stored))
+
+
 class TransformedObjectView:
     """An ObjectStore in which ``key`` (a transformed data object) reads as the original."""
 
