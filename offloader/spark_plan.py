@@ -18,14 +18,17 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from formats.errors import InvalidKeyError
 from formats.keys import MANAGED_LEDGER_NAME_KEY, parse_key
+from formats.transform import TransformSection, transform_of
 from offloader.config import OffloadSettings
 from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
+from offloader.keyring import key_ring_path
 from offloader.logs import redact
 from offloader.objects import BlockRef, block_refs, load_index
 from offloader.store import open_store
@@ -107,6 +110,8 @@ class BlockTask:
     store: StoreSpec
     ref: BlockRef
     topic: str | None = None
+    #: the ledger's transform (chunk table, wrapped data key; no key bytes), None when plain
+    transform: TransformSection | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -167,7 +172,8 @@ def _ledger_tasks(
     if topic is None:
         lower = {k.lower(): v for k, v in capture.metadata.items()}
         topic = topic_from_managed_ledger(lower.get(MANAGED_LEDGER_NAME_KEY.lower()))
-    return [BlockTask(spec, ref, topic) for ref in block_refs(index, ledger_id, uuid)]
+    transform = transform_of(index.extension, index.data_object_length)
+    return [BlockTask(spec, ref, topic, transform) for ref in block_refs(index, ledger_id, uuid)]
 
 
 def plan_pairs(
@@ -256,6 +262,8 @@ def plan_topics(
     from offloader.naming import TopicName
 
     settings = settings or OffloadSettings()
+    if settings.key_ring is None:  # transformed ledgers: the home's key ring
+        settings = settings.replace(key_ring=str(key_ring_path(Path(home))))
     flt = entry_filter or EntryFilter()
     names = [str(TopicName.parse(t)) for t in topics]
     meta = open_metadata_store(home)

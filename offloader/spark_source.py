@@ -66,7 +66,7 @@ from offloader.spark_plan import (
     plan_pairs,
     plan_topics,
 )
-from offloader.spark_tasks import CountingStore, executor_store, read_local_task
+from offloader.spark_tasks import CountingStore, executor_store, read_local_task, task_store
 
 __all__ = ["SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource", "register"]
 
@@ -295,7 +295,7 @@ def read_block_batches(
     store = CountingStore(executor_store(task.store))
     try:
         packed = read_block_packed(
-            store,  # type: ignore[arg-type]
+            task_store(task, store),  # type: ignore[arg-type]
             task.ref,
             read_buffer=task.store.settings.read_buffer_size,
             out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),

@@ -28,6 +28,7 @@ from offloader.spark_plan import (
     aws_environment,
 )
 from offloader.store.base import GetResult, ObjectStore, RangeReader
+from offloader.transformed_read import section_view
 
 __all__ = [
     "CLIENT_CACHE_SIZE",
@@ -86,6 +87,21 @@ class CountingStore:
         """The wrapped store stays open (it may be a cached executor client)."""
 
 
+def task_store(task: BlockTask, store: ObjectStore) -> ObjectStore:
+    """``store``, or for a transformed ledger the view that reads it in original bytes."""
+    if task.transform is None:
+        return store
+    settings = task.store.settings
+    return section_view(
+        store,
+        task.transform,
+        task.ref.ledger_id,
+        task.ref.uuid,
+        key_ring=settings.key_ring,
+        cache_bytes=settings.chunk_cache_bytes,
+    )
+
+
 def iter_task_entries(
     task: BlockTask, store: ObjectStore, entry_filter: EntryFilter | None = None
 ) -> Iterator[tuple[int, memoryview]]:
@@ -138,7 +154,8 @@ def read_task(
     counting = CountingStore(executor_store(task.store))
     try:
         ledger_id, topic = task.ref.ledger_id, task.topic
-        for entry_id, payload in iter_task_entries(task, counting, entry_filter):  # type: ignore[arg-type]
+        store = task_store(task, counting)  # type: ignore[arg-type]
+        for entry_id, payload in iter_task_entries(task, store, entry_filter):
             yield (topic, ledger_id, entry_id, bytes(payload))
     finally:
         if on_gets is not None:

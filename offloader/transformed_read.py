@@ -102,6 +102,20 @@ def data_view(
     section = transform_of(index.extension, index.data_object_length)
     if section is None:
         return store
+    return section_view(store, section, ledger_id, uuid, key_ring=key_ring, cache_bytes=cache_bytes)
+
+
+def section_view(
+    store: ObjectStore,
+    section: TransformSection,
+    ledger_id: int,
+    uuid: str,
+    *,
+    key_ring: str | None = None,
+    cache_bytes: int = 0,
+) -> TransformedObjectView:
+    """The view of one transformed data object whose transform section is known (a Spark
+    task carries it from the driver, so executors need no index GET)."""
     return TransformedObjectView(
         store,
         data_key(uuid, ledger_id),

@@ -17,7 +17,7 @@ TOPIC = "persistent://public/default/secret"
 KIB = 1024
 
 
-def broker(**offload: Any) -> BrokerSettings:
+def broker(entries_per_ledger: int = 300, **offload: Any) -> BrokerSettings:
     """Ledgers of 300 entries, 256 KiB blocks, 64 KiB chunks (several chunks per block)."""
     settings = OffloadSettings(
         max_block_size=256 * KIB,
@@ -27,7 +27,7 @@ def broker(**offload: Any) -> BrokerSettings:
         **offload,
     )
     return BrokerSettings(
-        max_entries_per_ledger=300,
+        max_entries_per_ledger=entries_per_ledger,
         min_rollover_seconds=0,
         fsync="never",
         offload=settings,
