@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cli.config_transform import apply_transform_table
 from offloader.api import BrokerSettings
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
@@ -41,7 +42,7 @@ class FileConfig:
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-_TOP_KEYS = {"store", "endpoint_url", "region", "broker"}
+_TOP_KEYS = {"store", "endpoint_url", "region", "broker", "transform"}
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
 _TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
@@ -75,6 +76,11 @@ def load_file_config(home: Path) -> FileConfig:
         broker = _broker_from_table(broker_table, BrokerSettings())
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    if "transform" in data:
+        try:
+            broker = apply_transform_table(data["transform"], broker)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     return FileConfig(
         store=strings["store"],
         endpoint_url=strings["endpoint_url"],

@@ -16,6 +16,7 @@ from typing import Literal
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.metadata.base import LedgerRecord
+from offloader.policies import TransformPolicy
 
 GiB = 1024**3
 _POSITION = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
@@ -64,6 +65,9 @@ class BrokerSettings:
     offload_retry_max_seconds: float = 3_600.0
     #: the service runs the orphan audit + gc at most this often
     orphan_sweep_interval_seconds: int = 3_600
+    #: offloader.toml's [transform.namespaces]: the transform of namespaces that set none in
+    #: the metadata store (spec/transforms.md)
+    namespace_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,10 @@ def write_transform_for(rt: Runtime, topic: str) -> WriteTransform | None:
     Kafka topics get their per-topic policy here later (a TransformPolicy per topic)."""
     namespace = str(TopicName.parse(topic).namespace_name)
     settings = rt.broker.offload
-    return resolve_write_transform(
-        rt.policies(namespace).transform, settings.key_ring, settings.transform_chunk_size
-    )
+    policy = rt.policies(namespace).transform
+    if policy.is_identity:  # none set in the metadata store: offloader.toml's, if any
+        policy = dict(rt.broker.namespace_transforms).get(namespace, policy)
+    return resolve_write_transform(policy, settings.key_ring, settings.transform_chunk_size)
 
 
 def offload_one(
