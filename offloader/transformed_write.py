@@ -137,10 +137,10 @@ def _hints(block: memoryview, starts: _EntryStarts, chunk_size: int) -> list[boo
 
 def _transform_block(
     encoder: ChunkEncoder, index: int, block: memoryview, hints: list[bool] | None
-) -> tuple[bytes, list[StoredChunk], int]:
+) -> tuple[list[bytes], list[StoredChunk], int]:
     """On a pool thread: the block's CRC32C (of its original bytes) and its stored chunks."""
     crc = crc32c(block)
-    stored, rows = encoder.encode_block(index, block, hints)
+    stored, rows = encoder.encode_block_chunks(index, block, hints)
     return stored, rows, crc
 
 
@@ -181,7 +181,9 @@ def upload_transformed(
     job.pool = pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-chunk")
     free: list[BlockWriter] = []
     made = 0
-    pending: deque[tuple[Future[tuple[bytes, list[StoredChunk], int]], BlockWriter, int]] = deque()
+    pending: deque[tuple[Future[tuple[list[bytes], list[StoredChunk], int]], BlockWriter, int]] = (
+        deque()
+    )
     uploads: dict[Future[UploadedPart], int] = {}
     parts: list[UploadedPart] = []
     crcs: list[int] = []
@@ -217,9 +219,10 @@ def upload_transformed(
         free.append(writer)
         crcs.append(crc)
         rows.extend(block_rows)
-        joined.append(stored)
-        joined_size += len(stored)
-        stored_size += len(stored)
+        size_stored = sum(len(c) for c in stored)
+        joined.extend(stored)
+        joined_size += size_stored
+        stored_size += size_stored
         done += size
         if job.progress is not None:
             job.progress(done, total)
