@@ -108,6 +108,11 @@ def _under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def imports_of(source: str, module: str, is_package: bool) -> list[tuple[str, int]]:
     """Every module ``source`` imports, absolute, with its line (relative imports resolved)."""
     out: list[tuple[str, int]] = []
@@ -123,7 +128,11 @@ def imports_of(source: str, module: str, is_package: bool) -> list[tuple[str, in
                 base = ".".join([*parts, base] if base else parts)
             out.append((base, node.lineno))
             # ``from offloader import api`` imports the submodule offloader.api
-            out += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+            out += [
+                (f"{base}.{alias.name}", node.lineno)
+                for alias in node.names
+                if _is_module(f"{base}.{alias.name}")
+            ]
     return out
 
 
