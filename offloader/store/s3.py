@@ -49,7 +49,7 @@ from offloader.store.base import (
 )
 from offloader.store.keycheck import check_key
 from offloader.store.ranges import Body, ResumingRangeReader
-from offloader.store.s3_client import make_client, resolve_endpoint
+from offloader.store.s3_client import make_client, resolve_endpoint, retry_logger
 from offloader.store.s3_errors import TRANSPORT_ERRORS, S3Body, error_code, http_status, translate
 
 __all__ = ["S3ObjectStore", "crc32c_header"]
@@ -127,7 +127,9 @@ class S3ObjectStore:
             (aws_access_key_id, aws_secret_access_key, aws_session_token),
             shown=self.url,
         )
-        self._client.meta.events.register("needs-retry.s3", self._log_retry)
+        self._client.meta.events.register(
+            "needs-retry.s3", retry_logger(self.url, self._settings.max_attempts)
+        )
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -446,31 +448,3 @@ class S3ObjectStore:
     def _raise(self, op: str, key: str, exc: ClientError | BotoCoreError) -> NoReturn:
         """Translate a botocore exception into the project's error tree (and raise it)."""
         raise translate(op, self._show(key), self._bucket, exc) from exc
-
-    def _log_retry(
-        self,
-        attempts: int = 0,
-        caught_exception: Exception | None = None,
-        response: Any = None,
-        operation: Any = None,
-        **_: Any,
-    ) -> None:
-        """Log attempts that failed in a retryable way: transport errors, 5xx, 408/429
-        (debug only; botocore decides whether to retry, this handler never returns a value)."""
-        if caught_exception is not None:
-            error = type(caught_exception).__name__
-        elif response is not None and response[0] is not None:
-            status = int(response[0].status_code)
-            if status < 500 and status not in (408, 429):
-                return
-            error = str(response[1].get("Error", {}).get("Code", status))
-        else:
-            return
-        log.debug(
-            "s3 attempt failed",
-            store=self.url,
-            operation=getattr(operation, "name", None),
-            attempt=attempts,
-            max_attempts=self._settings.max_attempts,
-            error=error,
-        )

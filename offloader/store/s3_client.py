@@ -10,6 +10,7 @@ besides it that import boto3/botocore.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,9 +20,11 @@ from botocore.exceptions import BotoCoreError
 
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
-from offloader.logs import redact
+from offloader.logs import get_logger, redact
 
-__all__ = ["bad_endpoint", "make_client", "resolve_endpoint"]
+__all__ = ["bad_endpoint", "make_client", "resolve_endpoint", "retry_logger"]
+
+log = get_logger("offloader.store.s3")
 
 Credentials = tuple[str | None, str | None, str | None]
 
@@ -84,3 +87,36 @@ def make_client(
         if endpoint is None:
             raise ConfigError(f"cannot configure the S3 client for {shown}") from None
         raise bad_endpoint(endpoint) from None
+
+
+def retry_logger(store_url: str, max_attempts: int) -> Callable[..., None]:
+    """A botocore ``needs-retry`` handler that logs attempts that failed in a retryable way
+    (transport errors, 5xx, 408/429) at debug level; it never returns a value, so botocore
+    alone decides whether to retry."""
+
+    def handler(
+        attempts: int = 0,
+        caught_exception: Exception | None = None,
+        response: Any = None,
+        operation: Any = None,
+        **_: Any,
+    ) -> None:
+        if caught_exception is not None:
+            error = type(caught_exception).__name__
+        elif response is not None and response[0] is not None:
+            status = int(response[0].status_code)
+            if status < 500 and status not in (408, 429):
+                return
+            error = str(response[1].get("Error", {}).get("Code", status))
+        else:
+            return
+        log.debug(
+            "s3 attempt failed",
+            store=store_url,
+            operation=getattr(operation, "name", None),
+            attempt=attempts,
+            max_attempts=max_attempts,
+            error=error,
+        )
+
+    return handler
