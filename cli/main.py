@@ -71,8 +71,8 @@ class OffloaderGroup(click.Group):
         except (OffloaderError, OSError) as exc:
             obj = ctx.find_object(CliContext)
             if obj is not None and obj.verbose:
-                traceback.print_exc(file=sys.stderr)
-            click.echo(f"error: {_one_line(exc)}", err=True)
+                click.echo(redact(traceback.format_exc()).rstrip("\n"), err=True)
+            click.echo(f"error: {redact(_one_line(exc))}", err=True)
             ctx.exit(EXIT_ERROR)
 
     def _global_option_hint(self, ctx: click.Context, name: str) -> str | None:

@@ -26,7 +26,6 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import boto3
 import crc32c as crc32c_lib
@@ -61,6 +60,7 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
+from offloader.store.endpoint import check_endpoint_url
 from offloader.store.keycheck import check_key
 from offloader.store.ranges import Body, ResumingRangeReader
 
@@ -165,8 +165,8 @@ class S3ObjectStore:
             or os.environ.get("AWS_ENDPOINT_URL")
             or None
         )
-        if endpoint is not None and urlsplit(endpoint).scheme.lower() not in ("http", "https"):
-            raise _bad_endpoint(endpoint)
+        if endpoint is not None:
+            check_endpoint_url(endpoint)
         self._endpoint = endpoint
         s = self._settings
         config = Config(
