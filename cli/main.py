@@ -22,6 +22,8 @@ from typing import Any
 import click
 
 from cli.context import DEFAULT_HOME, CliContext
+from cli.logsink import LogSink
+from cli.render import safe_text
 from offloader.errors import OffloaderError
 from offloader.logs import configure, redact
 
@@ -41,10 +43,12 @@ EXIT_USAGE = 2
 
 #: ctx.meta key (shared by every context of an invocation): the arguments as given
 _ARGS_KEY = "offloader.args"
+#: ctx.meta key: the LogSink of this invocation
+_SINK_KEY = "offloader.log_sink"
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = safe_text(" ".join(str(exc).split()))  # a hostile key may hold escape sequences
     return text or type(exc).__name__
 
 
@@ -57,6 +61,21 @@ class OffloaderGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        failed = False
+        try:
+            return self._invoke(ctx)
+        except click.exceptions.Exit as exc:
+            failed = exc.exit_code == EXIT_ERROR
+            raise
+        finally:
+            sink = ctx.meta.get(_SINK_KEY)
+            if isinstance(sink, LogSink):
+                if failed and not sink.live:
+                    sink.discard()
+                else:
+                    sink.release()
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
@@ -190,7 +209,11 @@ def cli(
         verbosity=verbose - quiet,
     )
     ctx.obj = obj
-    configure(json=log_format == "json", level=obj.log_level)
+    # log lines are held until the command ends (dropped if it fails), except with -v and for
+    # the long-running service
+    sink = LogSink(live=obj.verbose or ctx.invoked_subcommand == "service")
+    ctx.meta[_SINK_KEY] = sink
+    configure(json=log_format == "json", level=obj.log_level, file=sink)
 
 
 def _register(group: click.Group, specs: tuple[str, ...]) -> None:

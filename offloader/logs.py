@@ -66,15 +66,16 @@ def _processors(*, json: bool) -> list[Any]:
     return processors
 
 
-def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
+def configure(*, json: bool = False, level: int = logging.WARNING, file: Any = None) -> None:
     """Configure structlog once for the process (applications call it: the CLI, the benchmarks).
 
     It replaces any structlog configuration the process had, so library code never calls it.
+    ``file``: where the lines go (a text stream; default ``sys.stderr``).
     """
     structlog.configure(
         processors=_processors(json=json),
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr if file is None else file),
         cache_logger_on_first_use=False,
     )
 
