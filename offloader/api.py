@@ -34,12 +34,12 @@ from offloader.api_types import (
     TopicInfo,
     VerifyResult,
 )
-from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.errors import ConfigError, NotFound, OffloaderError, VerificationError
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
 from offloader.managed_ledger import ManagedLedger
-from offloader.metadata import open_metadata_store
+from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
@@ -96,12 +96,28 @@ class Offloader:
         broker: BrokerSettings | None = None,
         clock_ms: Callable[[], int] | None = None,
         create_store: bool = True,
+        read_only: bool = False,
     ) -> Offloader:
         """``store_url`` defaults to ``file://<home>/objects``; ``create_store=False`` refuses a
-        local store directory that does not exist (``ObjectNotFound``) instead of creating it."""
+        local store directory that does not exist (``ObjectNotFound``) instead of creating it.
+
+        ``read_only`` (commands that only read): the home must exist already (a mistyped home
+        is ``NotFound``, not a new empty one), and a home that cannot be written (a read-only
+        filesystem) is opened for reading only. Without it, a home that cannot be written is
+        refused up front with a MetadataError saying so."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
-        home_path.mkdir(parents=True, exist_ok=True)
+        missing_home: NotFound | None = None
+        try:
+            open_read_only = check_home(home_path, read_only=read_only)
+        except NotFound as exc:
+            if not (store_url or "").lower().startswith("s3://"):
+                raise
+            missing_home, open_read_only = exc, True  # after the S3 settings' own checks
+        if open_read_only:
+            create_store = False
+        else:
+            home_path.mkdir(parents=True, exist_ok=True)
         url = store_url or f"file://{home_path}/objects"
         store = open_store(
             url,
@@ -110,8 +126,11 @@ class Offloader:
             settings=broker.offload,
             create=create_store,
         )
+        if missing_home is not None:
+            store.close()
+            raise missing_home
         try:
-            meta = open_metadata_store(home_path)
+            meta = open_metadata_store(home_path, read_only=open_read_only)
         except BaseException:
             store.close()
             raise

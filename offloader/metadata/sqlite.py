@@ -29,9 +29,17 @@ class SqliteMetadataStore(OffloadTables):
     per process (never share it across ``fork``).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
+    ) -> None:
+        """``read_only``: see :class:`~offloader.metadata.sqlite_schema.Database`; every change
+        then fails with a MetadataError saying the database is read-only."""
         self.path = Path(path)
-        self._db = Database(self.path, busy_timeout_s=busy_timeout_s)
+        self._db = Database(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
 
     def close(self) -> None:
         self._db.close()
