@@ -30,6 +30,7 @@ from offloader.logs import configure, redact
 #: every command group, in ``--help`` order: "module:attribute"
 COMMANDS: tuple[str, ...] = (
     "cli.topics:topics",
+    "cli.topic_policies:topics",  # the same group, with the topic offload policies added
     "cli.namespaces:namespaces",
     "cli.objects:objects",
     "cli.objects_encode:objects",  # the same group, with encode added
@@ -210,8 +211,10 @@ def cli(
     )
     ctx.obj = obj
     # log lines are held until the command ends (dropped if it fails), except with -v and for
-    # the long-running service
-    sink = LogSink(live=obj.verbose or ctx.invoked_subcommand == "service")
+    # the long-running service (not a `service run --once`)
+    args = ctx.meta.get(_ARGS_KEY, ())
+    service = ctx.invoked_subcommand == "service" and "--once" not in args
+    sink = LogSink(live=obj.verbose or service)
     ctx.meta[_SINK_KEY] = sink
     configure(json=log_format == "json", level=obj.log_level, file=sink)
 

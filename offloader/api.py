@@ -21,6 +21,7 @@ from typing import cast
 
 from offloader import ml_tasks
 from offloader.api_types import (
+    AppliedOffloadPolicies,
     BrokerSettings,
     EntryRecord,
     MissingObject,
@@ -28,6 +29,7 @@ from offloader.api_types import (
     OrphanObject,
     OrphanReport,
     OrphanUpload,
+    PolicySource,
     Position,
     ProduceResult,
     TickReport,
@@ -43,7 +45,7 @@ from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
-from offloader.policies import NamespacePolicies
+from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
@@ -53,6 +55,7 @@ from offloader.tiered_read import read_entries_from
 from offloader.verification import check_offload
 
 __all__ = [
+    "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
     "MissingObject",
@@ -66,6 +69,7 @@ __all__ = [
     "ProgressCallback",
     "TickReport",
     "TopicInfo",
+    "TopicPolicies",
     "VerifyResult",
 ]
 
@@ -173,6 +177,44 @@ class Offloader:
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))
+
+    # --- topic-level offload policies -----------------------------------------------------
+    @staticmethod
+    def topic_name(topic: str) -> TopicName:
+        """``t`` -> ``persistent://public/default/t`` (ConfigError/InvalidName if invalid)."""
+        return TopicName.parse(topic)
+
+    def get_topic_policies(self, topic: str) -> TopicPolicies:
+        """The topic's own offload policies (fields None where it sets none)."""
+        return self._rt.meta.get_topic_policies(str(TopicName.parse(topic)))
+
+    def set_topic_policies(self, topic: str, policies: TopicPolicies) -> TopicPolicies:
+        """Replace the topic's own offload policies (``topics set-offload-policies``)."""
+        return self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), policies)
+
+    def remove_topic_policies(self, topic: str) -> None:
+        """Drop the topic's own offload policies: its namespace's apply again."""
+        self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), TopicPolicies())
+
+    def applied_topic_policies(self, topic: str) -> AppliedOffloadPolicies:
+        """The offload policies in force for the topic: topic > namespace > broker."""
+        name = TopicName.parse(topic)
+        own = self._rt.meta.get_topic_policies(str(name))
+        namespace = self._rt.meta.get_namespace(name.namespace).policies
+        applied = own.over(namespace)
+        sources: dict[str, PolicySource] = {
+            field: "topic" if getattr(own, field) is not None else "namespace"
+            for field in TOPIC_POLICY_FIELDS
+        }
+        if applied.offload_deletion_lag_ms is None:
+            sources["offload_deletion_lag_ms"] = "broker"
+        return AppliedOffloadPolicies(
+            offload_threshold_bytes=applied.offload_threshold_bytes,
+            offload_threshold_seconds=applied.offload_threshold_seconds,
+            offload_deletion_lag_ms=self._rt.deletion_lag_ms(applied),
+            read_priority=applied.read_priority,
+            sources=sources,
+        )
 
     # --- namespaces ------------------------------------------------------------------------
     def create_namespace(self, namespace: str) -> NamespaceRecord:

@@ -99,8 +99,19 @@ _V2 = (
     "CREATE INDEX attempts_by_state ON offload_attempts(state)",
 )
 
+_V3 = (
+    # a topic's own offload policies (NULL: not set on the topic, its namespace's apply)
+    """CREATE TABLE topic_offload_policies (
+        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
+        offload_threshold_bytes INTEGER,
+        offload_threshold_seconds INTEGER,
+        offload_deletion_lag_ms INTEGER,
+        read_priority TEXT
+    )""",
+)
+
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
