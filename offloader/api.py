@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import cast
 
 from offloader.api_types import (
+    AppliedOffloadPolicies,
     BrokerSettings,
     EntryRecord,
     MissingObject,
@@ -28,22 +29,23 @@ from offloader.api_types import (
     OrphanObject,
     OrphanReport,
     OrphanUpload,
+    PolicySource,
     Position,
     ProduceResult,
     TickReport,
     TopicInfo,
     VerifyResult,
 )
-from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.errors import ConfigError, NotFound, OffloaderError, VerificationError
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.metadata import open_metadata_store
+from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.verification import check_offload
-from offloader.policies import NamespacePolicies
+from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 from offloader.read.tiered import read_entries_from
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
@@ -54,6 +56,7 @@ from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
 
 __all__ = [
+    "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
     "MissingObject",
@@ -67,6 +70,7 @@ __all__ = [
     "ProgressCallback",
     "TickReport",
     "TopicInfo",
+    "TopicPolicies",
     "VerifyResult",
 ]
 
@@ -97,12 +101,28 @@ class Offloader:
         broker: BrokerSettings | None = None,
         clock_ms: Callable[[], int] | None = None,
         create_store: bool = True,
+        read_only: bool = False,
     ) -> Offloader:
         """``store_url`` defaults to ``file://<home>/objects``; ``create_store=False`` refuses a
-        local store directory that does not exist (``ObjectNotFound``) instead of creating it."""
+        local store directory that does not exist (``ObjectNotFound``) instead of creating it.
+
+        ``read_only`` (commands that only read): the home must exist already (a mistyped home
+        is ``NotFound``, not a new empty one), and a home that cannot be written (a read-only
+        filesystem) is opened for reading only. Without it, a home that cannot be written is
+        refused up front with a MetadataError saying so."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
-        home_path.mkdir(parents=True, exist_ok=True)
+        missing_home: NotFound | None = None
+        try:
+            open_read_only = check_home(home_path, read_only=read_only)
+        except NotFound as exc:
+            if not (store_url or "").lower().startswith("s3://"):
+                raise
+            missing_home, open_read_only = exc, True  # after the S3 settings' own checks
+        if open_read_only:
+            create_store = False
+        else:
+            home_path.mkdir(parents=True, exist_ok=True)
         url = store_url or f"file://{home_path}/objects"
         store = open_store(
             url,
@@ -111,8 +131,11 @@ class Offloader:
             settings=broker.offload,
             create=create_store,
         )
+        if missing_home is not None:
+            store.close()
+            raise missing_home
         try:
-            meta = open_metadata_store(home_path)
+            meta = open_metadata_store(home_path, read_only=open_read_only)
         except BaseException:
             store.close()
             raise
@@ -155,6 +178,44 @@ class Offloader:
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))
+
+    # --- topic-level offload policies -----------------------------------------------------
+    @staticmethod
+    def topic_name(topic: str) -> TopicName:
+        """``t`` -> ``persistent://public/default/t`` (ConfigError/InvalidName if invalid)."""
+        return TopicName.parse(topic)
+
+    def get_topic_policies(self, topic: str) -> TopicPolicies:
+        """The topic's own offload policies (fields None where it sets none)."""
+        return self._rt.meta.get_topic_policies(str(TopicName.parse(topic)))
+
+    def set_topic_policies(self, topic: str, policies: TopicPolicies) -> TopicPolicies:
+        """Replace the topic's own offload policies (``topics set-offload-policies``)."""
+        return self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), policies)
+
+    def remove_topic_policies(self, topic: str) -> None:
+        """Drop the topic's own offload policies: its namespace's apply again."""
+        self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), TopicPolicies())
+
+    def applied_topic_policies(self, topic: str) -> AppliedOffloadPolicies:
+        """The offload policies in force for the topic: topic > namespace > broker."""
+        name = TopicName.parse(topic)
+        own = self._rt.meta.get_topic_policies(str(name))
+        namespace = self._rt.meta.get_namespace(name.namespace).policies
+        applied = own.over(namespace)
+        sources: dict[str, PolicySource] = {
+            field: "topic" if getattr(own, field) is not None else "namespace"
+            for field in TOPIC_POLICY_FIELDS
+        }
+        if applied.offload_deletion_lag_ms is None:
+            sources["offload_deletion_lag_ms"] = "broker"
+        return AppliedOffloadPolicies(
+            offload_threshold_bytes=applied.offload_threshold_bytes,
+            offload_threshold_seconds=applied.offload_threshold_seconds,
+            offload_deletion_lag_ms=self._rt.deletion_lag_ms(applied),
+            read_priority=applied.read_priority,
+            sources=sources,
+        )
 
     # --- namespaces ------------------------------------------------------------------------
     def create_namespace(self, namespace: str) -> NamespaceRecord:

@@ -151,7 +151,7 @@ def _entries_from(
 ) -> Iterator[tuple[int, int, bytes, Tier]]:
     if count is not None and count <= 0:
         return
-    prefer_local = ml.rt.policies(ml.namespace).prefers_local
+    prefer_local = ml.rt.policies(ml.namespace, ml.name).prefers_local
     produced = 0
     for record in records:
         if start is not None and record.ledger_id < start[0]:

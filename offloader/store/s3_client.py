@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -21,6 +20,7 @@ from botocore.exceptions import BotoCoreError
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.logs import get_logger, redact
+from offloader.store.endpoint import check_endpoint_url
 
 __all__ = ["bad_endpoint", "make_client", "resolve_endpoint", "retry_logger"]
 
@@ -45,8 +45,8 @@ def resolve_endpoint(endpoint_url: str | None) -> str | None:
         or os.environ.get("AWS_ENDPOINT_URL")
         or None
     )
-    if endpoint is not None and urlsplit(endpoint).scheme.lower() not in ("http", "https"):
-        raise bad_endpoint(endpoint)
+    if endpoint is not None:
+        check_endpoint_url(endpoint)
     return endpoint
 
 

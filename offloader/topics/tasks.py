@@ -250,7 +250,7 @@ def auto_offload(ml: ManagedLedger, now_ms: int) -> OffloadRun:
 
     def candidates() -> list[int]:
         records = ml.ledgers()
-        policies = rt.policies(ml.namespace)
+        policies = rt.policies(ml.namespace, ml.name)
         chosen = set(select_ledgers_for_auto_offload([r.view() for r in records], policies, now_ms))
         chosen |= {
             r.ledger_id
@@ -277,7 +277,7 @@ def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list
     keeps its local copy and is listed in ``problems``."""
     rt = ml.rt
     records = ml.ledgers()
-    lag = rt.deletion_lag_ms(rt.policies(ml.namespace))
+    lag = rt.deletion_lag_ms(rt.policies(ml.namespace, ml.name))
     due = ledgers_due_for_local_deletion([r.view() for r in records], lag, now_ms)
     by_id = {r.ledger_id: r for r in records}
     deleted: list[int] = []
@@ -325,7 +325,7 @@ def trim_for_retention(ml: ManagedLedger, now_ms: int) -> list[int]:
     the local file and every object they ever had)."""
     rt = ml.rt
     records = ml.ledgers()
-    policies = rt.policies(ml.namespace)
+    policies = rt.policies(ml.namespace, ml.name)
     trimmed: list[int] = []
     for ledger_id in ledgers_to_trim_for_retention([r.view() for r in records], policies, now_ms):
         before = rt.meta.mark_ledger_deleted(ledger_id)
