@@ -32,8 +32,8 @@ from bench.common import SyntheticLedger, quiet_logs, server, store_for
 from formats.ledger_metadata import LedgerMetadata
 from offloader.config import OffloadSettings
 from offloader.keyring import KeyRing
+from offloader.offload.transformed import WriteTransform
 from offloader.store.base import GetResult, ObjectStore, RangeReader
-from offloader.transformed_write import WriteTransform
 from offloader.units import parse_size
 
 ENTRY = 1024
@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
                 goal=">= 0.8 (random)" if kind == "random" else "stored_ratio < 0.4",
                 **common,
             )
-        from offloader.read_handle import ReadHandle
+        from offloader.read.handle import ReadHandle
 
         picks = random.Random(11).sample(range(count), min(args.reads, count))
         figures: dict[str, tuple[float, float, float]] = {}

@@ -96,6 +96,19 @@ def toml_text(value: object) -> str:
     return json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
 
 
+def _toml_kind(value: object) -> str:
+    """What TOML type a value was written as, for an error message."""
+    if isinstance(value, bool):
+        return "the boolean"
+    if isinstance(value, float):
+        return "the float"
+    if isinstance(value, list):
+        return "the array"
+    if isinstance(value, dict):
+        return "the table"
+    return "the value"
+
+
 def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSettings:
     known = _INT_KEYS | _SIZE_KEYS | _TIME_KEYS | {"fsync"}
     unknown = sorted(set(table) - known)
@@ -114,6 +127,15 @@ def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSet
                 raise ConfigError(f"[broker] fsync must be one of {', '.join(_FSYNC_VALUES)}")
             values[key] = value
         else:
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                kind = (
+                    'size (e.g. "64M" or bytes)'
+                    if key in _SIZE_KEYS
+                    else ('time (e.g. "10m" or seconds)')
+                )
+                raise ConfigError(
+                    f"[broker] {key} must be a {kind}, not {_toml_kind(value)} {toml_text(value)}"
+                )
             try:
                 if key in _SIZE_KEYS:
                     values[key] = parse_size(value)

@@ -22,12 +22,15 @@ from typing import Any
 import click
 
 from cli.context import DEFAULT_HOME, CliContext
+from cli.logsink import LogSink
+from cli.render import safe_text
 from offloader.errors import OffloaderError
 from offloader.logs import configure, redact
 
 #: every command group, in ``--help`` order: "module:attribute"
 COMMANDS: tuple[str, ...] = (
     "cli.topics:topics",
+    "cli.topic_policies:topics",  # the same group, with the topic offload policies added
     "cli.namespaces:namespaces",
     "cli.objects:objects",
     "cli.objects_encode:objects",  # the same group, with encode added
@@ -44,10 +47,12 @@ EXIT_USAGE = 2
 
 #: ctx.meta key (shared by every context of an invocation): the arguments as given
 _ARGS_KEY = "offloader.args"
+#: ctx.meta key: the LogSink of this invocation
+_SINK_KEY = "offloader.log_sink"
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = safe_text(" ".join(str(exc).split()))  # a hostile key may hold escape sequences
     return text or type(exc).__name__
 
 
@@ -60,6 +65,21 @@ class OffloaderGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        failed = False
+        try:
+            return self._invoke(ctx)
+        except click.exceptions.Exit as exc:
+            failed = exc.exit_code == EXIT_ERROR
+            raise
+        finally:
+            sink = ctx.meta.get(_SINK_KEY)
+            if isinstance(sink, LogSink):
+                if failed and not sink.live:
+                    sink.discard()
+                else:
+                    sink.release()
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
@@ -74,8 +94,8 @@ class OffloaderGroup(click.Group):
         except (OffloaderError, OSError) as exc:
             obj = ctx.find_object(CliContext)
             if obj is not None and obj.verbose:
-                traceback.print_exc(file=sys.stderr)
-            click.echo(f"error: {_one_line(exc)}", err=True)
+                click.echo(redact(traceback.format_exc()).rstrip("\n"), err=True)
+            click.echo(f"error: {redact(_one_line(exc))}", err=True)
             ctx.exit(EXIT_ERROR)
 
     def _global_option_hint(self, ctx: click.Context, name: str) -> str | None:
@@ -193,7 +213,13 @@ def cli(
         verbosity=verbose - quiet,
     )
     ctx.obj = obj
-    configure(json=log_format == "json", level=obj.log_level)
+    # log lines are held until the command ends (dropped if it fails), except with -v and for
+    # the long-running service (not a `service run --once`)
+    args = ctx.meta.get(_ARGS_KEY, ())
+    service = ctx.invoked_subcommand == "service" and "--once" not in args
+    sink = LogSink(live=obj.verbose or service)
+    ctx.meta[_SINK_KEY] = sink
+    configure(json=log_format == "json", level=obj.log_level, file=sink)
 
 
 def _register(group: click.Group, specs: tuple[str, ...]) -> None:

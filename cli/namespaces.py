@@ -94,7 +94,7 @@ def list_namespaces(cli: CliContext) -> None:
       offloader namespaces list
       offloader --json namespaces list
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         records = offloader.list_namespaces()
     if cli.json:
         for record in records:
@@ -167,7 +167,7 @@ def get_offload_threshold(cli: CliContext, namespace: str) -> None:
     Example:
       offloader namespaces get-offload-threshold public/default
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         policies = offloader.get_policies(namespace)
     if cli.json:
         echo_json(
@@ -232,7 +232,7 @@ def get_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
     Example:
       offloader namespaces get-offload-deletion-lag public/default
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         policies = offloader.get_policies(namespace)
     if cli.json:
         echo_json(
@@ -312,7 +312,7 @@ def get_retention(cli: CliContext, namespace: str) -> None:
     Example:
       offloader namespaces get-retention public/default
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         policies = offloader.get_policies(namespace)
     if cli.json:
         echo_json(
@@ -359,7 +359,7 @@ def get_policies(cli: CliContext, namespace: str) -> None:
     Example:
       offloader namespaces get-policies public/default
     """
-    with open_offloader(cli) as offloader:
+    with open_offloader(cli, read_only=True) as offloader:
         policies = offloader.get_policies(namespace)
     record = {"namespace": namespace, "policies": policies_record(policies)}
     if cli.json:

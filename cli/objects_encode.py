@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 import time
@@ -168,23 +169,41 @@ def read_ledger_metadata(path: Path, ledger_id: int) -> LedgerMetadata:
         ) from None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file in its directory; errors name ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def _cannot_write(path: Path, exc: OSError) -> ConfigError:
+    parent = path.parent
+    if not parent.is_dir():
+        reason = f"directory {parent} does not exist"
+    elif path.is_dir():
+        reason = "it is a directory"
+    else:
+        reason = exc.strerror or str(exc)
+    return ConfigError(f"cannot write {path}: {reason}")
+
+
+def _write_pair(files: list[tuple[Path, bytes]]) -> None:
+    """Write every file through a temporary file in its directory, and rename them into place
+    only once all were written: a path that cannot be written leaves none of them behind (not
+    a data object without its index). Errors name the path."""
+    temps = [(path, path.with_name(f".{path.name}.tmp-{os.getpid()}")) for path, _ in files]
+    placed: list[Path] = []
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        parent = path.parent
-        if not parent.is_dir():
-            reason = f"directory {parent} does not exist"
-        elif path.is_dir():
-            reason = "it is a directory"
-        else:
-            reason = exc.strerror or str(exc)
-        raise ConfigError(f"cannot write {path}: {reason}") from None
+        for (path, data), (_, tmp) in zip(files, temps, strict=True):
+            try:
+                tmp.write_bytes(data)
+            except OSError as exc:
+                raise _cannot_write(path, exc) from None
+        for path, tmp in temps:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                for done in placed:  # ours, just written: take them back
+                    done.unlink(missing_ok=True)
+                raise _cannot_write(path, exc) from None
+            placed.append(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for _, tmp in temps:
+            with contextlib.suppress(OSError):  # e.g. its "directory" is a file
+                tmp.unlink(missing_ok=True)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -283,8 +302,7 @@ def encode(
             ctime=int(time.time() * 1000),
         )
     encoded = encode_ledger(payloads, metadata, max_block_size, with_extension=not no_extension)
-    _write_atomically(data_path, encoded.data)
-    _write_atomically(index_path, encoded.index)
+    _write_pair([(data_path, encoded.data), (index_path, encoded.index)])
     record = {
         "type": "encoded",
         "ledger_id": ledger_id,

@@ -61,7 +61,30 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return safe_text(str(value))
+
+
+def safe_text(text: str) -> str:
+    """``text`` (an object key, a name: anything that came from outside) as one line that is
+    safe on a terminal: a backslash as ``\\\\``, ``\\n``/``\\r``/``\\t``, and every other
+    character that is not printable (escape sequences, C1 controls, ...) as ``\\xNN`` or
+    ``\\uNNNN``; printable characters, non-ASCII ones included, as they are."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    parts: list[str] = []
+    for char in text:
+        code = ord(char)
+        if code in _ESCAPES:
+            parts.append(_ESCAPES[code])
+        elif char.isprintable():
+            parts.append(char)
+        elif code < 0x100:
+            parts.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            parts.append(f"\\u{code:04x}")
+        else:
+            parts.append(f"\\U{code:08x}")
+    return "".join(parts)
 
 
 def _join(row: list[str], widths: list[int], numeric: list[bool]) -> str:

@@ -10,7 +10,8 @@ Output: one line per pass that did something (every pass with ``--once`` or ``--
 ``--json`` mode ``{rolled_over, offloaded, offload_failures: [{ledger_id, error}],
 local_deleted, trimmed, orphans_removed, verification_failures: [{ledger_id, error}], errors}``.
 Problems inside a pass (a failed offload, a step's error) are reported and the loop carries on:
-the exit code stays 0.
+the exit code stays 0. With ``--once`` a pass in which any step failed exits 1 (after its
+report), with one ``error:`` line, so that cron and scripts notice.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cli.params import DURATION
 from cli.render import echo_json
 from cli.settings import broker_options, open_offloader
 from offloader.api import TickReport
+from offloader.errors import OffloadError
 from offloader.logs import get_logger
 
 log = get_logger(__name__)
@@ -151,7 +153,10 @@ def run(cli: CliContext, once: bool, interval: int) -> None:
             f"{interval}s is below the minimum of 1s", param_hint="'--interval'"
         )
 
+    reports: list[TickReport] = []
+
     def on_tick(report: TickReport) -> None:
+        reports[:] = [report]
         if cli.json:
             echo_json(tick_record(report))
         elif once or not _is_idle(report):
@@ -166,3 +171,20 @@ def run(cli: CliContext, once: bool, interval: int) -> None:
             on_tick=on_tick,
         )
     log.info("service.stopped", signal=flag.signal_name)
+    if once and reports:
+        raise_if_failed(reports[0])
+
+
+def raise_if_failed(report: TickReport) -> None:
+    """``--once``: exit 1 (after the pass's report) when any step of the pass failed, so that
+    cron and scripts notice; the running service carries on instead."""
+    problems = [
+        *(f"offload of ledger {lid} failed: {e}" for lid, e in report.offload_failures),
+        *(f"ledger {lid} failed verification: {e}" for lid, e in report.verification_failures),
+        *report.errors,
+    ]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise OffloadError(
+            f"{len(problems)} step(s) of the service pass failed; first: {problems[0]}{more}"
+        )

@@ -337,9 +337,10 @@ def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
     """The :class:`Offloader` of this invocation (use it as a context manager).
 
     ``read_only`` commands (``topics list|info|read|offload-status``, ``objects
-    verify|orphans|gc``) refuse a configured local store directory that does not exist, so a
-    mistyped ``--store file:///...`` is an error rather than a new, empty store; the default
-    ``<home>/objects`` of a fresh home is still created."""
+    verify|orphans|gc``, ``namespaces list|get-*``) refuse a home without a metadata database
+    (a mistyped ``--home``) and a configured local store directory that does not exist (a
+    mistyped ``--store file:///...``) rather than creating new, empty ones, and open a home
+    that cannot be written (a read-only filesystem) for reading only."""
     settings = resolve_settings(cli, option_overrides())
     configured = bool(cli.store_url or load_file_config(cli.home).store)
     try:
@@ -350,6 +351,7 @@ def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
             region=settings.region,
             broker=settings.broker,
             create_store=not (read_only and configured),
+            read_only=read_only,
         )
     except ObjectNotFound as exc:  # only a refused missing store directory gets here
         raise ObjectNotFound(

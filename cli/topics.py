@@ -46,7 +46,9 @@ from cli.render import (
 from cli.settings import (
     offload_options,
     open_offloader,
+    option_overrides,
     read_options,
+    resolve_settings,
     rollover_options,
 )
 from offloader.api import EntryRecord, OffloadTrigger, Position, ProduceResult, TopicInfo
@@ -82,9 +84,20 @@ def topics() -> None:
 
 
 # --- produce -------------------------------------------------------------------------------
+#: random filler is drawn this many bytes at a time
+_FILLER_CHUNK = 16 * 1024 * 1024
+
+
 def synthetic_payloads(count: int, size: int, seed: int = 0) -> Iterator[bytes]:
     """``count`` deterministic payloads of ``size`` bytes: ``entry-<n> `` then random bytes."""
-    filler = random.Random(seed).randbytes(size + 4096)
+    rng = random.Random(seed)
+    need = size + 4096
+    if need <= _FILLER_CHUNK:
+        filler = rng.randbytes(need)
+    else:  # randbytes(n) overflows a C int above 256 MiB: draw it in chunks
+        filler = b"".join(
+            rng.randbytes(min(_FILLER_CHUNK, need - at)) for at in range(0, need, _FILLER_CHUNK)
+        )
     for n in range(count):
         header = f"entry-{n:010d} ".encode()[:size]
         offset = (n * 131) % 4096
@@ -165,6 +178,15 @@ def produce(
             "--size only applies to --synthetic: entries from standard input or --file keep "
             "their own length"
         )
+    if synthetic is not None:
+        offload = resolve_settings(cli, option_overrides()).broker.offload
+        if size > offload.max_entry_size:
+            raise click.BadParameter(
+                f"{size} bytes is above the largest entry a {offload.max_block_size}-byte block "
+                f"holds ({offload.max_entry_size} bytes): such an entry could never be "
+                "offloaded; use a larger --max-block-size or a smaller --size",
+                param_hint="'--size'",
+            )
     enabled = progress_enabled(cli)
     with open_offloader(cli) as offloader, Progress("produce", enabled=enabled) as progress:
         if synthetic is not None:

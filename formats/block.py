@@ -64,6 +64,12 @@ class DataBlockHeader:
             )
         if header_len < BLOCK_HEADER_USED:
             raise CorruptDataError(f"block header length {header_len} is below 28", offset=at + 4)
+        if len(buf) - offset < header_len:
+            # Pulsar's DataBlockHeaderImpl.fromStream: "Header was too small"
+            raise TruncatedError(
+                f"block header was too small: it says {header_len} bytes, {len(buf) - offset} left",
+                offset=at,
+            )
         if block_len < header_len:
             raise CorruptDataError(
                 f"block length {block_len} is smaller than its header ({header_len})",

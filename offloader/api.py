@@ -5,11 +5,12 @@ ledger store, managed ledgers) from a home directory and a store URL. Every meth
 plain frozen dataclasses (or records from :mod:`offloader.metadata.base`) that the CLI renders
 as text or JSON; errors are :class:`~offloader.errors.OffloaderError` subclasses.
 
-The work is done by :mod:`offloader.managed_ledger` (produce, rollover), :mod:`offloader.ml_tasks`
-(offload-prefix, auto-offload, deletion lag, retention, topic deletion), :mod:`offloader.lifecycle`
-(the per-ledger commit protocol), :mod:`offloader.tiered_read`, :mod:`offloader.verification`,
-:mod:`offloader.orphans` and :mod:`offloader.service`; this module only translates. The values it
-takes and returns are defined in :mod:`offloader.api_types` and re-exported here.
+The work is done by :mod:`offloader.topics.managed_ledger` (produce, rollover),
+:mod:`offloader.topics.tasks` (offload-prefix, auto-offload, deletion lag, retention, topic
+deletion), :mod:`offloader.offload.commit` (the per-ledger commit protocol),
+:mod:`offloader.read.tiered`, :mod:`offloader.offload.verification`,
+:mod:`offloader.offload.orphans` and :mod:`offloader.service`; this module only translates. The
+values it takes and returns are defined in :mod:`offloader.api_types` and re-exported here.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import cast
 from formats.index import OffloadIndex
 from formats.keys import parse_key
 from formats.transform import transform_of
-from offloader import ml_tasks
 from offloader.api_types import (
+    AppliedOffloadPolicies,
     BrokerSettings,
     EntryRecord,
     MissingObject,
@@ -32,34 +33,48 @@ from offloader.api_types import (
     OrphanObject,
     OrphanReport,
     OrphanUpload,
+    PolicySource,
     Position,
     ProduceResult,
     TickReport,
     TopicInfo,
     VerifyResult,
 )
-from offloader.errors import ConfigError, InvalidKeyError, OffloaderError, VerificationError
+from offloader.errors import (
+    ConfigError,
+    InvalidKeyError,
+    NotFound,
+    OffloaderError,
+    VerificationError,
+)
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.managed_ledger import ManagedLedger
-from offloader.metadata import open_metadata_store
+from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
-from offloader.orphans import Audit, collect_garbage, find_orphans
-from offloader.policies import NamespacePolicies, TransformPolicy
-from offloader.rekey import RekeyOutcome, rekey_offloads
+from offloader.offload.orphans import Audit, collect_garbage, find_orphans
+from offloader.offload.rekey import RekeyOutcome, rekey_offloads
+from offloader.offload.verification import check_offload
+from offloader.policies import (
+    TOPIC_POLICY_FIELDS,
+    NamespacePolicies,
+    TopicPolicies,
+    TransformPolicy,
+)
+from offloader.read.tiered import read_entries_from
+from offloader.read.transformed import decode_whole_object
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 from offloader.store import open_store
-from offloader.tiered_read import read_entries_from
-from offloader.transformed_read import decode_whole_object
-from offloader.verification import check_offload
+from offloader.topics import tasks as topic_tasks
+from offloader.topics.managed_ledger import ManagedLedger
 
 __all__ = [
+    "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
     "KeyInfo",
@@ -75,6 +90,7 @@ __all__ = [
     "RekeyOutcome",
     "TickReport",
     "TopicInfo",
+    "TopicPolicies",
     "TransformPolicy",
     "VerifyResult",
     "create_key",
@@ -109,12 +125,28 @@ class Offloader:
         broker: BrokerSettings | None = None,
         clock_ms: Callable[[], int] | None = None,
         create_store: bool = True,
+        read_only: bool = False,
     ) -> Offloader:
         """``store_url`` defaults to ``file://<home>/objects``; ``create_store=False`` refuses a
-        local store directory that does not exist (``ObjectNotFound``) instead of creating it."""
+        local store directory that does not exist (``ObjectNotFound``) instead of creating it.
+
+        ``read_only`` (commands that only read): the home must exist already (a mistyped home
+        is ``NotFound``, not a new empty one), and a home that cannot be written (a read-only
+        filesystem) is opened for reading only. Without it, a home that cannot be written is
+        refused up front with a MetadataError saying so."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
-        home_path.mkdir(parents=True, exist_ok=True)
+        missing_home: NotFound | None = None
+        try:
+            open_read_only = check_home(home_path, read_only=read_only)
+        except NotFound as exc:
+            if not (store_url or "").lower().startswith("s3://"):
+                raise
+            missing_home, open_read_only = exc, True  # after the S3 settings' own checks
+        if open_read_only:
+            create_store = False
+        else:
+            home_path.mkdir(parents=True, exist_ok=True)
         if broker.offload.key_ring is None:  # transforms: $OFFLOADER_KEY_RING or <home>/keys
             offload = broker.offload.replace(key_ring=str(key_ring_path(home_path)))
             broker = dataclasses.replace(broker, offload=offload)
@@ -126,8 +158,11 @@ class Offloader:
             settings=broker.offload,
             create=create_store,
         )
+        if missing_home is not None:
+            store.close()
+            raise missing_home
         try:
-            meta = open_metadata_store(home_path)
+            meta = open_metadata_store(home_path, read_only=open_read_only)
         except BaseException:
             store.close()
             raise
@@ -170,6 +205,44 @@ class Offloader:
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))
+
+    # --- topic-level offload policies -----------------------------------------------------
+    @staticmethod
+    def topic_name(topic: str) -> TopicName:
+        """``t`` -> ``persistent://public/default/t`` (ConfigError/InvalidName if invalid)."""
+        return TopicName.parse(topic)
+
+    def get_topic_policies(self, topic: str) -> TopicPolicies:
+        """The topic's own offload policies (fields None where it sets none)."""
+        return self._rt.meta.get_topic_policies(str(TopicName.parse(topic)))
+
+    def set_topic_policies(self, topic: str, policies: TopicPolicies) -> TopicPolicies:
+        """Replace the topic's own offload policies (``topics set-offload-policies``)."""
+        return self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), policies)
+
+    def remove_topic_policies(self, topic: str) -> None:
+        """Drop the topic's own offload policies: its namespace's apply again."""
+        self._rt.meta.set_topic_policies(str(TopicName.parse(topic)), TopicPolicies())
+
+    def applied_topic_policies(self, topic: str) -> AppliedOffloadPolicies:
+        """The offload policies in force for the topic: topic > namespace > broker."""
+        name = TopicName.parse(topic)
+        own = self._rt.meta.get_topic_policies(str(name))
+        namespace = self._rt.meta.get_namespace(name.namespace).policies
+        applied = own.over(namespace)
+        sources: dict[str, PolicySource] = {
+            field: "topic" if getattr(own, field) is not None else "namespace"
+            for field in TOPIC_POLICY_FIELDS
+        }
+        if applied.offload_deletion_lag_ms is None:
+            sources["offload_deletion_lag_ms"] = "broker"
+        return AppliedOffloadPolicies(
+            offload_threshold_bytes=applied.offload_threshold_bytes,
+            offload_threshold_seconds=applied.offload_threshold_seconds,
+            offload_deletion_lag_ms=self._rt.deletion_lag_ms(applied),
+            read_priority=applied.read_priority,
+            sources=sources,
+        )
 
     # --- namespaces ------------------------------------------------------------------------
     def create_namespace(self, namespace: str) -> NamespaceRecord:
@@ -304,7 +377,7 @@ class Offloader:
         if (position is None) == (size_threshold is None):
             raise ConfigError("give exactly one of position or size_threshold")
         ml = self._ml(topic)
-        run = ml_tasks.offload_prefix(
+        run = topic_tasks.offload_prefix(
             ml,
             position=None if position is None else (position.ledger_id, position.entry_id),
             size_threshold=size_threshold,
@@ -322,8 +395,8 @@ class Offloader:
 
     def offload_status(self, topic: str) -> TopicOffloadStatus:
         """The status of the topic's last offload run; one whose process died while running
-        is reported as ERROR (see :func:`offloader.ml_tasks.offload_status`)."""
-        return ml_tasks.offload_status(self._ml(topic))
+        is reported as ERROR (see :func:`offloader.topics.tasks.offload_status`)."""
+        return topic_tasks.offload_status(self._ml(topic))
 
     def read(
         self, topic: str, *, start: Position | None = None, count: int | None = None
@@ -338,13 +411,13 @@ class Offloader:
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""
-        ml_tasks.delete_topic(self._ml(topic))
+        topic_tasks.delete_topic(self._ml(topic))
 
     def apply_deletion_lag(self, topic: str) -> list[int]:
         """Run the deletion lag for one topic now: the ledgers whose local copy was deleted.
         Raises :class:`VerificationError` (after handling the others) if a ledger's objects
         failed verification; its local copy is kept."""
-        deleted, problems = ml_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
+        deleted, problems = topic_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
         if problems:
             ledger_id, problem = problems[0]
             raise VerificationError(
@@ -355,7 +428,7 @@ class Offloader:
 
     def apply_retention(self, topic: str) -> list[int]:
         """Run retention trimming for one topic now: the ledgers trimmed."""
-        return ml_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
+        return topic_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
 
     # --- objects ---------------------------------------------------------------------------
     def verify(

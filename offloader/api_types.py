@@ -179,3 +179,20 @@ class TickReport:
     verification_failures: tuple[tuple[int, str], ...] = ()
     #: steps that failed (``topic: error``); the tick carried on
     errors: tuple[str, ...] = ()
+
+
+#: where an applied policy came from
+PolicySource = Literal["topic", "namespace", "broker"]
+
+
+@dataclass(frozen=True)
+class AppliedOffloadPolicies:
+    """The offload policies that apply to a topic (``get-offload-policies --applied``): each
+    from the topic, else its namespace, else the broker; ``sources`` says which, per field."""
+
+    offload_threshold_bytes: int
+    offload_threshold_seconds: int
+    #: None: local copies are never deleted
+    offload_deletion_lag_ms: int | None
+    read_priority: str
+    sources: dict[str, PolicySource] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from formats.layout import max_entry_size
 from offloader.errors import ConfigError
 
 MiB = 1024 * 1024
@@ -74,6 +75,12 @@ class OffloadSettings:
             raise ConfigError("chunk cache size must not be negative")
         if self.ledger_read_batch_entries < 1:
             raise ConfigError("ledger_read_batch_entries must be at least 1")
+
+    @property
+    def max_entry_size(self) -> int:
+        """The largest entry a block of ``max_block_size`` bytes holds (an offload refuses a
+        larger one)."""
+        return max_entry_size(self.max_block_size)
 
     def replace(self, **changes: object) -> OffloadSettings:
         """A copy with some fields changed (validated again)."""

@@ -41,6 +41,12 @@ def key_ring_path(home: Path) -> Path:
     return Path(env).expanduser() if env else home / "keys"
 
 
+def ring_path(key_ring: str | None) -> Path:
+    """The key ring a setting names (``OffloadSettings.key_ring``), else the default one
+    (``$OFFLOADER_KEY_RING``, else ``./.offloader/keys``)."""
+    return Path(key_ring) if key_ring else key_ring_path(Path(".offloader"))
+
+
 def check_key_id(key_id: str) -> str:
     if not _KEY_ID.fullmatch(key_id):
         raise KeyRingError(

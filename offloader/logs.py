@@ -23,15 +23,30 @@ from typing import Any
 
 import structlog
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
+#: the query string of a URL (``?X-Amz-Signature=...``): a presigned URL's credentials
+_QUERY = re.compile(r"(?<=://)([^\s'\"?#]*)\?[^\s'\"#]*")
+#: a signing parameter outside a URL (``X-Amz-Signature=abc`` quoted on its own)
+_SIGNING = re.compile(
+    r"(?i)\b(X-Amz-(?:Signature|Credential|Security-Token)|Signature|AWSAccessKeyId)=[^&\s'\"]*"
+)
 
 #: the level below which nothing is logged while structlog is not configured
 UNCONFIGURED_LEVEL = logging.WARNING
 
 
-def redact(url: str) -> str:
-    """``s3://key:secret@bucket`` -> ``s3://***@bucket``."""
-    return _USERINFO.sub("***@", url)
+def redact(text: str) -> str:
+    """Credentials out of a URL, or of any text quoting URLs: ``s3://key:secret@bucket`` ->
+    ``s3://***@bucket``, ``https://h/k?X-Amz-Signature=...`` -> ``https://h/k?***``, and a
+    signing parameter quoted on its own (``X-Amz-Signature=...``) -> ``X-Amz-Signature=***``."""
+    text = _USERINFO.sub("***@", text)
+    text = _QUERY.sub(r"\1?***", text)
+    return _SIGNING.sub(r"\1=***", text)
+
+
+def _redact_event(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: :func:`redact` every string value of a log line."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in event.items()}
 
 
 def _processors(*, json: bool) -> list[Any]:
@@ -39,6 +54,8 @@ def _processors(*, json: bool) -> list[Any]:
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _redact_event,
     ]
     if json:
         processors.append(structlog.processors.JSONRenderer())
@@ -49,15 +66,16 @@ def _processors(*, json: bool) -> list[Any]:
     return processors
 
 
-def configure(*, json: bool = False, level: int = logging.WARNING) -> None:
+def configure(*, json: bool = False, level: int = logging.WARNING, file: Any = None) -> None:
     """Configure structlog once for the process (applications call it: the CLI, the benchmarks).
 
     It replaces any structlog configuration the process had, so library code never calls it.
+    ``file``: where the lines go (a text stream; default ``sys.stderr``).
     """
     structlog.configure(
         processors=_processors(json=json),
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr if file is None else file),
         cache_logger_on_first_use=False,
     )
 

@@ -1,7 +1,8 @@
-"""Namespace policies and the pure decisions made from them.
+"""Namespace and topic policies and the pure decisions made from them.
 
 This module owns :class:`NamespacePolicies` (Pulsar's namespace offload fields and their
-defaults) and the algorithms that turn a topic's ledger list into work:
+defaults), :class:`TopicPolicies` (a topic's own offload fields, applied over its namespace's
+with :meth:`TopicPolicies.over`) and the algorithms that turn a topic's ledger list into work:
 
 * :func:`select_ledgers_for_auto_offload`: the automatic size/time thresholds;
 * :func:`offload_prefix_candidates`: ``offload-prefix`` up to a position;
@@ -201,6 +202,60 @@ class NamespacePolicies:
     def replace(self, **changes: object) -> NamespacePolicies:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+#: the policies a topic may set over its namespace's (Pulsar's topic-level ``OffloadPolicies``)
+TOPIC_POLICY_FIELDS = (
+    "offload_threshold_bytes",
+    "offload_threshold_seconds",
+    "offload_deletion_lag_ms",
+    "read_priority",
+)
+
+
+@dataclass(frozen=True)
+class TopicPolicies:
+    """A topic's own offload policies (``topics set-offload-policies``): each field set here
+    wins over the namespace's, which wins over the broker's (Pulsar's precedence for the
+    offload thresholds, the deletion lag and the read priority). None = not set on the topic.
+    Values mean what they mean in :class:`NamespacePolicies`."""
+
+    offload_threshold_bytes: int | None = None
+    offload_threshold_seconds: int | None = None
+    offload_deletion_lag_ms: int | None = None
+    read_priority: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in TOPIC_POLICY_FIELDS[:3]:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an integer or None, not {value!r}")
+            _check_int64(name, value)
+        if self.read_priority is not None:
+            canonical = READ_PRIORITY_ALIASES.get(str(self.read_priority).lower())
+            if canonical is None:
+                raise ConfigError(
+                    f"read priority {self.read_priority!r} is not one of "
+                    "tiered-storage-first, bookkeeper-first (local-first)"
+                )
+            object.__setattr__(self, "read_priority", canonical)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the topic sets nothing (its namespace's policies apply)."""
+        return all(getattr(self, name) is None for name in TOPIC_POLICY_FIELDS)
+
+    def over(self, namespace: NamespacePolicies) -> NamespacePolicies:
+        """The policies that apply to the topic: its own fields over ``namespace``'s (the
+        broker's deletion lag still applies where neither sets one)."""
+        changes = {
+            name: getattr(self, name)
+            for name in TOPIC_POLICY_FIELDS
+            if getattr(self, name) is not None
+        }
+        return namespace.replace(**changes) if changes else namespace
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,13 @@ class Runtime:
     def wall_ms() -> int:
         return wall_clock_ms()
 
-    def policies(self, namespace: str) -> NamespacePolicies:
-        return self.meta.get_namespace(namespace).policies
+    def policies(self, namespace: str, topic: str | None = None) -> NamespacePolicies:
+        """The namespace's policies; with ``topic``, the ones that apply to that topic: its own
+        offload policies over its namespace's (topic > namespace > broker)."""
+        policies = self.meta.get_namespace(namespace).policies
+        if topic is None:
+            return policies
+        return self.meta.get_topic_policies(topic).over(policies)
 
     def deletion_lag_ms(self, policies: NamespacePolicies) -> int | None:
         """The namespace's lag, else the broker default; None (negative) = never delete."""

@@ -40,6 +40,8 @@ def _number(digits: str) -> int:
 
 def parse_size(text: str | int, *, allow_negative: bool = False) -> int:
     """Bytes in a size string such as ``10M``; raises ConfigError with the accepted forms."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise ConfigError(f"invalid size {text!r}: use bytes or a number with K, M, G or T")
     if isinstance(text, int):
         value = text
     else:
@@ -61,6 +63,8 @@ def parse_size(text: str | int, *, allow_negative: bool = False) -> int:
 
 def parse_duration_seconds(text: str | int, *, allow_negative: bool = False) -> int:
     """Seconds in a relative time such as ``4h``; raises ConfigError with the accepted forms."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise ConfigError(f"invalid time {text!r}: use seconds or a number with s, m, h, d, w or y")
     if isinstance(text, int):
         value = text
     else:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from offloader.errors import InvalidName
-from offloader.policies import LedgerView, NamespacePolicies
+from offloader.policies import LedgerView, NamespacePolicies, TopicPolicies
 
 LedgerState = Literal["OPEN", "CLOSED", "DELETED"]
 AttemptState = Literal["STARTED", "COMPLETED", "FAILED", "SUPERSEDED", "CLEANED"]
@@ -232,6 +232,17 @@ class MetadataStore(Protocol):
         """Delete the topic with its ledgers, status and lock in one transaction; returns its
         ledger records (deleted ones included) so the caller can delete local data and objects.
         Attempts stay in the history."""
+        ...
+
+    # --- topic policies -------------------------------------------------------------------
+    def get_topic_policies(self, name: str) -> TopicPolicies:
+        """The topic's own offload policies (every field None when it sets none); NotFound if
+        the topic is absent."""
+        ...
+
+    def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicPolicies:
+        """Replace the topic's own offload policies (all None removes them); NotFound if the
+        topic is absent. They go with the topic when it is deleted."""
         ...
 
     # --- ledgers --------------------------------------------------------------------------

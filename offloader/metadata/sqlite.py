@@ -17,7 +17,7 @@ from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicRecord, namespace_of_topic
 from offloader.metadata.sqlite_offload import OffloadTables
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
-from offloader.policies import NamespacePolicies
+from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
 _POLICY_ASSIGNMENTS = ", ".join(f"{column} = ?" for column in rows.POLICY_COLUMNS)
 
@@ -29,9 +29,17 @@ class SqliteMetadataStore(OffloadTables):
     per process (never share it across ``fork``).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        read_only: bool = False,
+    ) -> None:
+        """``read_only``: see :class:`~offloader.metadata.sqlite_schema.Database`; every change
+        then fails with a MetadataError saying the database is read-only."""
         self.path = Path(path)
-        self._db = Database(self.path, busy_timeout_s=busy_timeout_s)
+        self._db = Database(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
 
     def close(self) -> None:
         self._db.close()
@@ -136,6 +144,28 @@ class SqliteMetadataStore(OffloadTables):
             # ledgers, status and lock go with the topic (ON DELETE CASCADE)
             conn.execute("DELETE FROM topics WHERE name = ?", (name,))
             return [rows.ledger_record(row) for row in found]
+
+    # --- topic policies -------------------------------------------------------------------
+    def get_topic_policies(self, name: str) -> TopicPolicies:
+        with self._db.read() as conn:
+            rows.require_topic(conn, name)
+            row = rows.one(conn, "SELECT * FROM topic_offload_policies WHERE topic = ?", (name,))
+        if row is None:
+            return TopicPolicies()
+        return TopicPolicies(**{column: row[column] for column in TOPIC_POLICY_FIELDS})
+
+    def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicPolicies:
+        values = [getattr(policies, column) for column in TOPIC_POLICY_FIELDS]
+        with self._db.write() as conn:
+            rows.require_topic(conn, name)
+            conn.execute("DELETE FROM topic_offload_policies WHERE topic = ?", (name,))
+            if not policies.is_empty:
+                conn.execute(
+                    f"INSERT INTO topic_offload_policies (topic, {', '.join(TOPIC_POLICY_FIELDS)})"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (name, *values),
+                )
+        return policies
 
     # --- ledgers --------------------------------------------------------------------------
     def allocate_ledger_id(self) -> int:

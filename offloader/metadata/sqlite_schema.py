@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
 
@@ -98,8 +99,19 @@ _V2 = (
     "CREATE INDEX attempts_by_state ON offload_attempts(state)",
 )
 
-#: the offload transform policy of a namespace (spec/transforms.md)
 _V3 = (
+    # a topic's own offload policies (NULL: not set on the topic, its namespace's apply)
+    """CREATE TABLE topic_offload_policies (
+        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
+        offload_threshold_bytes INTEGER,
+        offload_threshold_seconds INTEGER,
+        offload_deletion_lag_ms INTEGER,
+        read_priority TEXT
+    )""",
+)
+
+#: the offload transform policy of a namespace (spec/transforms.md)
+_V4 = (
     "ALTER TABLE namespaces ADD COLUMN transform_compression TEXT NOT NULL DEFAULT 'none'",
     "ALTER TABLE namespaces ADD COLUMN transform_level INTEGER",
     "ALTER TABLE namespaces ADD COLUMN transform_encryption TEXT NOT NULL DEFAULT 'none'",
@@ -107,7 +119,7 @@ _V3 = (
 )
 
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -126,6 +138,11 @@ def translate_error(exc: sqlite3.Error, path: Path, busy_timeout_s: float) -> Me
         )
     if isinstance(exc, sqlite3.IntegrityError):
         return MetadataError(f"metadata constraint violated in {path}: {message}")
+    if errorname.startswith("SQLITE_READONLY") or "readonly database" in message:
+        return MetadataError(
+            f"metadata database {path} is read-only (a read-only filesystem, or no write "
+            "permission): this command needs to change it"
+        )
     return MetadataError(f"metadata database {path}: {message}")
 
 
@@ -138,14 +155,25 @@ class Database:
         *,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         migrations: Sequence[Sequence[str]] = MIGRATIONS,
+        read_only: bool = False,
     ) -> None:
+        """``read_only``: open an existing file for reading only (``mode=ro``; on a directory
+        that cannot be written, where SQLite cannot create the WAL's shared-memory file, as
+        ``immutable``): no WAL switch, no migration (an older schema is refused)."""
         self.path = path
         self.busy_timeout_s = busy_timeout_s
+        self.read_only = read_only
         self._lock = threading.RLock()
         try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            if read_only:
+                self._conn: sqlite3.Connection | None = self._connect_read_only(path)
+            else:
+                self._conn = sqlite3.connect(
+                    str(path),
+                    timeout=busy_timeout_s,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
         except sqlite3.Error as exc:
             raise translate_error(exc, path, busy_timeout_s) from exc
         try:
@@ -153,6 +181,16 @@ class Database:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
+            if read_only:
+                with self.read():
+                    version = self._check_version(len(migrations))
+                if version != len(migrations):
+                    raise SchemaVersionError(
+                        f"metadata database {path} has schema version {version}, older than "
+                        f"{len(migrations)}, and is opened read-only: run a command that writes "
+                        "(on a writable home) once to upgrade it"
+                    )
+                return
             self._enable_wal(conn)
             conn.execute("PRAGMA synchronous = FULL")
             self._migrate(migrations)
@@ -162,6 +200,28 @@ class Database:
         except MetadataError:
             self.close()
             raise
+
+    def _connect_read_only(self, path: Path) -> sqlite3.Connection:
+        """``mode=ro``; where that cannot open a WAL database (its directory is read-only and
+        the ``-shm`` file is absent), ``immutable=1``, which is right there: nothing can
+        write the file. A ``-wal`` file with changes not yet checkpointed is never ignored."""
+        base = f"file:{quote(str(path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(
+            base, uri=True, timeout=self.busy_timeout_s, isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            wal = path.with_name(path.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise
+        return sqlite3.connect(
+            base + "&immutable=1", uri=True, timeout=self.busy_timeout_s,
+            isolation_level=None, check_same_thread=False,
+        )  # fmt: skip
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL (persistent in the file). Changing the journal mode does not wait on

@@ -76,10 +76,10 @@ def open_store(
                 "credential chain (environment, profile, role) instead"
             )
         if parts.query or parts.fragment:
-            raise _bad_url(f"store URL {url!r} must not have a query or fragment")
+            raise _bad_url(f"store URL {redact(url)!r} must not have a query or fragment")
         bucket = parts.netloc
         if not bucket:
-            raise _bad_url(f"store URL {url!r} has no bucket: use s3://bucket[/prefix]")
+            raise _bad_url(f"store URL {redact(url)!r} has no bucket: use s3://bucket[/prefix]")
         from offloader.store.s3 import S3ObjectStore  # boto3 is loaded only for S3
 
         return S3ObjectStore(
@@ -96,10 +96,10 @@ def open_store(
                 f"(host {parts.netloc!r} is not supported)"
             )
         if parts.query or parts.fragment:
-            raise _bad_url(f"store URL {url!r} must not have a query or fragment")
+            raise _bad_url(f"store URL {redact(url)!r} must not have a query or fragment")
         path = unquote(parts.path)
         if not path or not os.path.isabs(path):
-            raise _bad_url(f"file store URL {url!r} needs an absolute path")
+            raise _bad_url(f"file store URL {redact(url)!r} needs an absolute path")
         return LocalObjectStore(Path(path), create=create)
     raise _bad_url(
         f"unsupported store URL scheme {scheme!r} in {redact(url)!r}: "

@@ -501,6 +501,7 @@ def test_unreachable_store_fails_fast_with_one_line(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    ok(home, "namespaces", "create", "public/default")  # a home (a missing one is refused)
     started = time.monotonic()
     result = run(
         home, "--store", "s3://bkt", "--endpoint-url", "http://127.0.0.1:1",

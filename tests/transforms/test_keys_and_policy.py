@@ -133,12 +133,12 @@ def test_set_offload_transform_cli(tmp_path: Path) -> None:
     assert out == "offloadTransform: none\n"
 
 
-def test_schema_v2_database_migrates_to_the_transform_columns(tmp_path: Path) -> None:
+def test_schema_v3_database_migrates_to_the_transform_columns(tmp_path: Path) -> None:
     path = tmp_path / "meta.db"
     conn = sqlite3.connect(path)
-    for statement in (s for step in MIGRATIONS[:2] for s in step):
+    for statement in (s for step in MIGRATIONS[:3] for s in step):
         conn.execute(statement)
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute("PRAGMA user_version = 3")
     conn.execute("PRAGMA application_id = 1280263750")
     conn.execute("INSERT INTO namespaces (name, created_ms) VALUES ('t/old', 1)")
     conn.commit()
@@ -152,4 +152,4 @@ def test_schema_v2_database_migrates_to_the_transform_columns(tmp_path: Path) ->
         assert store.get_namespace("t/old").policies.transform == TransformPolicy("zstd", 1)
     finally:
         store.close()
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4

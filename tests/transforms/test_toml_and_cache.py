@@ -10,8 +10,8 @@ import pytest
 from formats.index import decode_index
 from formats.transform import transform_of
 from offloader.api import Offloader, Position, TransformPolicy, create_key
-from offloader.read_handle import ReadHandle
-from offloader.transformed_read import ChunkCache
+from offloader.read.handle import ReadHandle
+from offloader.read.transformed import ChunkCache
 from tests.cli.helpers import ok, one_line_error, run
 from tests.transforms.helpers import NS, TOPIC, CountingStore, broker, json_payloads
 

@@ -19,7 +19,7 @@ from formats.keys import check_format_version, data_key, index_key
 from formats.transform import CHUNKED_FORMAT_VERSION, transform_of
 from offloader.api import Offloader, Position, TransformPolicy, create_key
 from offloader.errors import ChunkAuthenticationError, MissingKeyError, WrongKeyError
-from offloader.read_handle import ReadHandle
+from offloader.read.handle import ReadHandle
 from tests.transforms.helpers import (
     NS,
     TOPIC,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from offloader.api import Offloader, Position, TransformPolicy, create_key
-from offloader.read_handle import ReadHandle
+from offloader.read.handle import ReadHandle
 from tests.servers.endpoint import S3Endpoint
 from tests.transforms.helpers import (
     NS,

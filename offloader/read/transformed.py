@@ -33,9 +33,8 @@ from formats.transform import (
     unwrap_data_key,
 )
 from offloader.errors import IndexInconsistentError, StoreError
-from offloader.keyring import KeyRing
+from offloader.keyring import KeyRing, ring_path
 from offloader.store.base import Buffer, GetResult, ObjectInfo, ObjectStore, RangeReader
-from offloader.transformed_write import ring_path
 
 
 class ChunkCache:

@@ -37,9 +37,9 @@ from offloader.errors import (
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
 from offloader.naming import TopicName
+from offloader.offload.transformed import WriteTransform, resolve_write_transform
+from offloader.offload.writer import offload_ledger
 from offloader.runtime import Runtime
-from offloader.transformed_write import WriteTransform, resolve_write_transform
-from offloader.writer import offload_ledger
 
 __all__ = [
     "clean_attempt",

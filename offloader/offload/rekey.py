@@ -25,11 +25,10 @@ from formats.transform import (
 )
 from offloader.crashpoints import crash_point
 from offloader.errors import IndexInconsistentError
-from offloader.keyring import KeyRing
+from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, MetadataStore
 from offloader.store.base import ObjectStore
-from offloader.transformed_write import ring_path
 
 log = get_logger(__name__)
 

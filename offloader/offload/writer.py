@@ -64,7 +64,6 @@ from formats.layout import BlockPlan, plan_blocks
 from formats.transform import CHUNKED_FORMAT_VERSION, TransformSection, transform_extension_section
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
-from offloader.entry_batches import LedgerEntries, entry_lengths_of
 from offloader.errors import (
     IndexInconsistentError,
     OffloaderError,
@@ -73,8 +72,9 @@ from offloader.errors import (
 )
 from offloader.ledgers.base import LedgerReader
 from offloader.logs import get_logger
+from offloader.offload.entry_batches import LedgerEntries, entry_lengths_of
+from offloader.offload.transformed import WriteTransform, upload_transformed
 from offloader.store.base import ObjectStore, UploadedPart
-from offloader.transformed_write import WriteTransform, upload_transformed
 
 __all__ = ["OffloadResult", "ProgressCallback", "entry_lengths_of", "offload_ledger"]
 
@@ -135,7 +135,7 @@ def offload_ledger(
 ) -> OffloadResult:
     """Offload one closed ledger under ``uuid``; see the module docstring for the steps, the
     memory bound and the failure contract. With ``transform`` the data object is chunked,
-    compressed and/or encrypted (:mod:`offloader.transformed_write`, spec/transforms.md) and
+    compressed and/or encrypted (:mod:`offloader.offload.transformed`, spec/transforms.md) and
     ``data_size`` is its stored size."""
     started = time.monotonic()
     ledger_id = reader.ledger_id

@@ -1,6 +1,6 @@
 """What happens to a topic's closed ledgers: offload, deletion lag, retention, deletion.
 
-Functions over a :class:`~offloader.managed_ledger.ManagedLedger`, each one pass over the
+Functions over a :class:`~offloader.topics.managed_ledger.ManagedLedger`, each one pass over the
 ledger list, deciding with the pure algorithms of :mod:`offloader.policies`:
 
 * :func:`offload_prefix`: Pulsar's ``ManagedLedgerImpl.offloadPrefix`` by position or by
@@ -37,10 +37,10 @@ from offloader.errors import (
     OffloadError,
     OffloadInProgress,
 )
-from offloader.lifecycle import clean_attempt, delete_ledger_objects, offload_one, retry_due
 from offloader.logs import get_logger
-from offloader.managed_ledger import ManagedLedger
 from offloader.metadata.base import AttemptState, LedgerRecord, TopicOffloadStatus
+from offloader.offload.commit import clean_attempt, delete_ledger_objects, offload_one, retry_due
+from offloader.offload.verification import check_offload
 from offloader.policies import (
     ledgers_due_for_local_deletion,
     ledgers_to_trim_for_retention,
@@ -48,7 +48,7 @@ from offloader.policies import (
     select_ledgers_for_auto_offload,
     size_threshold_position,
 )
-from offloader.verification import check_offload
+from offloader.topics.managed_ledger import ManagedLedger
 
 log = get_logger(__name__)
 
@@ -250,7 +250,7 @@ def auto_offload(ml: ManagedLedger, now_ms: int) -> OffloadRun:
 
     def candidates() -> list[int]:
         records = ml.ledgers()
-        policies = rt.policies(ml.namespace)
+        policies = rt.policies(ml.namespace, ml.name)
         chosen = set(select_ledgers_for_auto_offload([r.view() for r in records], policies, now_ms))
         chosen |= {
             r.ledger_id
@@ -277,7 +277,7 @@ def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list
     keeps its local copy and is listed in ``problems``."""
     rt = ml.rt
     records = ml.ledgers()
-    lag = rt.deletion_lag_ms(rt.policies(ml.namespace))
+    lag = rt.deletion_lag_ms(rt.policies(ml.namespace, ml.name))
     due = ledgers_due_for_local_deletion([r.view() for r in records], lag, now_ms)
     by_id = {r.ledger_id: r for r in records}
     deleted: list[int] = []
@@ -326,7 +326,7 @@ def trim_for_retention(ml: ManagedLedger, now_ms: int) -> list[int]:
     the local file and every object they ever had)."""
     rt = ml.rt
     records = ml.ledgers()
-    policies = rt.policies(ml.namespace)
+    policies = rt.policies(ml.namespace, ml.name)
     trimmed: list[int] = []
     for ledger_id in ledgers_to_trim_for_retention([r.view() for r in records], policies, now_ms):
         before = rt.meta.mark_ledger_deleted(ledger_id)

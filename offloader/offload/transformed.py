@@ -23,7 +23,6 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
 from formats.block import BlockWriter
@@ -41,15 +40,15 @@ from formats.transform import (
 )
 from formats.wire import BLOCK_HEADER_LEN, ENTRY_HEADER_LEN, S3_MIN_PART_SIZE
 from offloader.crashpoints import crash_point
-from offloader.entry_batches import LedgerEntries
 from offloader.errors import IndexInconsistentError
-from offloader.keyring import KeyRing, key_ring_path
+from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
+from offloader.offload.entry_batches import LedgerEntries
 from offloader.policies import TransformPolicy
 from offloader.store.base import UploadedPart
 
 if TYPE_CHECKING:
-    from offloader.writer import _Offload
+    from offloader.offload.writer import _Offload
 
 log = get_logger(__name__)
 
@@ -72,11 +71,6 @@ class WriteTransform:
             [f"aes-256-gcm(key {self.key_id})"] if self.encrypted else []
         )
         return "+".join(parts)
-
-
-def ring_path(key_ring: str | None) -> Path:
-    """The key ring of the settings (``OffloadSettings.key_ring``), else the default one."""
-    return Path(key_ring) if key_ring else key_ring_path(Path(".offloader"))
 
 
 def resolve_write_transform(
