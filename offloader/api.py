@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import cast
 
 from formats.index import OffloadIndex
-from formats.keys import parse_key
-from formats.transform import transform_of
 from offloader.api_types import (
     AppliedOffloadPolicies,
     BrokerSettings,
@@ -42,7 +40,6 @@ from offloader.api_types import (
 )
 from offloader.errors import (
     ConfigError,
-    InvalidKeyError,
     NotFound,
     OffloaderError,
     VerificationError,
@@ -64,7 +61,7 @@ from offloader.policies import (
     TransformPolicy,
 )
 from offloader.read.tiered import read_entries_from
-from offloader.read.transformed import decode_whole_object
+from offloader.read.transformed import decode_named_object
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
@@ -546,20 +543,10 @@ def decode_stored_data(
     home: str | Path, index: OffloadIndex, stored: bytes, data_object_name: str
 ) -> bytes | None:
     """For ``objects inspect`` of files: None when ``index`` describes a plain object, else the
-    original data object decoded from the stored one. The object's identity (uuid, ledger id)
-    comes from its name, ``<uuid>-ledger-<id>`` as stored; the key from the key ring."""
-    section = transform_of(index.extension, index.data_object_length)
-    if section is None:
-        return None
-    try:
-        key = parse_key(data_object_name)
-    except InvalidKeyError:
-        raise InvalidKeyError(
-            f"{data_object_name!r}: a transformed data object must keep its stored name "
-            "<uuid>-ledger-<id> (the chunks are bound to it)"
-        ) from None
+    original data object decoded from the stored one (identity from its stored name
+    ``<uuid>-ledger-<id>``, key from the home's key ring)."""
     ring = str(key_ring_path(Path(home).expanduser()))
-    return decode_whole_object(section, stored, key.uuid, key.ledger_id, ring)
+    return decode_named_object(index, stored, data_object_name, ring)
 
 
 def list_keys(home: str | Path) -> list[KeyInfo]:

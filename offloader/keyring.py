@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import json
 import os
 import re
 import secrets
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -147,21 +150,43 @@ class KeyRing:
         """Add a fresh random key (the ring file is created if needed); the first key of a
         ring becomes active even without ``activate``."""
         check_key_id(key_id)
-        if key_id in self._keys:
-            raise KeyRingError(f"key {key_id!r} already exists in {self.path}")
-        created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
-        self._keys[key_id] = _Key(key_id, created, secrets.token_bytes(KEY_LEN))
-        if activate or self.active is None:
-            self.active = key_id
-        self._save()
+        with self._locked():
+            if key_id in self._keys:
+                raise KeyRingError(f"key {key_id!r} already exists in {self.path}")
+            created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+            self._keys[key_id] = _Key(key_id, created, secrets.token_bytes(KEY_LEN))
+            if activate or self.active is None:
+                self.active = key_id
+            self._save()
         log.info("key created", key_id=key_id, active=self.active == key_id, ring=str(self.path))
         return KeyInfo(key_id, created, self.active == key_id)
 
     def activate(self, key_id: str) -> None:
-        self.key(key_id)
-        self.active = key_id
-        self._save()
+        with self._locked():
+            self.key(key_id)
+            self.active = key_id
+            self._save()
         log.info("key activated", key_id=key_id, ring=str(self.path))
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An exclusive lock on the ring (a ``.<name>.lock`` file beside it), with the ring
+        re-read under it: two concurrent ``keys create`` never lose each other's key."""
+        lock = self.path.parent / f".{self.path.name}.lock"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise KeyRingError(f"cannot lock key ring {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._keys.clear()
+            self.active = None
+            if self.path.exists():
+                self._load()
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def _save(self) -> None:
         doc = {
@@ -184,7 +209,9 @@ class KeyRing:
             directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                os.write(fd, data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)

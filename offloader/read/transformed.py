@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from formats.index import OffloadIndex
-from formats.keys import data_key
+from formats.keys import data_key, parse_key
 from formats.transform import (
     ChunkDecoder,
     ChunkMap,
@@ -32,7 +32,7 @@ from formats.transform import (
     transform_of,
     unwrap_data_key,
 )
-from offloader.errors import IndexInconsistentError, StoreError
+from offloader.errors import IndexInconsistentError, InvalidKeyError, StoreError
 from offloader.keyring import KeyRing, ring_path
 from offloader.store.base import Buffer, GetResult, ObjectInfo, ObjectStore, RangeReader
 
@@ -139,6 +139,24 @@ def decode_whole_object(
         ChunkMap(section), ObjectIdentity(uuid, ledger_id), data_key_of(section, key_ring)
     )
     return b"".join(decoder.decode_run(0, stored))
+
+
+def decode_named_object(
+    index: OffloadIndex, stored: bytes, data_object_name: str, key_ring: str | None
+) -> bytes | None:
+    """None for a plain object; else the original data object, its identity taken from its
+    stored name ``<uuid>-ledger-<id>`` (the chunks are bound to it)."""
+    section = transform_of(index.extension, index.data_object_length)
+    if section is None:
+        return None
+    try:
+        key = parse_key(data_object_name)
+    except InvalidKeyError:
+        raise InvalidKeyError(
+            f"{data_object_name!r}: a transformed data object must keep its stored name "
+            "<uuid>-ledger-<id> (the chunks are bound to it)"
+        ) from None
+    return decode_whole_object(section, stored, key.uuid, key.ledger_id, key_ring)
 
 
 class TransformedObjectView:

@@ -153,3 +153,12 @@ def test_schema_v3_database_migrates_to_the_transform_columns(tmp_path: Path) ->
     finally:
         store.close()
     assert SCHEMA_VERSION == 4
+
+
+def test_two_ring_objects_never_lose_each_others_keys(tmp_path: Path) -> None:
+    first, second = KeyRing(tmp_path / "keys"), KeyRing(tmp_path / "keys")
+    first.create("a")
+    second.create("b", activate=True)  # re-reads the ring under its lock: "a" survives
+    again = KeyRing(tmp_path / "keys")
+    assert [(k.key_id, k.active) for k in again.list()] == [("a", False), ("b", True)]
+    assert again.key("a") == first.key("a")
