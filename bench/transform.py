@@ -100,7 +100,7 @@ class _Counting:
 def _offload(
     store: ObjectStore, ledger: Any, settings: OffloadSettings, t: WriteTransform | None
 ) -> tuple[float, str, int]:
-    from offloader.writer import offload_ledger
+    from offloader.offload.writer import offload_ledger
 
     uuid = str(uuid_mod.uuid4())
     start = time.perf_counter()
