@@ -33,8 +33,8 @@ from bench.common import SyntheticLedger, quiet_logs, server, store_for
 from formats.ledger_metadata import LedgerMetadata
 from offloader.config import OffloadSettings
 from offloader.keyring import KeyRing
-from offloader.read.handle import ReadHandle
 from offloader.offload.transformed import WriteTransform
+from offloader.read.handle import ReadHandle
 from offloader.store.base import GetResult, ObjectStore, RangeReader
 from offloader.units import parse_size
 
