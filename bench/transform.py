@@ -128,7 +128,12 @@ def main(argv: list[str]) -> int:
         bucket = f"bench-transform-{uuid_mod.uuid4().hex[:8]}"
         srv.endpoint.client().create_bucket(Bucket=bucket)
         store = store_for(srv.endpoint, bucket, settings)
-        common = {"server": srv.name, "size": size, "entry": ENTRY, "note": srv.note}
+        common: dict[str, Any] = {
+            "server": srv.name,
+            "size": size,
+            "entry": ENTRY,
+            "note": srv.note,
+        }
         uuids: dict[str, str] = {}
         for kind, ledger in (
             ("random", SyntheticLedger(1, count, ENTRY)),
