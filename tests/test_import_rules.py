@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "offloader.store": 2,
     "offloader.metadata": 2,
     "offloader.ledgers": 2,
+    "offloader.keyring": 2,
     # what every flow shares
     "offloader.api_types": 3,
     "offloader.runtime": 3,
@@ -99,7 +100,9 @@ class Violation:
 def _prefix(name: str, table: dict[str, int]) -> str | None:
     best = None
     for key in table:
-        if (name == key or name.startswith(key + ".")) and (best is None or len(key) > len(best)):
+        # the bare package name stands for its own __init__ only, not for new modules in it
+        inside = name.startswith(key + ".") and key != "offloader"
+        if (name == key or inside) and (best is None or len(key) > len(best)):
             best = key
     return best
 
