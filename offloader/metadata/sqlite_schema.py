@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
+from offloader.metadata.kafka_schema import KAFKA_TABLES
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
@@ -99,7 +100,7 @@ _V2 = (
 )
 
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, KAFKA_TABLES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
