@@ -35,11 +35,14 @@ from offloader.api_types import (
     VerifyResult,
 )
 from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.kafka.settings import KafkaSettings
+from offloader.kafka.tier import KafkaTier
+from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
 from offloader.managed_ledger import ManagedLedger
-from offloader.metadata import open_metadata_store
+from offloader.metadata import open_kafka_metadata_store, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.orphans import Audit, collect_garbage, find_orphans
@@ -55,17 +58,23 @@ from offloader.verification import check_offload
 __all__ = [
     "BrokerSettings",
     "EntryRecord",
+    "KafkaRecordRow",
+    "KafkaSettings",
+    "KafkaTier",
     "MissingObject",
     "OffloadTrigger",
     "Offloader",
     "OrphanObject",
     "OrphanReport",
     "OrphanUpload",
+    "PartitionStatus",
     "Position",
     "ProduceResult",
     "ProgressCallback",
+    "SegmentOutcome",
     "TickReport",
     "TopicInfo",
+    "UploadReport",
     "VerifyResult",
 ]
 
@@ -84,6 +93,7 @@ class Offloader:
         self._rt = runtime
         self._service = ServiceState()
         self._closed = False
+        self._kafka: KafkaTier | None = None
 
     @classmethod
     def from_settings(
@@ -142,6 +152,8 @@ class Offloader:
             return
         self._closed = True
         try:
+            if self._kafka is not None:
+                self._kafka.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()
@@ -151,6 +163,18 @@ class Offloader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
+        """The Kafka tier (segments of broker log directories) on this store and home; opened
+        on first use, closed with this facade. ``settings`` apply when it is first opened."""
+        if self._kafka is None:
+            self._kafka = KafkaTier(
+                self._rt.store,
+                open_kafka_metadata_store(self._rt.home),
+                settings or KafkaSettings(),
+                self._rt.clock_ms,
+            )
+        return self._kafka
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))

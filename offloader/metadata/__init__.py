@@ -11,10 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
 
 METADATA_FILENAME = "metadata.db"
 
-__all__ = ["METADATA_FILENAME", "MetadataStore", "open_metadata_store"]
+__all__ = [
+    "METADATA_FILENAME",
+    "KafkaMetadataStore",
+    "MetadataStore",
+    "open_kafka_metadata_store",
+    "open_metadata_store",
+]
 
 
 def open_metadata_store(home_dir: str | Path) -> MetadataStore:
@@ -24,3 +31,12 @@ def open_metadata_store(home_dir: str | Path) -> MetadataStore:
     home = Path(home_dir)
     home.mkdir(parents=True, exist_ok=True)
     return SqliteMetadataStore(home / METADATA_FILENAME)
+
+
+def open_kafka_metadata_store(home_dir: str | Path) -> KafkaMetadataStore:
+    """The Kafka tier's metadata in the same ``<home_dir>/metadata.db`` (its own connection)."""
+    from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+
+    home = Path(home_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    return SqliteKafkaMetadataStore(home / METADATA_FILENAME)
