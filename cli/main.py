@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.objects_encode:objects",  # the same group, with encode added
     "cli.objects_admin:objects",  # the same group, with verify/orphans/gc added
     "cli.service:service",
+    "cli.kafka:kafka",
 )
 
 EXIT_OK = 0

@@ -46,6 +46,12 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.offsets[slot], self.positions[slot]
 
+    def lowest_offset_at(self, offset: int) -> int:
+        """The lowest offset the batch at ``lookup(offset)``'s position can hold (one past the
+        previous entry: entries name a batch's *last* offset), to size a read from there."""
+        slot = bisect.bisect_right(self.offsets, offset) - 1
+        return self.base_offset if slot < 1 else self.offsets[slot - 1] + 1
+
     def position_after(self, position: int) -> int | None:
         """The first entry position strictly above ``position`` (a place to cut a scan)."""
         slot = bisect.bisect_right(self.positions, position)

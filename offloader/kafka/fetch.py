@@ -71,9 +71,8 @@ def _window(view: SegmentView, position: int, start: _Start, count: int | None) 
     if count is None or view.end is None or view.size <= 0:
         return MAX_WINDOW
     per_offset = view.size / max(1, view.end - view.base + 1)
-    skip = 0 if start.offset is None else max(0, start.offset - view.base)
-    index_offset = view.offset_index().lookup(view.base + skip)[0]
-    records = (view.base + skip - index_offset) + count
+    target = view.base if start.offset is None else max(start.offset, view.base)
+    records = (target - view.offset_index().lowest_offset_at(target)) + count
     return max(MIN_WINDOW, int(records * per_offset * 1.25) + 4096)
 
 

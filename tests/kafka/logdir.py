@@ -33,10 +33,13 @@ from formats.kafka.names import (
 BASE_TS = 1_700_000_000_000
 
 
-def record_value(topic: str, partition: int, offset: int) -> bytes:
-    """A compressible value that names its record (so codecs are kept by kafka-python)."""
+def record_value(topic: str, partition: int, offset: int, pad: int = 0) -> bytes:
+    """A compressible value that names its record (so codecs are kept by kafka-python);
+    ``pad`` more bytes make it bigger."""
     noise = hashlib.sha256(f"{topic}/{partition}/{offset}".encode()).hexdigest()
-    return (f"{topic}/{partition}/{offset}:" + "payload-" * 6 + noise).encode()
+    return (f"{topic}/{partition}/{offset}:" + "payload-" * 6 + noise).encode() + noise[
+        :16
+    ].encode() * (pad // 16)
 
 
 def kafka_python_batch(
@@ -95,6 +98,7 @@ def write_partition(
     delete_first: bool = False,
     topic_id: str | None = None,
     start_offset: int = 0,
+    pad: int = 0,
 ) -> PartitionLayout:
     """One partition directory (see the module docstring); the newest segment is active."""
     directory = root / partition_dir_name(topic, partition)
@@ -116,7 +120,7 @@ def write_partition(
             (
                 BASE_TS + (offset + i) * 10,
                 None if (offset + i) % 11 == 0 else f"key-{offset + i}".encode(),
-                None if (offset + i) % 13 == 0 else record_value(topic, partition, offset + i),
+                None if (offset + i) % 13 == 0 else record_value(topic, partition, offset + i, pad),
                 [("h", b"x"), ("n", None)] if (offset + i) % 3 == 0 else [],
             )
             for i in range(count)

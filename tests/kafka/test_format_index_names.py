@@ -71,6 +71,8 @@ def test_lookups_floor_and_defaults() -> None:
     data = _segment(20, 3)
     offsets, times = build_indexes(list(iter_batch_headers(data)), 100)
     assert offsets.lookup(99) == (100, 0)
+    assert offsets.lowest_offset_at(99) == offsets.lowest_offset_at(offsets.offsets[0]) == 100
+    assert offsets.lowest_offset_at(offsets.offsets[1] + 1) == offsets.offsets[0] + 1
     first = offsets.offsets[0]
     assert offsets.lookup(first) == (first, offsets.positions[0])
     assert offsets.lookup(first + 1) == (first, offsets.positions[0])
