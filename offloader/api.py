@@ -35,6 +35,8 @@ from offloader.api_types import (
     VerifyResult,
 )
 from offloader.errors import ConfigError, OffloaderError, VerificationError
+from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
+from offloader.kafka.report import orphan_report
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
@@ -386,30 +388,24 @@ class Offloader:
                 )
         return results
 
-    def _audit(self, min_age_seconds: int | None) -> Audit:
+    def _audit(self, min_age_seconds: int | None) -> tuple[Audit, KafkaAudit]:
         age = self._rt.broker.orphan_min_age_seconds if min_age_seconds is None else min_age_seconds
-        return find_orphans(self._rt, max(age, 0) * 1000)
-
-    @staticmethod
-    def _report(audit: Audit, removed: bool) -> OrphanReport:
-        return OrphanReport(
-            objects=tuple(
-                OrphanObject(o.key, o.size, o.reason, o.last_modified_ms) for o in audit.objects
-            ),
-            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms) for u in audit.uploads),
-            missing=tuple(
-                MissingObject(m.topic, m.ledger_id, m.uuid, m.key) for m in audit.missing
-            ),
-            removed=removed,
-        )
+        audit = find_orphans(self._rt, max(age, 0) * 1000, foreign=is_kafka_key)
+        kafka = self.kafka().ctx
+        listed = [o for o in self._rt.store.list() if is_kafka_key(o.key)]
+        uploads = self._rt.store.list_multipart_uploads()
+        kafka_audit = audit_kafka(kafka, listed, uploads, self._rt.wall_ms(), max(age, 0) * 1000)
+        return audit, kafka_audit
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
-        return self._report(self._audit(min_age_seconds), False)
+        return orphan_report(*self._audit(min_age_seconds), False)
 
     def gc(self, *, dry_run: bool = False, min_age_seconds: int | None = None) -> OrphanReport:
-        audit = self._audit(min_age_seconds)
+        audit, kafka = self._audit(min_age_seconds)
         removed = collect_garbage(self._rt, audit, dry_run=dry_run)
-        return self._report(audit, removed > 0)
+        if not dry_run:
+            removed += collect_kafka(self.kafka().ctx, kafka)
+        return orphan_report(audit, kafka, removed > 0)
 
     # --- background service ----------------------------------------------------------------
     def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:

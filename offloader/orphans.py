@@ -23,6 +23,7 @@ with ``dry_run``) and marks their attempts CLEANED.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -99,11 +100,15 @@ def _reason(rt: Runtime, uuid: str) -> str:
     return "superseded-attempt"
 
 
-def find_orphans(rt: Runtime, min_age_ms: int) -> Audit:
-    """See the module docstring."""
+def find_orphans(
+    rt: Runtime, min_age_ms: int, *, foreign: Callable[[str], bool] | None = None
+) -> Audit:
+    """See the module docstring. Keys for which ``foreign`` is true belong to another audit
+    (the Kafka tier's) and are skipped."""
     now = rt.wall_ms()
-    listed = list(rt.store.list())
-    uploads = rt.store.list_multipart_uploads()
+    skip = foreign or (lambda key: False)
+    listed = [info for info in rt.store.list() if not skip(info.key)]
+    uploads = [u for u in rt.store.list_multipart_uploads() if not skip(u.key)]
     claimed = {r.offload.uuid: r for r in rt.meta.claimed_offloads() if r.offload is not None}
     audit = Audit()
     keys = set()
