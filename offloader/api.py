@@ -411,7 +411,10 @@ class Offloader:
     def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:
         """One pass: rollover by age, thresholds, deletion lag, retention, retries, orphans."""
         work = service_tick(self._rt, self._service, should_stop)
+        uploaded, deleted = self._kafka_pass(work.errors, should_stop or (lambda: False))
         return TickReport(
+            kafka_uploaded=tuple(uploaded),
+            kafka_deleted=tuple(deleted),
             rolled_over=tuple(work.rolled_over),
             offloaded=tuple(work.offloaded),
             offload_failures=tuple(work.offload_failures),
@@ -421,6 +424,34 @@ class Offloader:
             verification_failures=tuple(work.verification_failures),
             errors=tuple(work.errors),
         )
+
+    def _kafka_pass(
+        self, errors: list[str], should_stop: Callable[[], bool]
+    ) -> tuple[list[str], list[str]]:
+        """The service's Kafka work: upload from each configured log directory, then remote
+        retention. Problems go to ``errors``; the pass carries on."""
+        uploaded: list[str] = []
+        deleted: list[str] = []
+        broker = self._rt.broker
+        for log_dir in broker.kafka_log_dirs:
+            if should_stop():
+                return uploaded, deleted
+            try:
+                report = self.kafka().upload(Path(log_dir), broker.kafka_topics)
+            except OffloaderError as exc:
+                errors.append(f"kafka {log_dir}: {type(exc).__name__}: {exc}")
+                continue
+            for s in report.segments:
+                if s.kind == "uploaded":
+                    uploaded.append(f"{s.topic}-{s.partition}@{s.base_offset}")
+                elif s.kind in ("corrupt", "failed"):
+                    errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
+        if broker.kafka_log_dirs and not should_stop():
+            try:
+                deleted = self.kafka().apply_retention()
+            except OffloaderError as exc:
+                errors.append(f"kafka retention: {type(exc).__name__}: {exc}")
+        return uploaded, deleted
 
     def run_service(
         self,

@@ -64,6 +64,10 @@ class BrokerSettings:
     offload_retry_max_seconds: float = 3_600.0
     #: the service runs the orphan audit + gc at most this often
     orphan_sweep_interval_seconds: int = 3_600
+    #: Kafka broker log directories whose closed segments the service uploads each pass
+    kafka_log_dirs: tuple[str, ...] = ()
+    #: only Kafka topics matching this regex (None: all)
+    kafka_topics: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,3 +179,7 @@ class TickReport:
     verification_failures: tuple[tuple[int, str], ...] = ()
     #: steps that failed (``topic: error``); the tick carried on
     errors: tuple[str, ...] = ()
+    #: Kafka segments copied this pass (``topic-partition@base offset``)
+    kafka_uploaded: tuple[str, ...] = ()
+    #: remote Kafka segments deleted by remote retention this pass (segment ids)
+    kafka_deleted: tuple[str, ...] = ()

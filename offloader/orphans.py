@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from formats.kafka.names import is_remote_key
 from formats.keys import parse_key
 from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, NotFound, ObjectNotFound, OffloadConflict
@@ -103,10 +104,10 @@ def _reason(rt: Runtime, uuid: str) -> str:
 def find_orphans(
     rt: Runtime, min_age_ms: int, *, foreign: Callable[[str], bool] | None = None
 ) -> Audit:
-    """See the module docstring. Keys for which ``foreign`` is true belong to another audit
-    (the Kafka tier's) and are skipped."""
+    """See the module docstring. Keys for which ``foreign`` is true (by default: remote Kafka
+    segment keys) belong to another audit (the Kafka tier's) and are skipped."""
     now = rt.wall_ms()
-    skip = foreign or (lambda key: False)
+    skip = foreign or is_remote_key
     listed = [info for info in rt.store.list() if not skip(info.key)]
     uploads = [u for u in rt.store.list_multipart_uploads() if not skip(u.key)]
     claimed = {r.offload.uuid: r for r in rt.meta.claimed_offloads() if r.offload is not None}

@@ -198,3 +198,8 @@ def parse_remote_key(key: str) -> RemoteKey:
     return RemoteKey(
         topic.rsplit("/", 1)[-1], topic_id, int(partition), int(base), segment_id, suffix
     )
+
+
+def is_remote_key(key: str) -> bool:
+    """True when ``key`` is a remote Kafka segment key (:func:`remote_key`'s shape)."""
+    return _REMOTE_RE.match(key) is not None

@@ -20,8 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from formats.kafka.errors import KafkaNameError
-from formats.kafka.names import parse_remote_key
+from formats.kafka.names import is_remote_key, parse_remote_key
 from offloader.errors import NotFound, ObjectNotFound
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.remote import delete_objects, delete_remote_segment
@@ -39,11 +38,7 @@ UNCLAIMED = "kafka-unclaimed-segment"
 
 
 def is_kafka_key(key: str) -> bool:
-    try:
-        parse_remote_key(key)
-    except KafkaNameError:
-        return False
-    return True
+    return is_remote_key(key)
 
 
 @dataclass(frozen=True)

@@ -162,3 +162,35 @@ def test_cli_retention_and_errors(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert json_lines(result)[0]["outcome"] == "corrupt"
     assert "could not be uploaded" in result.stderr
+
+
+def test_service_run_uploads_kafka_log_dirs(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=300)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "offloader.toml").write_text(f'[kafka]\nlog_dirs = ["{root}"]\ntopics = "ord.*"\n')
+    tick = json_lines(ok(home, "--json", "service", "run", "--once"))[0]
+    assert tick["kafka_uploaded"] == [f"orders-0@{b}" for b, _ in layout.segments[:-1]]
+    assert tick["errors"] == []
+    # the option names other directories (and wins over the file)
+    other = tmp_path / "other"
+    write_partition(other, "clicks", 0, records=300)
+    tick = json_lines(
+        ok(
+            home,
+            "--json",
+            "service",
+            "run",
+            "--once",
+            "--kafka-log-dir",
+            str(other),
+            "--kafka-topics",
+            ".*",
+        )
+    )[0]
+    assert tick["kafka_uploaded"] and all(s.startswith("clicks-0@") for s in tick["kafka_uploaded"])
+    text = ok(home, "service", "run", "--once").stdout
+    assert "kafka" not in text or "uploaded: none" in text
+    (home / "offloader.toml").write_text("[kafka]\nlog_dirs = 3\n")
+    assert "log_dirs" in one_line_error(run(home, "service", "run", "--once"))
