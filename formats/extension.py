@@ -6,7 +6,13 @@ invisible to Pulsar and the data object stays byte-identical (spec/index-format.
     magic u32 = 0x4C4F4958 ("LOIX") | version u16 = 1 | flags u16 = 0 | section_len u32
     block_count u32 | block_count x crc32c u32
     fine_count u32  | fine_count x (entry_id i64, offset i64)
+    [version 2 only] tagged_count u32 | tagged_count x (tag u16 | flags u16 | len u32 | payload)
     section_crc32c u32      (CRC32C of every byte of the section before it)
+
+Version 2 adds tagged sections, each owned by one feature (span CRC32Cs, zone maps,
+transforms); version 1 is still written when there are none, so objects without them stay
+byte-identical. A reader skips a tagged section it does not know unless its ``critical`` flag
+is set: then the object is refused (:class:`UnsupportedVersionError`), never read wrongly.
 
 ``offset`` is the object offset of the entry's 4-byte length field. Points are taken about
 every ``interval`` bytes of data inside each block, so reaching any entry costs one ranged GET
@@ -34,9 +40,33 @@ from formats.wire import (
     EXTENSION_HEADER,
     EXTENSION_MAGIC,
     EXTENSION_VERSION,
+    EXTENSION_VERSION_SECTIONS,
     FINE_OFFSET,
+    SECTION_HEADER,
     U32,
 )
+
+#: tagged-section numbers, one per feature (spec/index-format.md §4.1)
+TAG_SPAN_CRC32C = 1
+TAG_ZONE_MAPS = 2
+TAG_TRANSFORM = 3
+#: the tags this codebase understands; an unknown critical tag is refused
+KNOWN_TAGS = frozenset({TAG_SPAN_CRC32C, TAG_ZONE_MAPS, TAG_TRANSFORM})
+_FLAG_CRITICAL = 0x0001
+
+
+@dataclass(frozen=True)
+class ExtensionSection:
+    """One tagged section of a version-2 extension: a feature's own payload."""
+
+    tag: int
+    payload: bytes
+    #: a reader that does not know a critical tag must refuse the object
+    critical: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.tag <= 0xFFFF:
+            raise ValueError(f"section tag {self.tag} is outside 1..65535")
 
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
@@ -51,10 +81,27 @@ class IndexExtension:
     block_crc32c: tuple[int, ...]
     #: (entry_id, object offset of its length field), ascending
     fine_offsets: tuple[tuple[int, int], ...] = ()
+    #: tagged sections (version 2), at most one per tag, in the order written
+    sections: tuple[ExtensionSection, ...] = ()
     fine_entry_ids: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fine_entry_ids", tuple(e for e, _ in self.fine_offsets))
+        tags = [s.tag for s in self.sections]
+        if len(set(tags)) != len(tags):
+            raise ValueError(f"duplicate extension section tags in {tags}")
+
+    def section(self, tag: int) -> ExtensionSection | None:
+        """The tagged section ``tag``, or None when the extension has none."""
+        for section in self.sections:
+            if section.tag == tag:
+                return section
+        return None
+
+    def with_section(self, section: ExtensionSection) -> IndexExtension:
+        """A copy with ``section`` added, replacing any section of the same tag."""
+        kept = tuple(s for s in self.sections if s.tag != section.tag)
+        return IndexExtension(self.block_crc32c, self.fine_offsets, (*kept, section))
 
 
 def fine_offsets_for(
@@ -85,12 +132,18 @@ def encode_extension(ext: IndexExtension) -> bytes:
     body += U32.pack(len(ext.fine_offsets))
     for entry_id, offset in ext.fine_offsets:
         body += FINE_OFFSET.pack(entry_id, offset)
+    version = EXTENSION_VERSION
+    if ext.sections:
+        version = EXTENSION_VERSION_SECTIONS
+        body += U32.pack(len(ext.sections))
+        for section in ext.sections:
+            flags = _FLAG_CRITICAL if section.critical else 0
+            body += SECTION_HEADER.pack(section.tag, flags, len(section.payload))
+            body += section.payload
     crcs = b"".join(U32.pack(c & 0xFFFFFFFF) for c in ext.block_crc32c)
     section_len = EXTENSION_HEADER.size + len(crcs) + len(body) + U32.size
     out = bytearray(
-        EXTENSION_HEADER.pack(
-            EXTENSION_MAGIC, EXTENSION_VERSION, 0, section_len, len(ext.block_crc32c)
-        )
+        EXTENSION_HEADER.pack(EXTENSION_MAGIC, version, 0, section_len, len(ext.block_crc32c))
     )
     out += crcs
     out += body
@@ -111,7 +164,7 @@ def looks_like_damaged_extension(trailing: memoryview, block_count: int) -> bool
         return False
     _magic, version, flags, section_len, count = EXTENSION_HEADER.unpack_from(trailing, 0)
     votes = (
-        int(version == EXTENSION_VERSION and flags == 0)
+        int(version in (EXTENSION_VERSION, EXTENSION_VERSION_SECTIONS) and flags == 0)
         + int(section_len == len(trailing))
         + int(count == block_count)
     )
@@ -123,13 +176,15 @@ def decode_extension(buf: memoryview, *, base_offset: int = 0) -> IndexExtension
     if len(buf) < EXTENSION_HEADER.size:
         raise TruncatedError("index extension header is truncated", offset=base_offset)
     _magic, version, _flags, section_len, block_count = EXTENSION_HEADER.unpack_from(buf, 0)
-    if version != EXTENSION_VERSION:
+    if version not in (EXTENSION_VERSION, EXTENSION_VERSION_SECTIONS):
         raise UnsupportedVersionError(f"index extension version {version}", offset=base_offset + 4)
     if section_len > len(buf):
         raise TruncatedError(
             f"index extension says {section_len} bytes, {len(buf)} present", offset=base_offset + 8
         )
     minimum = EXTENSION_HEADER.size + 4 * block_count + 4 + 4
+    if version == EXTENSION_VERSION_SECTIONS:
+        minimum += 4
     if section_len < minimum:
         raise CorruptDataError(
             f"index extension length {section_len} is below its minimum {minimum}",
@@ -148,7 +203,11 @@ def decode_extension(buf: memoryview, *, base_offset: int = 0) -> IndexExtension
     pos += 4 * block_count
     (fine_count,) = U32.unpack_from(section, pos)
     pos += 4
-    if pos + fine_count * FINE_OFFSET.size + 4 != section_len:
+    fine_end = pos + fine_count * FINE_OFFSET.size
+    fills = fine_end + 4 == section_len
+    if version == EXTENSION_VERSION_SECTIONS:
+        fills = fine_end + 8 <= section_len
+    if not fills:
         raise CorruptDataError(
             f"index extension fine table of {fine_count} points does not fill the section",
             offset=base_offset + pos - 4,
@@ -164,4 +223,54 @@ def decode_extension(buf: memoryview, *, base_offset: int = 0) -> IndexExtension
                 offset=base_offset + pos + FINE_OFFSET.size * i,
             )
         previous = point
-    return IndexExtension(block_crc32c=crcs, fine_offsets=points)
+    sections: tuple[ExtensionSection, ...] = ()
+    if version == EXTENSION_VERSION_SECTIONS:
+        sections = _decode_sections(section, fine_end, base_offset)
+    return IndexExtension(block_crc32c=crcs, fine_offsets=points, sections=sections)
+
+
+def _decode_sections(
+    section: memoryview, pos: int, base_offset: int
+) -> tuple[ExtensionSection, ...]:
+    """The tagged sections from ``pos`` (their count) to the section CRC, which must be
+    filled exactly; unknown tags are skipped unless critical."""
+    end = len(section) - 4
+    (count,) = U32.unpack_from(section, pos)
+    pos += 4
+    out: list[ExtensionSection] = []
+    seen: set[int] = set()
+    for _ in range(count):
+        if pos + SECTION_HEADER.size > end:
+            raise CorruptDataError(
+                "index extension tagged section header runs past the section",
+                offset=base_offset + pos,
+            )
+        tag, flags, length = SECTION_HEADER.unpack_from(section, pos)
+        pos += SECTION_HEADER.size
+        if length > end - pos:
+            raise CorruptDataError(
+                f"index extension tagged section {tag} says {length} bytes, {end - pos} present",
+                offset=base_offset + pos - 4,
+            )
+        if tag == 0 or tag in seen:
+            raise CorruptDataError(
+                f"index extension tagged section {tag} is invalid or repeated",
+                offset=base_offset + pos - SECTION_HEADER.size,
+            )
+        seen.add(tag)
+        critical = bool(flags & _FLAG_CRITICAL)
+        if tag not in KNOWN_TAGS:
+            if critical:
+                raise UnsupportedVersionError(
+                    f"index extension has critical section {tag}, unknown to this version",
+                    offset=base_offset + pos - SECTION_HEADER.size,
+                )
+        else:
+            out.append(ExtensionSection(tag, bytes(section[pos : pos + length]), critical))
+        pos += length
+    if pos != end:
+        raise CorruptDataError(
+            f"index extension tagged sections end at {pos}, the section CRC is at {end}",
+            offset=base_offset + pos,
+        )
+    return tuple(out)

@@ -42,11 +42,15 @@ INDEX_ENTRY_LEN = INDEX_ENTRY.size  # 20
 # --- our index extension (after the v1 rows; Pulsar ignores trailing bytes) ------------------
 EXTENSION_MAGIC = 0x4C4F4958  # "LOIX": ledger-offloader index extension
 EXTENSION_VERSION = 1
+#: the version written when the extension carries tagged sections (spec/index-format.md §4.1)
+EXTENSION_VERSION_SECTIONS = 2
 #: magic (u32), version (u16), flags (u16), section_len (u32), block_count (u32)
 EXTENSION_HEADER = struct.Struct(">IHHII")
 #: fine offset point: entry id (i64), object offset of the entry's length field (i64)
 FINE_OFFSET = struct.Struct(">qq")
 U32 = struct.Struct(">I")
+#: a tagged section's header: tag u16, flags u16, payload length u32
+SECTION_HEADER = struct.Struct(">HHI")
 #: default spacing of fine offset points in bytes of data
 DEFAULT_FINE_OFFSET_INTERVAL = 64 * 1024
 

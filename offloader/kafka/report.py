@@ -10,7 +10,7 @@ from datetime import datetime
 
 from offloader.api_types import MissingObject, OrphanObject, OrphanReport, OrphanUpload
 from offloader.kafka.orphans import KafkaAudit
-from offloader.orphans import Audit
+from offloader.offload.orphans import Audit
 
 
 def _ms(when: datetime | None) -> int | None:
