@@ -7,6 +7,7 @@ a crash between the two states is finished by the next run.
 
 from __future__ import annotations
 
+from offloader.crashpoints import crash_point
 from offloader.kafka.context import KafkaContext
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import (
@@ -37,6 +38,7 @@ def delete_remote_segment(
         record = ctx.meta.start_delete(record.segment_id, ctx.now_ms(), error=reason)
     if record.state != DELETE_STARTED:
         return record
+    crash_point("kafka.after_start_delete")
     delete_objects(ctx, record)
     done = ctx.meta.finish_delete(record.segment_id, ctx.now_ms())
     log.info(

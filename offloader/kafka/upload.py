@@ -246,13 +246,13 @@ def _copy(
         "kafka-end-offset": str(scan.end_offset),
         "kafka-segment-id": segment_id,
     }
-    crash_point("kafka-copy-started")
+    crash_point("kafka.after_start_copy")
     try:
         upload_log_object(ctx, keys["log"], data, size, metadata)
-        crash_point("kafka-log-uploaded")
+        crash_point("kafka.after_log_upload")
         for kind, payload in small.items():
             ctx.store.put(keys[kind], payload, metadata)
-        crash_point("kafka-before-finish")
+        crash_point("kafka.before_finish_copy")
         ctx.meta.finish_copy(segment_id, ctx.now_ms(), log_crc32c=log_crc)
     except OffloaderError as exc:
         log.error("Kafka segment copy failed", segment=str(segment.path("log")), error=str(exc))
