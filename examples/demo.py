@@ -372,6 +372,8 @@ def orphans(demo: Demo) -> None:
 
 
 def run_demo(demo: Demo, work: Path) -> None:
+    from examples.kafka_demo import kafka_part
+
     configure(demo)
     namespaces(demo)
     data_file = work / "orders.txt"
@@ -381,6 +383,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     read_back(demo, digests)
     spark(demo)
     deletion_lag(demo)
+    kafka_part(demo, work, check)
     orphans(demo)
 
 
