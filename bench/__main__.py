@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "offload": "bench.offload",
     "read": "bench.read",
     "spark": "bench.spark",
+    "kafka": "bench.kafka",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

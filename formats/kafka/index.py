@@ -52,6 +52,12 @@ class OffsetIndex:
         slot = bisect.bisect_right(self.offsets, offset) - 1
         return self.base_offset if slot < 1 else self.offsets[slot - 1] + 1
 
+    def end_bound(self, offset: int) -> int | None:
+        """A position at or past the end of the batch holding ``offset``: the entry after the
+        first entry whose offset is at or above it (None: the segment's end)."""
+        slot = bisect.bisect_left(self.offsets, offset)
+        return self.positions[slot + 1] if slot + 1 < len(self.positions) else None
+
     def position_after(self, position: int) -> int | None:
         """The first entry position strictly above ``position`` (a place to cut a scan)."""
         slot = bisect.bisect_right(self.positions, position)

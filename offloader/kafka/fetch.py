@@ -68,12 +68,19 @@ def _start_position(view: SegmentView, start: _Start) -> int:
 
 
 def _window(view: SegmentView, position: int, start: _Start, count: int | None) -> int:
-    if count is None or view.end is None or view.size <= 0:
+    """Bytes to fetch from ``position`` for ``count`` records: up to an index position past
+    the batch that holds the last one (one GET), else an estimate from bytes per offset."""
+    if count is None or view.size <= 0:
+        return MAX_WINDOW
+    if start.offset is not None:
+        target = max(start.offset, view.base)
+        bound = view.offset_index().end_bound(target + max(count, 1) - 1)
+        end = view.size if bound is None else bound
+        return min(max(MIN_WINDOW, end - position), MAX_WINDOW * 4)
+    if view.end is None:
         return MAX_WINDOW
     per_offset = view.size / max(1, view.end - view.base + 1)
-    target = view.base if start.offset is None else max(start.offset, view.base)
-    records = (target - view.offset_index().lowest_offset_at(target)) + count
-    return max(MIN_WINDOW, int(records * per_offset * 1.25) + 4096)
+    return max(MIN_WINDOW, int(count * per_offset * 1.25) + 4096)
 
 
 def _segment_rows(

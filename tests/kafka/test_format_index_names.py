@@ -73,6 +73,12 @@ def test_lookups_floor_and_defaults() -> None:
     assert offsets.lookup(99) == (100, 0)
     assert offsets.lowest_offset_at(99) == offsets.lowest_offset_at(offsets.offsets[0]) == 100
     assert offsets.lowest_offset_at(offsets.offsets[1] + 1) == offsets.offsets[0] + 1
+    # end_bound: a position at or past the end of the batch holding the offset
+    headers = list(iter_batch_headers(data))
+    for h in headers:
+        for offset in (h.base_offset, h.last_offset):
+            bound = offsets.end_bound(offset)
+            assert bound is None or bound >= h.end
     first = offsets.offsets[0]
     assert offsets.lookup(first) == (first, offsets.positions[0])
     assert offsets.lookup(first + 1) == (first, offsets.positions[0])
