@@ -199,7 +199,9 @@ def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
         [
             (
                 f"{s.topic}-{s.partition}",
-                None if s.local_start is None else f"{s.local_start}..{s.local_end or ''}",
+                None
+                if s.local_start is None
+                else f"{s.local_start}..{'' if s.local_end is None else s.local_end}",
                 None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}",
                 s.watermark,
                 s.upload_lag,

@@ -376,5 +376,14 @@ def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) 
     """One pass over the log directory (``topics``: a regex on topic names)."""
     report = UploadReport()
     for partition in scan_log_dir(log_dir, topics):
-        upload_partition(ctx, partition, report)
+        try:
+            upload_partition(ctx, partition, report)
+        except OffloaderError as exc:  # this partition only (a re-created topic, a store error)
+            log.error("Kafka partition upload failed", partition=partition.name, error=str(exc))
+            first = partition.segments[0].base_offset if partition.segments else 0
+            report.segments.append(
+                SegmentOutcome(
+                    partition.topic, partition.partition, first, "failed", detail=str(exc)
+                )
+            )
     return report

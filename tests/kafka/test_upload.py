@@ -214,3 +214,17 @@ def test_abandoned_attempt_is_cleaned_by_the_next_run(
     assert all(u.upload_id != upload_id for u in tier.ctx.store.list_multipart_uploads("kafka/"))
     assert not meta.list_segments("t", 0, states=[COPY_STARTED])
     assert len(report.of("uploaded")) == len(layout.segments) - 1
+
+
+def test_recreated_topic_fails_its_partition_only(
+    tmp_path: Path, make_tier: Callable[..., KafkaTier]
+) -> None:
+    root = tmp_path / "logs"
+    write_partition(root, "a", 0, records=300)
+    write_partition(root, "b", 0, records=300)
+    tier = make_tier()
+    tier.ctx.meta.ensure_partition("a", 0, "AQEBAQEBAQEBAQEBAQEBAQ", 1)  # another topic id
+    report = tier.upload(root)
+    assert [(s.topic, s.kind) for s in report.of("failed")] == [("a", "failed")]
+    assert "re-created" in (report.of("failed")[0].detail or "")
+    assert {s.topic for s in report.of("uploaded")} == {"b"}
