@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "read": "bench.read",
     "spark": "bench.spark",
     "transform": "bench.transform",
+    "kafka": "bench.kafka",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

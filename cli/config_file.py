@@ -42,7 +42,7 @@ class FileConfig:
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-_TOP_KEYS = {"store", "endpoint_url", "region", "broker", "transform"}
+_TOP_KEYS = {"store", "endpoint_url", "region", "broker", "transform", "kafka"}
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
 _TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
@@ -74,6 +74,7 @@ def load_file_config(home: Path) -> FileConfig:
         raise ConfigError(f"{path}: [broker] must be a table")
     try:
         broker = _broker_from_table(broker_table, BrokerSettings())
+        broker = _kafka_from_table(data.get("kafka", {}), broker)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     if "transform" in data:
@@ -89,6 +90,22 @@ def load_file_config(home: Path) -> FileConfig:
         path=path,
         broker_table=dict(broker_table),
     )
+
+
+def _kafka_from_table(table: object, base: BrokerSettings) -> BrokerSettings:
+    """``[kafka] log_dirs = ["/var/lib/kafka/data"]`` and ``topics = "regex"``."""
+    if not isinstance(table, dict):
+        raise ConfigError("[kafka] must be a table")
+    unknown = sorted(set(table) - {"log_dirs", "topics"})
+    if unknown:
+        raise ConfigError(f"unknown [kafka] key(s) {', '.join(unknown)}")
+    log_dirs = table.get("log_dirs", [])
+    if not isinstance(log_dirs, list) or not all(isinstance(d, str) and d for d in log_dirs):
+        raise ConfigError("[kafka] log_dirs must be a list of directory paths")
+    topics = table.get("topics")
+    if topics is not None and not isinstance(topics, str):
+        raise ConfigError("[kafka] topics must be a string (a regular expression)")
+    return replace(base, kafka_log_dirs=tuple(log_dirs), kafka_topics=topics)
 
 
 def toml_text(value: object) -> str:

@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:keys",
     "cli.transforms:namespaces",  # the same group, with the transform commands added
     "cli.transforms:objects",  # the same group, with rekey added
+    "cli.kafka:kafka",
 )
 
 EXIT_OK = 0

@@ -20,6 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -98,6 +99,8 @@ def tick_record(report: TickReport) -> dict[str, Any]:
             {"ledger_id": lid, "error": error} for lid, error in report.verification_failures
         ],
         "errors": list(report.errors),
+        "kafka_uploaded": list(report.kafka_uploaded),
+        "kafka_deleted": list(report.kafka_deleted),
     }
 
 
@@ -117,6 +120,11 @@ def tick_text(report: TickReport) -> str:
         f"  ledger {lid} kept locally, its objects failed verification: {e}"
         for lid, e in report.verification_failures
     ]
+    if report.kafka_uploaded or report.kafka_deleted:
+        lines.append(
+            f"kafka segments uploaded: {', '.join(report.kafka_uploaded) or 'none'}; "
+            f"remote segments deleted by retention: {len(report.kafka_deleted)}"
+        )
     lines += [f"  error: {error}" for error in report.errors]
     return "\n".join(lines)
 
@@ -134,9 +142,24 @@ def _is_idle(report: TickReport) -> bool:
     show_default=True,
     help="Time between passes (e.g. 30s, 5m; at least 1s).",
 )
+@click.option(
+    "--kafka-log-dir",
+    "kafka_log_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A Kafka broker log directory whose closed segments each pass uploads (repeatable; "
+    "also [kafka] log_dirs in offloader.toml).",
+)
+@click.option("--kafka-topics", metavar="REGEX", help="Only these Kafka topics (full match).")
 @broker_options
 @pass_cli
-def run(cli: CliContext, once: bool, interval: int) -> None:
+def run(
+    cli: CliContext,
+    once: bool,
+    interval: int,
+    kafka_log_dirs: tuple[Path, ...],
+    kafka_topics: str | None,
+) -> None:
     """Run the background service until SIGTERM or Ctrl-C (or one pass with --once).
 
     Prints a line for every pass that did something; logs go to stderr.
@@ -162,7 +185,14 @@ def run(cli: CliContext, once: bool, interval: int) -> None:
         elif once or not _is_idle(report):
             click.echo(tick_text(report))
 
-    with stop_on_signals(StopFlag()) as flag, open_offloader(cli) as offloader:
+    with (
+        stop_on_signals(StopFlag()) as flag,
+        open_offloader(
+            cli,
+            kafka_log_dirs=tuple(str(d) for d in kafka_log_dirs),
+            kafka_topics=kafka_topics,
+        ) as offloader,
+    ):
         log.info("service.start", interval_seconds=interval, once=once)
         offloader.run_service(
             interval_seconds=float(interval),

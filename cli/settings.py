@@ -333,7 +333,13 @@ def option_overrides() -> dict[str, Any]:
     return dict(ctx.meta.get(_META_KEY, {})) if ctx is not None else {}
 
 
-def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
+def open_offloader(
+    cli: CliContext,
+    *,
+    read_only: bool = False,
+    kafka_log_dirs: tuple[str, ...] = (),
+    kafka_topics: str | None = None,
+) -> Offloader:
     """The :class:`Offloader` of this invocation (use it as a context manager).
 
     ``read_only`` commands (``topics list|info|read|offload-status``, ``objects
@@ -343,13 +349,18 @@ def open_offloader(cli: CliContext, *, read_only: bool = False) -> Offloader:
     that cannot be written (a read-only filesystem) for reading only."""
     settings = resolve_settings(cli, option_overrides())
     configured = bool(cli.store_url or load_file_config(cli.home).store)
+    broker = settings.broker
+    if kafka_log_dirs:  # options win over [kafka] in offloader.toml
+        broker = replace(broker, kafka_log_dirs=kafka_log_dirs)
+    if kafka_topics is not None:
+        broker = replace(broker, kafka_topics=kafka_topics)
     try:
         return Offloader.from_settings(
             settings.home,
             settings.store_url,
             endpoint_url=settings.endpoint_url,
             region=settings.region,
-            broker=settings.broker,
+            broker=broker,
             create_store=not (read_only and configured),
             read_only=read_only,
         )

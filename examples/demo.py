@@ -408,6 +408,8 @@ def orphans(demo: Demo) -> None:
 
 
 def run_demo(demo: Demo, work: Path) -> None:
+    from examples.kafka_demo import kafka_part
+
     configure(demo)
     namespaces(demo)
     data_file = work / "orders.txt"
@@ -418,6 +420,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     spark(demo)
     deletion_lag(demo)
     encrypted_namespace(demo)
+    kafka_part(demo, work, check)
     orphans(demo)
 
 

@@ -44,11 +44,16 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
+from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
+from offloader.kafka.report import orphan_report
+from offloader.kafka.settings import KafkaSettings
+from offloader.kafka.tier import KafkaTier
+from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.metadata import check_home, open_metadata_store
+from offloader.metadata import check_home, open_kafka_metadata_store, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
@@ -74,6 +79,9 @@ __all__ = [
     "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
+    "KafkaRecordRow",
+    "KafkaSettings",
+    "KafkaTier",
     "KeyInfo",
     "MissingObject",
     "OffloadTrigger",
@@ -81,14 +89,17 @@ __all__ = [
     "OrphanObject",
     "OrphanReport",
     "OrphanUpload",
+    "PartitionStatus",
     "Position",
     "ProduceResult",
     "ProgressCallback",
     "RekeyOutcome",
+    "SegmentOutcome",
     "TickReport",
     "TopicInfo",
     "TopicPolicies",
     "TransformPolicy",
+    "UploadReport",
     "VerifyResult",
     "create_key",
     "decode_stored_data",
@@ -110,6 +121,7 @@ class Offloader:
         self._rt = runtime
         self._service = ServiceState()
         self._closed = False
+        self._kafka: KafkaTier | None = None
 
     @classmethod
     def from_settings(
@@ -190,6 +202,8 @@ class Offloader:
             return
         self._closed = True
         try:
+            if self._kafka is not None:
+                self._kafka.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()
@@ -199,6 +213,18 @@ class Offloader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
+        """The Kafka tier (segments of broker log directories) on this store and home; opened
+        on first use, closed with this facade. ``settings`` apply when it is first opened."""
+        if self._kafka is None:
+            self._kafka = KafkaTier(
+                self._rt.store,
+                open_kafka_metadata_store(self._rt.home),
+                settings or KafkaSettings(),
+                self._rt.clock_ms,
+            )
+        return self._kafka
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))
@@ -474,36 +500,33 @@ class Offloader:
                 )
         return results
 
-    def _audit(self, min_age_seconds: int | None) -> Audit:
+    def _audit(self, min_age_seconds: int | None) -> tuple[Audit, KafkaAudit]:
         age = self._rt.broker.orphan_min_age_seconds if min_age_seconds is None else min_age_seconds
-        return find_orphans(self._rt, max(age, 0) * 1000)
-
-    @staticmethod
-    def _report(audit: Audit, removed: bool) -> OrphanReport:
-        return OrphanReport(
-            objects=tuple(
-                OrphanObject(o.key, o.size, o.reason, o.last_modified_ms) for o in audit.objects
-            ),
-            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms) for u in audit.uploads),
-            missing=tuple(
-                MissingObject(m.topic, m.ledger_id, m.uuid, m.key) for m in audit.missing
-            ),
-            removed=removed,
-        )
+        audit = find_orphans(self._rt, max(age, 0) * 1000, foreign=is_kafka_key)
+        kafka = self.kafka().ctx
+        listed = [o for o in self._rt.store.list() if is_kafka_key(o.key)]
+        uploads = self._rt.store.list_multipart_uploads()
+        kafka_audit = audit_kafka(kafka, listed, uploads, self._rt.wall_ms(), max(age, 0) * 1000)
+        return audit, kafka_audit
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
-        return self._report(self._audit(min_age_seconds), False)
+        return orphan_report(*self._audit(min_age_seconds), False)
 
     def gc(self, *, dry_run: bool = False, min_age_seconds: int | None = None) -> OrphanReport:
-        audit = self._audit(min_age_seconds)
+        audit, kafka = self._audit(min_age_seconds)
         removed = collect_garbage(self._rt, audit, dry_run=dry_run)
-        return self._report(audit, removed > 0)
+        if not dry_run:
+            removed += collect_kafka(self.kafka().ctx, kafka)
+        return orphan_report(audit, kafka, removed > 0)
 
     # --- background service ----------------------------------------------------------------
     def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:
         """One pass: rollover by age, thresholds, deletion lag, retention, retries, orphans."""
         work = service_tick(self._rt, self._service, should_stop)
+        uploaded, deleted = self._kafka_pass(work.errors, should_stop or (lambda: False))
         return TickReport(
+            kafka_uploaded=tuple(uploaded),
+            kafka_deleted=tuple(deleted),
             rolled_over=tuple(work.rolled_over),
             offloaded=tuple(work.offloaded),
             offload_failures=tuple(work.offload_failures),
@@ -513,6 +536,34 @@ class Offloader:
             verification_failures=tuple(work.verification_failures),
             errors=tuple(work.errors),
         )
+
+    def _kafka_pass(
+        self, errors: list[str], should_stop: Callable[[], bool]
+    ) -> tuple[list[str], list[str]]:
+        """The service's Kafka work: upload from each configured log directory, then remote
+        retention. Problems go to ``errors``; the pass carries on."""
+        uploaded: list[str] = []
+        deleted: list[str] = []
+        broker = self._rt.broker
+        for log_dir in broker.kafka_log_dirs:
+            if should_stop():
+                return uploaded, deleted
+            try:
+                report = self.kafka().upload(Path(log_dir), broker.kafka_topics)
+            except OffloaderError as exc:
+                errors.append(f"kafka {log_dir}: {type(exc).__name__}: {exc}")
+                continue
+            for s in report.segments:
+                if s.kind == "uploaded":
+                    uploaded.append(f"{s.topic}-{s.partition}@{s.base_offset}")
+                elif s.kind in ("corrupt", "failed"):
+                    errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
+        if broker.kafka_log_dirs and not should_stop():
+            try:
+                deleted = self.kafka().apply_retention()
+            except OffloaderError as exc:
+                errors.append(f"kafka retention: {type(exc).__name__}: {exc}")
+        return uploaded, deleted
 
     def run_service(
         self,

@@ -68,6 +68,10 @@ class BrokerSettings:
     #: offloader.toml's [transform.namespaces]: the transform of namespaces that set none in
     #: the metadata store (spec/transforms.md)
     namespace_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
+    #: Kafka broker log directories whose closed segments the service uploads each pass
+    kafka_log_dirs: tuple[str, ...] = ()
+    #: only Kafka topics matching this regex (None: all)
+    kafka_topics: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,10 @@ class TickReport:
     verification_failures: tuple[tuple[int, str], ...] = ()
     #: steps that failed (``topic: error``); the tick carried on
     errors: tuple[str, ...] = ()
+    #: Kafka segments copied this pass (``topic-partition@base offset``)
+    kafka_uploaded: tuple[str, ...] = ()
+    #: remote Kafka segments deleted by remote retention this pass (segment ids)
+    kafka_deleted: tuple[str, ...] = ()
 
 
 #: where an applied policy came from

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     # flows
     "offloader.read": 4,
     "offloader.offload": 5,
+    "offloader.kafka": 5,  # the Kafka tier (uses the ledger orphan audit's types)
     "offloader.topics": 6,
     "offloader.spark": 7,
     "offloader.service": 7,

@@ -13,10 +13,18 @@ from pathlib import Path
 
 from offloader.errors import MetadataError, NotFound
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
 
 METADATA_FILENAME = "metadata.db"
 
-__all__ = ["METADATA_FILENAME", "MetadataStore", "check_home", "open_metadata_store"]
+__all__ = [
+    "METADATA_FILENAME",
+    "KafkaMetadataStore",
+    "MetadataStore",
+    "check_home",
+    "open_kafka_metadata_store",
+    "open_metadata_store",
+]
 
 #: the commands that work on a home that cannot be written, for the error that says so
 READ_ONLY_COMMANDS = (
@@ -61,3 +69,12 @@ def open_metadata_store(home_dir: str | Path, *, read_only: bool = False) -> Met
         return SqliteMetadataStore(home / METADATA_FILENAME, read_only=True)
     home.mkdir(parents=True, exist_ok=True)
     return SqliteMetadataStore(home / METADATA_FILENAME)
+
+
+def open_kafka_metadata_store(home_dir: str | Path) -> KafkaMetadataStore:
+    """The Kafka tier's metadata in the same ``<home_dir>/metadata.db`` (its own connection)."""
+    from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+
+    home = Path(home_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    return SqliteKafkaMetadataStore(home / METADATA_FILENAME)

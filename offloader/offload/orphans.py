@@ -23,9 +23,11 @@ with ``dry_run``) and marks their attempts CLEANED.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from formats.kafka.names import is_remote_key
 from formats.keys import parse_key
 from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, NotFound, ObjectNotFound, OffloadConflict
@@ -99,11 +101,15 @@ def _reason(rt: Runtime, uuid: str) -> str:
     return "superseded-attempt"
 
 
-def find_orphans(rt: Runtime, min_age_ms: int) -> Audit:
-    """See the module docstring."""
+def find_orphans(
+    rt: Runtime, min_age_ms: int, *, foreign: Callable[[str], bool] | None = None
+) -> Audit:
+    """See the module docstring. Keys for which ``foreign`` is true (by default: remote Kafka
+    segment keys) belong to another audit (the Kafka tier's) and are skipped."""
     now = rt.wall_ms()
-    listed = list(rt.store.list())
-    uploads = rt.store.list_multipart_uploads()
+    skip = foreign or is_remote_key
+    listed = [info for info in rt.store.list() if not skip(info.key)]
+    uploads = [u for u in rt.store.list_multipart_uploads() if not skip(u.key)]
     claimed = {r.offload.uuid: r for r in rt.meta.claimed_offloads() if r.offload is not None}
     audit = Audit()
     keys = set()

@@ -56,6 +56,7 @@ from offloader.errors import ConfigError
 from offloader.read.objects import read_block_packed
 from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import COLUMNS, EntryFilter
+from offloader.spark.kafka_source import KafkaSegmentsSource
 from offloader.spark.plan import (
     BlockTask,
     LocalLedgerTask,
@@ -343,8 +344,10 @@ def batch_bounds(ends: Sequence[int], max_rows: int, max_bytes: int) -> Iterator
 
 
 def register(spark: Any) -> None:
-    """Register the source and enable Python filter pushdown for this session; copies the
+    """Register the sources (``offloaded-ledger`` and ``kafka-segments``) and enable Python
+    filter pushdown for this session; copies the
     driver's ``AWS_*`` environment to the Python workers (register again after changing it)."""
     spark.conf.set(PUSHDOWN_CONF, "true")
     propagate_aws_env(spark.sparkContext)
     spark.dataSource.register(OffloadedLedgerSource)
+    spark.dataSource.register(KafkaSegmentsSource)

@@ -468,7 +468,8 @@ def test_service_once_deletes_local_copies_after_lag(offloaded: Path) -> None:
     tick = json_lines(ok(offloaded, "--json", "service", "run", "--once"))[0]
     assert set(tick) == {
         "rolled_over", "offloaded", "offload_failures", "local_deleted", "trimmed",
-        "orphans_removed", "verification_failures", "errors",
+        "orphans_removed", "verification_failures", "errors", "kafka_uploaded",
+        "kafka_deleted",
     }  # fmt: skip
     assert tick["local_deleted"] == []
 

@@ -1,0 +1,343 @@
+"""``offloader kafka``: Kafka log segments to the object store, read back by offset or time.
+
+* ``upload --log-dir DIR [--topics REGEX] [--once]``: copy closed segments (one pass with
+  ``--once``, else every ``--interval`` until SIGINT/SIGTERM). JSON: one object per segment
+  ``{topic, partition, base_offset, end_offset, outcome, segment_id, size_bytes, from_deleted,
+  detail}`` then ``{partitions, uploaded, gaps, corrupt, failed, cleaned}``. A corrupt or failed
+  segment makes the exit code 1 (after everything is printed).
+* ``status [TOPIC] [--log-dir DIR]``: per partition ``{topic, partition, topic_id, local_start,
+  local_end, remote_start, remote_end, watermark, upload_lag, remote_segments, remote_bytes,
+  in_progress, gaps: [{start, end, reason}], last_error}``.
+* ``read TOPIC PARTITION (--from-offset N | --from-timestamp MS) [--count M] [--payload]
+  [--log-dir DIR --mode kafka-only|kafka-preferred|remote-preferred|remote-only]``: JSON rows
+  ``{topic, partition, offset, timestamp, timestamp_type, key, value, headers, tier}``; key,
+  value and header values as UTF-8 text when they are, base64 with ``--payload``.
+* ``set-retention TOPIC --time T --size S``, ``get-retention TOPIC``, ``apply-retention [TOPIC]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.params import DURATION, DURATION_OR_MINUS_ONE, SIZE, SIZE_OR_MINUS_ONE
+from cli.render import echo_table, plural, safe_bytes
+from cli.service import StopFlag, stop_on_signals
+from cli.settings import open_offloader
+from offloader.api import KafkaRecordRow, KafkaSettings, PartitionStatus, UploadReport
+from offloader.errors import OffloadError
+
+LOG_DIR = click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="The broker's log directory (read-only: never modified).",
+)
+
+
+@click.group()
+def kafka() -> None:
+    """Tier Kafka log segments to the object store (KIP-405 style) and read them back.
+
+    \b
+    Examples:
+      offloader kafka upload --log-dir /var/lib/kafka/data --once
+      offloader kafka status orders --log-dir /var/lib/kafka/data
+      offloader kafka read orders 0 --from-offset 1200 --count 10 --json
+      offloader kafka set-retention orders --time 7d --size -1
+    """
+
+
+def _settings(prefix: str, hash_prefix: int, part_size: int, concurrency: int) -> KafkaSettings:
+    return KafkaSettings(
+        prefix=prefix, hash_prefix_len=hash_prefix, part_size=part_size, concurrency=concurrency
+    )
+
+
+def _print_report(cli: CliContext, report: UploadReport) -> None:
+    for s in report.segments:
+        record = {
+            "topic": s.topic,
+            "partition": s.partition,
+            "base_offset": s.base_offset,
+            "end_offset": s.end_offset,
+            "outcome": s.kind,
+            "segment_id": s.segment_id,
+            "size_bytes": s.size_bytes,
+            "from_deleted": s.from_deleted,
+            "detail": s.detail,
+        }
+        text = f"{s.kind:8} {s.topic}-{s.partition} {s.base_offset}..{s.end_offset}"
+        if s.detail:
+            text += f": {s.detail}"
+        cli.emit(record, text)
+    summary = {
+        "partitions": report.partitions,
+        "uploaded": len(report.of("uploaded")),
+        "gaps": len(report.of("gap")),
+        "corrupt": len(report.of("corrupt")),
+        "failed": len(report.of("failed")),
+        "cleaned": len(report.cleaned),
+    }
+    cli.emit(
+        summary,
+        f"{plural(summary['uploaded'], 'segment')} uploaded from "
+        f"{plural(report.partitions, 'partition')}; {summary['gaps']} gaps, "
+        f"{summary['corrupt']} corrupt, {summary['failed']} failed",
+    )
+
+
+@kafka.command()
+@click.option(
+    "--log-dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The broker's log directory (read-only: never modified).",
+)
+@click.option("--topics", metavar="REGEX", help="Only topics whose name matches (full match).")
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option(
+    "--interval",
+    type=DURATION,
+    default="30s",
+    show_default=True,
+    help="Time between passes without --once.",
+)
+@click.option("--prefix", default="kafka", show_default=True, help="Key prefix in the store.")
+@click.option(
+    "--hash-prefix",
+    type=click.IntRange(0, 32),
+    default=0,
+    show_default=True,
+    help="Hex digits of a hash in front of every key (S3 key-space spreading).",
+)
+@click.option(
+    "--part-size",
+    type=SIZE,
+    default="64M",
+    show_default=True,
+    help="Multipart part size of .log uploads (at least 5M).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Parts uploaded at once.",
+)
+@pass_cli
+def upload(
+    cli: CliContext,
+    log_dir: Path,
+    topics: str | None,
+    once: bool,
+    interval: int,
+    prefix: str,
+    hash_prefix: int,
+    part_size: int,
+    concurrency: int,
+) -> None:
+    """Copy the closed segments of a broker's log directory to the object store."""
+    settings = _settings(prefix, hash_prefix, part_size, concurrency)
+    failures = 0
+    with open_offloader(cli) as off, stop_on_signals(StopFlag()) as stop:
+        tier = off.kafka(settings)
+        while True:
+            report = tier.upload(log_dir, topics)
+            _print_report(cli, report)
+            failures += len(report.of("corrupt")) + len(report.of("failed"))
+            if once or stop():
+                break
+            deadline = time.monotonic() + interval
+            while time.monotonic() < deadline and not stop():
+                time.sleep(0.2)
+            if stop():
+                break
+    if failures:
+        raise OffloadError(
+            f"{plural(failures, 'segment')} could not be uploaded (corrupt or failed); see above"
+        )
+
+
+def _status_record(s: PartitionStatus) -> dict[str, Any]:
+    return {
+        "topic": s.topic,
+        "partition": s.partition,
+        "topic_id": s.topic_id,
+        "local_start": s.local_start,
+        "local_end": s.local_end,
+        "remote_start": s.remote_start,
+        "remote_end": s.remote_end,
+        "watermark": s.watermark,
+        "upload_lag": s.upload_lag,
+        "remote_segments": s.remote_segments,
+        "remote_bytes": s.remote_bytes,
+        "in_progress": s.in_progress,
+        "gaps": [{"start": a, "end": b, "reason": r} for a, b, r in s.gaps],
+        "last_error": s.last_error,
+    }
+
+
+@kafka.command()
+@click.argument("topic", required=False)
+@LOG_DIR
+@pass_cli
+def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
+    """Per partition: local and remote offset ranges, watermark, upload lag, gaps, errors."""
+    with open_offloader(cli, read_only=True) as off:
+        rows = off.kafka().status(topic, log_dir)
+    if cli.json:
+        for s in rows:
+            cli.emit(_status_record(s), "")
+        return
+    echo_table(
+        ["PARTITION", "LOCAL", "REMOTE", "WATERMARK", "LAG", "SEGMENTS", "GAPS", "ERROR"],
+        [
+            (
+                f"{s.topic}-{s.partition}",
+                None
+                if s.local_start is None
+                else f"{s.local_start}..{'' if s.local_end is None else s.local_end}",
+                None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}",
+                s.watermark,
+                s.upload_lag,
+                s.remote_segments,
+                ", ".join(f"{a}..{b}" for a, b, _ in s.gaps) or None,
+                s.last_error,
+            )
+            for s in rows
+        ],
+    )
+
+
+def _text(data: bytes | None, payload: bool) -> str | None:
+    if data is None:
+        return None
+    if payload:
+        return base64.b64encode(data).decode()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return safe_bytes(data)
+
+
+def _row_record(row: KafkaRecordRow, payload: bool) -> dict[str, Any]:
+    return {
+        "topic": row.topic,
+        "partition": row.partition,
+        "offset": row.offset,
+        "timestamp": row.timestamp,
+        "timestamp_type": row.timestamp_type,
+        "key": _text(row.key, payload),
+        "value": _text(row.value, payload),
+        "headers": [{"key": k, "value": _text(v, payload)} for k, v in row.headers],
+        "tier": row.tier,
+    }
+
+
+@kafka.command()
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(0))
+@click.option("--from-offset", type=click.IntRange(0), help="First offset to return.")
+@click.option(
+    "--from-timestamp",
+    type=int,
+    metavar="MS",
+    help="Start at the first record with a timestamp at or after MS (epoch ms).",
+)
+@click.option("--count", type=click.IntRange(0), help="At most this many records.")
+@click.option("--payload", is_flag=True, help="Keys, values and header values as base64.")
+@click.option("--json", "json_output", is_flag=True, help="JSON lines (as the global --json).")
+@LOG_DIR
+@click.option(
+    "--mode",
+    type=click.Choice(["kafka-only", "kafka-preferred", "remote-preferred", "remote-only"]),
+    default=None,
+    help="Tiers to read: default remote-only, kafka-preferred with --log-dir.",
+)
+@pass_cli
+def read(
+    cli: CliContext,
+    topic: str,
+    partition: int,
+    from_offset: int | None,
+    from_timestamp: int | None,
+    count: int | None,
+    payload: bool,
+    json_output: bool,
+    log_dir: Path | None,
+    mode: str | None,
+) -> None:
+    """Records of one partition from an offset or a time, across the tiers."""
+    if (from_offset is None) == (from_timestamp is None):
+        raise click.UsageError("give exactly one of --from-offset or --from-timestamp")
+    chosen = mode or ("kafka-preferred" if log_dir is not None else "remote-only")
+    with open_offloader(cli, read_only=True) as off:
+        rows = off.kafka().read(
+            topic,
+            partition,
+            from_offset=from_offset,
+            from_timestamp=from_timestamp,
+            count=count,
+            log_dir=log_dir,
+            mode=chosen,
+        )
+        for row in rows:
+            record = _row_record(row, payload)
+            text = f"{row.offset} {row.timestamp} {record['key']} {record['value']}"
+            cli.emit(record, text, json_output=json_output)
+
+
+@kafka.command("set-retention")
+@click.argument("topic")
+@click.option(
+    "--time",
+    "retention_time",
+    type=DURATION_OR_MINUS_ONE,
+    required=True,
+    help="retention.ms of the remote tier, as a time (7d) or -1 (forever).",
+)
+@click.option(
+    "--size",
+    "retention_size",
+    type=SIZE_OR_MINUS_ONE,
+    required=True,
+    help="retention.bytes per partition of the remote tier (10G) or -1 (no limit).",
+)
+@pass_cli
+def set_retention(cli: CliContext, topic: str, retention_time: int, retention_size: int) -> None:
+    """Set a topic's remote retention (applied by apply-retention and service run)."""
+    ms = retention_time * 1000 if retention_time >= 0 else -1
+    with open_offloader(cli) as off:
+        r = off.kafka().set_retention(topic, ms, retention_size)
+    cli.emit(
+        {"topic": r.topic, "retention_ms": r.retention_ms, "retention_bytes": r.retention_bytes},
+        f"{r.topic}: retention.ms={r.retention_ms} retention.bytes={r.retention_bytes}",
+    )
+
+
+@kafka.command("get-retention")
+@click.argument("topic")
+@pass_cli
+def get_retention(cli: CliContext, topic: str) -> None:
+    """Show a topic's remote retention."""
+    with open_offloader(cli, read_only=True) as off:
+        r = off.kafka().get_retention(topic)
+    cli.emit(
+        {"topic": r.topic, "retention_ms": r.retention_ms, "retention_bytes": r.retention_bytes},
+        f"{r.topic}: retention.ms={r.retention_ms} retention.bytes={r.retention_bytes}",
+    )
+
+
+@kafka.command("apply-retention")
+@click.argument("topic", required=False)
+@pass_cli
+def apply_retention(cli: CliContext, topic: str | None) -> None:
+    """Delete remote segments past their topic's retention now."""
+    with open_offloader(cli) as off:
+        deleted = off.kafka().apply_retention(topic)
+    cli.emit({"deleted": deleted}, f"{plural(len(deleted), 'remote segment')} deleted")

@@ -1,0 +1,205 @@
+"""Names in a Kafka log directory, its small text files, and our remote object keys.
+
+* Segment files: ``<20-digit base offset>.<kind>`` (``log``, ``index``, ``timeindex``,
+  ``txnindex``, ``snapshot``), with a ``.deleted`` suffix once Kafka has staged them for deletion.
+* Partition directories: ``<topic>-<partition>`` (the partition after the last ``-``).
+* ``leader-epoch-checkpoint``: ``version\\ncount\\n(epoch startOffset\\n)*`` (version 0).
+* ``partition.metadata``: ``version: 0\\ntopic_id: <base64url uuid>``.
+* Remote keys (KIP-405 style): ``[<hash>/]<prefix>/<topic>-<topicId>/<partition>/<20-digit base
+  offset>-<segment uuid>.<suffix>``, the optional hash prefix spreading the key space.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+from formats.kafka.errors import KafkaFormatError, KafkaNameError
+
+SEGMENT_KINDS: Final = ("log", "index", "timeindex", "txnindex", "snapshot")
+DELETED_SUFFIX: Final = ".deleted"
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+PARTITION_METADATA: Final = "partition.metadata"
+_SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.deleted)?$")
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_PARTITION_DIR_RE = re.compile(r"^(.+)-(\d{1,10})$")
+_REMOTE_RE = re.compile(
+    r"^(?:[0-9a-f]+/)?(?:.+/)?(.+)-([A-Za-z0-9_-]{22})/(\d+)/(\d{20})-([A-Za-z0-9_-]{22})\.([a-z-]+)$"
+)
+
+
+@dataclass(frozen=True)
+class SegmentFileName:
+    base_offset: int
+    kind: str
+    deleted: bool = False
+
+    @property
+    def name(self) -> str:
+        return segment_file_name(self.base_offset, self.kind, deleted=self.deleted)
+
+
+def segment_file_name(base_offset: int, kind: str, *, deleted: bool = False) -> str:
+    if kind not in SEGMENT_KINDS:
+        raise KafkaNameError(f"unknown segment file kind {kind!r}")
+    if not 0 <= base_offset < 10**20:
+        raise KafkaNameError(f"base offset {base_offset} does not fit a segment name")
+    return f"{base_offset:020d}.{kind}" + (DELETED_SUFFIX if deleted else "")
+
+
+def parse_segment_file_name(name: str) -> SegmentFileName:
+    match = _SEGMENT_RE.match(name)
+    if match is None:
+        raise KafkaNameError(f"{name!r} is not a Kafka segment file name")
+    return SegmentFileName(int(match.group(1)), match.group(2), match.group(3) is not None)
+
+
+def check_topic(topic: str) -> str:
+    if not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise KafkaNameError(f"{topic!r} is not a legal Kafka topic name")
+    return topic
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """``(topic, partition)`` of a ``<topic>-<partition>`` directory name."""
+    match = _PARTITION_DIR_RE.match(name)
+    if match is None:
+        raise KafkaNameError(f"{name!r} is not a <topic>-<partition> directory")
+    topic, partition = match.group(1), int(match.group(2))
+    if partition >= 2**31:
+        raise KafkaNameError(f"partition {partition} is out of range in {name!r}")
+    return check_topic(topic), partition
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{check_topic(topic)}-{partition}"
+
+
+def parse_leader_epoch_checkpoint(
+    text: bytes, *, source: str | None = None
+) -> tuple[tuple[int, int], ...]:
+    """``(epoch, start offset)`` pairs of a ``leader-epoch-checkpoint`` file."""
+    try:
+        lines = text.decode("utf-8").splitlines()
+        if not lines or int(lines[0]) != 0:
+            raise KafkaFormatError("leader epoch checkpoint is not version 0", source=source)
+        count = int(lines[1])
+        pairs = []
+        for line in lines[2 : 2 + count]:
+            epoch, start = line.split()
+            pairs.append((int(epoch), int(start)))
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise KafkaFormatError(f"malformed leader epoch checkpoint: {exc}", source=source) from exc
+    if len(pairs) != count:
+        raise KafkaFormatError(
+            f"leader epoch checkpoint announces {count} entries, holds {len(pairs)}", source=source
+        )
+    return tuple(pairs)
+
+
+def encode_leader_epoch_checkpoint(pairs: tuple[tuple[int, int], ...]) -> bytes:
+    lines = ["0", str(len(pairs)), *(f"{e} {o}" for e, o in pairs)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def segment_leader_epochs(
+    pairs: tuple[tuple[int, int], ...], start_offset: int, end_offset: int
+) -> dict[int, int]:
+    """KIP-405's ``segmentLeaderEpochs``: each epoch that leads some offset of
+    ``start_offset..end_offset`` mapped to its first offset within the segment."""
+    found: dict[int, int] = {}
+    ordered = sorted(pairs, key=lambda p: p[1])
+    for i, (epoch, start) in enumerate(ordered):
+        nxt = ordered[i + 1][1] if i + 1 < len(ordered) else None
+        if start > end_offset or (nxt is not None and nxt <= start_offset):
+            continue
+        found[epoch] = max(start, start_offset)
+    return found
+
+
+def parse_partition_metadata(text: bytes, *, source: str | None = None) -> str:
+    """The topic id (Kafka's base64url uuid string) of a ``partition.metadata`` file."""
+    fields: dict[str, str] = {}
+    try:
+        for line in text.decode("utf-8").splitlines():
+            if line.strip():
+                name, _, value = line.partition(":")
+                fields[name.strip()] = value.strip()
+    except UnicodeDecodeError as exc:
+        raise KafkaFormatError("partition.metadata is not UTF-8", source=source) from exc
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        raise KafkaFormatError("partition.metadata lacks version 0 or topic_id", source=source)
+    topic_id = fields["topic_id"]
+    kafka_uuid_to_uuid(topic_id, source=source)
+    return topic_id
+
+
+def encode_partition_metadata(topic_id: str) -> bytes:
+    return f"version: 0\ntopic_id: {topic_id}\n".encode()
+
+
+def uuid_to_kafka(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: base64url of the 16 bytes, without padding (22 chars)."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def kafka_uuid_to_uuid(text: str, *, source: str | None = None) -> uuid.UUID:
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except ValueError as exc:
+        raise KafkaFormatError(f"{text!r} is not a Kafka uuid", source=source) from exc
+    if len(raw) != 16 or len(text) != 22:
+        raise KafkaFormatError(f"{text!r} is not a Kafka uuid", source=source)
+    return uuid.UUID(bytes=raw)
+
+
+def remote_key(
+    prefix: str,
+    topic: str,
+    topic_id: str,
+    partition: int,
+    base_offset: int,
+    segment_id: str,
+    suffix: str,
+    *,
+    hash_prefix_len: int = 0,
+) -> str:
+    """The object key of one file of one remote segment (see the module docstring)."""
+    check_topic(topic)
+    kafka_uuid_to_uuid(topic_id)
+    kafka_uuid_to_uuid(segment_id)
+    tail = f"{topic}-{topic_id}/{partition}/{base_offset:020d}-{segment_id}.{suffix}"
+    key = f"{prefix.strip('/')}/{tail}" if prefix.strip("/") else tail
+    if hash_prefix_len:
+        digest = hashlib.md5(f"{topic}-{topic_id}/{partition}".encode()).hexdigest()
+        key = f"{digest[:hash_prefix_len]}/{key}"
+    return key
+
+
+@dataclass(frozen=True)
+class RemoteKey:
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    segment_id: str
+    suffix: str
+
+
+def parse_remote_key(key: str) -> RemoteKey:
+    match = _REMOTE_RE.match(key)
+    if match is None:
+        raise KafkaNameError(f"{key!r} is not a remote Kafka segment key")
+    topic, topic_id, partition, base, segment_id, suffix = match.groups()
+    return RemoteKey(
+        topic.rsplit("/", 1)[-1], topic_id, int(partition), int(base), segment_id, suffix
+    )
+
+
+def is_remote_key(key: str) -> bool:
+    """True when ``key`` is a remote Kafka segment key (:func:`remote_key`'s shape)."""
+    return _REMOTE_RE.match(key) is not None

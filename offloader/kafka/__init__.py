@@ -1,0 +1,10 @@
+"""The Kafka tier: closed Kafka log segments to the object store, fetched back by offset.
+
+:mod:`~offloader.kafka.logdir` reads a broker's log directory (read-only), :mod:`~offloader.kafka.
+upload` copies closed segments through KIP-405's states, :mod:`~offloader.kafka.remote` deletes
+remote segments (failed attempts, retention), :mod:`~offloader.kafka.fetch` reads records back
+by offset or time, :mod:`~offloader.kafka.status` reports per partition, and
+:mod:`~offloader.kafka.tier` is the facade :class:`offloader.api.Offloader` hands out. The byte
+formats are in :mod:`formats.kafka`; the metadata behind
+:class:`~offloader.metadata.kafka_base.KafkaMetadataStore`.
+"""

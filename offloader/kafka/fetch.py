@@ -1,0 +1,224 @@
+"""Fetch Kafka records by offset or timestamp, from the remote tier, the local log, or both.
+
+For a remote segment the ``.index`` is fetched once (cached) and the records come from **one
+ranged GET** starting at the index position at or before the wanted offset, sized from the
+segment's bytes per offset for the requested count (another GET only when that estimate falls
+short). A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
+wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
+control batches (transaction markers) are not returned.
+
+Modes (Pinterest's): ``kafka-only`` and ``remote-only`` read one tier; ``kafka-preferred`` reads a
+segment from the local log when it has it, else from the remote tier; ``remote-preferred`` the
+other way round. Reading goes segment by segment from a cursor (the next offset wanted), so a
+range that crosses tiers has no gap and no duplicate at the boundary; a local segment that Kafka
+deletes before we open it is read from the remote tier instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from formats.kafka.batch import BatchHeader, Record, decode_records, iter_batch_headers
+from offloader.errors import ConfigError, ObjectNotFound
+from offloader.kafka.context import KafkaContext
+from offloader.kafka.segments import (
+    IndexCache,
+    SegmentGone,
+    SegmentView,
+    local_views,
+    remote_views,
+)
+from offloader.kafka.types import KafkaRecordRow
+
+READ_MODES = ("kafka-only", "kafka-preferred", "remote-preferred", "remote-only")
+#: a read without a count streams the segment in GETs of this size
+MAX_WINDOW = 16 * 1024 * 1024
+MIN_WINDOW = 16 * 1024
+
+__all__ = ["READ_MODES", "IndexCache", "read_records"]
+
+
+@dataclass
+class _Start:
+    offset: int | None
+    timestamp: int | None
+
+    def batch_may_hold(self, header: BatchHeader) -> bool:
+        if self.offset is not None:
+            return header.last_offset >= self.offset
+        assert self.timestamp is not None
+        return header.max_timestamp >= self.timestamp
+
+    def record_ok(self, record: Record) -> bool:
+        if self.offset is not None:
+            return record.offset >= self.offset
+        assert self.timestamp is not None
+        return record.timestamp >= self.timestamp
+
+
+def _start_position(view: SegmentView, start: _Start) -> int:
+    index = view.offset_index()
+    if start.offset is not None:
+        return index.lookup(max(start.offset, view.base))[1]
+    assert start.timestamp is not None
+    _, offset = view.time_index().lookup(start.timestamp)
+    return index.lookup(offset)[1]
+
+
+def _window(view: SegmentView, position: int, start: _Start, count: int | None) -> int:
+    """Bytes to fetch from ``position`` for ``count`` records: up to an index position past
+    the batch that holds the last one (one GET), else an estimate from bytes per offset."""
+    if count is None or view.size <= 0:
+        return MAX_WINDOW
+    if start.offset is not None:
+        target = max(start.offset, view.base)
+        bound = view.offset_index().end_bound(target + max(count, 1) - 1)
+        end = view.size if bound is None else bound
+        return min(max(MIN_WINDOW, end - position), MAX_WINDOW * 4)
+    if view.end is None:
+        return MAX_WINDOW
+    per_offset = view.size / max(1, view.end - view.base + 1)
+    return max(MIN_WINDOW, int(count * per_offset * 1.25) + 4096)
+
+
+def _segment_rows(
+    view: SegmentView, topic: str, partition: int, start: _Start, count: int | None
+) -> Iterator[KafkaRecordRow]:
+    """Records of one segment from ``start`` on (the caller stops after its count)."""
+    read, close, local_size = view.open_reader()
+    size = local_size if local_size >= 0 else view.size
+    try:
+        position = _start_position(view, start)
+        window = _window(view, position, start, count)
+        started = False
+        while position < size:
+            end = min(size, position + window)
+            data = read(position, end)
+            consumed = 0
+            for header in iter_batch_headers(data, source=view.source, stop_at_partial=True):
+                consumed = header.end
+                if header.is_control or (not started and not start.batch_may_hold(header)):
+                    continue
+                for record in decode_records(data, header, source=view.source):
+                    if not started:
+                        if not start.record_ok(record):
+                            continue
+                        started = True
+                    yield KafkaRecordRow(
+                        topic,
+                        partition,
+                        record.offset,
+                        record.timestamp,
+                        header.timestamp_type,
+                        record.key,
+                        record.value,
+                        record.headers,
+                        view.tier,
+                    )
+            if consumed == 0:
+                if end >= size:
+                    if view.end is None:
+                        return  # the active segment's last batch is still being written
+                    list(iter_batch_headers(data, source=view.source))  # raises: truncated
+                    return
+                window = min(max(window * 2, MIN_WINDOW), MAX_WINDOW * 4)
+                continue
+            position += consumed
+            window = min(max(window, MIN_WINDOW), MAX_WINDOW)
+    finally:
+        close()
+
+
+def _pick(
+    mode: str, cursor: int, local: list[SegmentView], remote: list[SegmentView]
+) -> SegmentView | None:
+    """The segment to read next from ``cursor``, by the mode's preference; when no segment
+    holds ``cursor`` (a gap, or before the log start), the first segment after it."""
+    order = {
+        "kafka-only": (local,),
+        "remote-only": (remote,),
+        "kafka-preferred": (local, remote),
+        "remote-preferred": (remote, local),
+    }[mode]
+    for tier in order:
+        for view in tier:
+            if view.holds(cursor):
+                return view
+    later = [v for tier in order for v in tier if v.base > cursor]
+    return min(later, key=lambda v: v.base) if later else None
+
+
+def read_records(
+    ctx: KafkaContext,
+    cache: IndexCache,
+    topic: str,
+    partition: int,
+    *,
+    from_offset: int | None,
+    from_timestamp: int | None,
+    count: int | None,
+    log_dir: Path | None,
+    mode: str,
+) -> Iterator[KafkaRecordRow]:
+    """Records of one partition (see the module docstring). Errors about the request are
+    raised here, before the first record."""
+    if count is not None and count < 0:
+        raise ConfigError("count must not be negative")
+    if from_offset is not None and from_offset < 0:
+        raise ConfigError("offset must not be negative")
+    remote = (
+        [] if mode == "kafka-only" else remote_views(ctx.meta, ctx.store, cache, topic, partition)
+    )
+    local = (
+        [] if mode == "remote-only" or log_dir is None else local_views(log_dir, topic, partition)
+    )
+    if not remote and not local:
+        raise ObjectNotFound(f"no {mode} segments of {topic}-{partition}")
+    return _generate(mode, topic, partition, local, remote, from_offset, from_timestamp, count)
+
+
+def _generate(
+    mode: str,
+    topic: str,
+    partition: int,
+    local: list[SegmentView],
+    remote: list[SegmentView],
+    from_offset: int | None,
+    from_timestamp: int | None,
+    count: int | None,
+) -> Iterator[KafkaRecordRow]:
+    remaining = count
+    cursor = 0 if from_offset is None else from_offset
+    timestamp = from_timestamp
+    while remaining is None or remaining > 0:
+        view = _pick(mode, cursor, local, remote)
+        if view is None:
+            return
+        if (
+            timestamp is not None
+            and view.max_timestamp is not None
+            and view.max_timestamp < timestamp
+        ):
+            cursor = (view.end if view.end is not None else cursor) + 1
+            continue
+        start = _Start(None, timestamp) if timestamp is not None else _Start(cursor, None)
+        last = None
+        try:
+            for row in _segment_rows(view, topic, partition, start, remaining):
+                yield row
+                last = row.offset
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+        except SegmentGone:
+            # Kafka deleted the local segment before we opened it: use the other tier
+            (local if view.tier == "local" else remote).remove(view)
+            continue
+        if last is not None:
+            timestamp = None  # found the first record at or after the time: go on by offset
+        if view.end is None:
+            return  # the active segment was read to its end
+        cursor = max(view.end, last if last is not None else view.end) + 1

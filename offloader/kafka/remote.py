@@ -1,0 +1,65 @@
+"""Removing remote Kafka segments through DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED.
+
+Used for failed or abandoned copies (their half-written objects and open multipart uploads), for
+remote retention, and by the orphan audit. Deleting is idempotent: a missing object is fine, so
+a crash between the two states is finished by the next run.
+"""
+
+from __future__ import annotations
+
+from offloader.crashpoints import crash_point
+from offloader.kafka.context import KafkaContext
+from offloader.logs import get_logger
+from offloader.metadata.kafka_base import (
+    COPY_FINISHED,
+    COPY_STARTED,
+    DELETE_STARTED,
+    RemoteSegmentRecord,
+)
+
+log = get_logger(__name__)
+
+
+def delete_objects(ctx: KafkaContext, record: RemoteSegmentRecord) -> None:
+    """Delete every object of the segment and abort its open multipart uploads."""
+    for key in record.keys.values():
+        for upload in ctx.store.list_multipart_uploads(key):
+            if upload.key == key:
+                ctx.store.abort_multipart_upload(key, upload.upload_id)
+        ctx.store.delete(key)
+
+
+def delete_remote_segment(
+    ctx: KafkaContext, record: RemoteSegmentRecord, reason: str
+) -> RemoteSegmentRecord:
+    """Move the segment to DELETE_SEGMENT_STARTED (recording ``reason``), delete its objects,
+    then DELETE_SEGMENT_FINISHED."""
+    if record.state in (COPY_STARTED, COPY_FINISHED):
+        record = ctx.meta.start_delete(record.segment_id, ctx.now_ms(), error=reason)
+    if record.state != DELETE_STARTED:
+        return record
+    crash_point("kafka.after_start_delete")
+    delete_objects(ctx, record)
+    done = ctx.meta.finish_delete(record.segment_id, ctx.now_ms())
+    log.info(
+        "remote Kafka segment deleted",
+        topic=record.topic,
+        partition=record.partition,
+        base_offset=record.base_offset,
+        segment_id=record.segment_id,
+        reason=reason,
+    )
+    return done
+
+
+def clean_stale_attempts(ctx: KafkaContext, topic: str, partition: int) -> list[str]:
+    """Finish the deletion of abandoned attempts of one partition: COPY_SEGMENT_STARTED older
+    than the stale age, and DELETE_SEGMENT_STARTED left by a crash. Their segment ids."""
+    now = ctx.now_ms()
+    cleaned = []
+    for record in ctx.meta.list_segments(topic, partition, states=[COPY_STARTED, DELETE_STARTED]):
+        if record.state == COPY_STARTED and now - record.started_ms < ctx.settings.stale_attempt_ms:
+            continue
+        delete_remote_segment(ctx, record, "abandoned copy (uploader stopped mid-upload)")
+        cleaned.append(record.segment_id)
+    return cleaned

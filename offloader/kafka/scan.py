@@ -1,0 +1,168 @@
+"""Bulk scans of remote Kafka segments (the Spark ``kafka-segments`` source's plan and tasks).
+
+:func:`plan_scan` turns the COPY_SEGMENT_FINISHED segments of the metadata into picklable
+:class:`ScanTask` s: one per segment, or one per ``split_bytes`` of a larger segment cut at
+``.index`` positions (batch boundaries). A :class:`ScanFilter` (from pushed-down filters on
+``partition``, ``offset`` and ``timestamp``) prunes whole segments by their offset range and
+max timestamp, starts a task at the index position of its first wanted offset, and filters the
+records exactly. :func:`read_task` reads one task with one ranged GET.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from formats.kafka.batch import decode_records, iter_batch_headers
+from offloader.errors import ConfigError
+from offloader.kafka.context import KafkaContext
+from offloader.kafka.segments import IndexCache
+from offloader.kafka.types import KafkaRecordRow
+from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
+from offloader.store.base import ObjectStore
+
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+FILTER_COLUMNS = ("partition", "offset", "timestamp")
+
+
+@dataclass(frozen=True)
+class ScanFilter:
+    """ANDed bounds on partition, offset and timestamp (ms), inclusive; None = open."""
+
+    partitions: frozenset[int] | None = None
+    partition_range: tuple[float, float] = (-math.inf, math.inf)
+    offset_range: tuple[float, float] = (-math.inf, math.inf)
+    time_range: tuple[float, float] = (-math.inf, math.inf)
+
+    def and_(self, column: str, op: str, value: Any) -> ScanFilter:
+        """This filter and ``column op value`` (``op``: =, >, >=, <, <=, in)."""
+        if column not in FILTER_COLUMNS:
+            raise ConfigError(f"cannot push a filter on {column}")
+        if op == "in":
+            if column != "partition":
+                raise ConfigError("IN is pushed for partition only")
+            values = frozenset(int(v) for v in value)
+            parts = values if self.partitions is None else self.partitions & values
+            return replace(self, partitions=parts)
+        lo, hi = getattr(self, f"{column}_range" if column != "timestamp" else "time_range")
+        v = float(value)
+        if op == "=":
+            lo, hi = max(lo, v), min(hi, v)
+        elif op == ">":
+            lo = max(lo, math.floor(v) + 1)
+        elif op == ">=":
+            lo = max(lo, math.ceil(v))
+        elif op == "<":
+            hi = min(hi, math.ceil(v) - 1)
+        elif op == "<=":
+            hi = min(hi, math.floor(v))
+        else:
+            raise ConfigError(f"cannot push operator {op}")
+        if column == "timestamp":
+            return replace(self, time_range=(lo, hi))
+        if column == "offset":
+            return replace(self, offset_range=(lo, hi))
+        return replace(self, partition_range=(lo, hi))
+
+    def keeps_partition(self, partition: int) -> bool:
+        lo, hi = self.partition_range
+        return lo <= partition <= hi and (self.partitions is None or partition in self.partitions)
+
+    def keeps_segment(self, seg: RemoteSegmentRecord) -> bool:
+        lo, hi = self.offset_range
+        return (
+            self.keeps_partition(seg.partition)
+            and seg.end_offset >= lo
+            and seg.base_offset <= hi
+            and seg.max_timestamp >= self.time_range[0]
+        )
+
+    def keeps(self, offset: int, timestamp: int) -> bool:
+        lo, hi = self.offset_range
+        tlo, thi = self.time_range
+        return lo <= offset <= hi and tlo <= timestamp <= thi
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """One Spark partition: bytes ``[start, end)`` of one remote ``.log``. Picklable."""
+
+    topic: str
+    partition: int
+    key: str
+    base_offset: int
+    start: int
+    end: int
+    scan_filter: ScanFilter = field(default_factory=ScanFilter)
+
+
+def _cuts(positions: Iterable[int], start: int, size: int, split: int) -> list[int]:
+    """Task boundaries from ``start`` to ``size``: index positions about ``split`` apart."""
+    bounds = [start]
+    for pos in positions:
+        if pos > bounds[-1] and pos - bounds[-1] >= split and pos < size:
+            bounds.append(pos)
+    bounds.append(size)
+    return bounds
+
+
+def plan_scan(
+    ctx: KafkaContext,
+    cache: IndexCache,
+    topics: Iterable[str] | None,
+    scan_filter: ScanFilter,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> list[ScanTask]:
+    wanted = None if topics is None else set(topics)
+    tasks: list[ScanTask] = []
+    for seg in ctx.meta.list_segments(states=[COPY_FINISHED]):
+        if wanted is not None and seg.topic not in wanted:
+            continue
+        if not scan_filter.keeps_segment(seg):
+            continue
+        lo = scan_filter.offset_range[0]
+        start = 0
+        index = None
+        if lo > seg.base_offset or seg.size_bytes > split_bytes:
+            index = cache.offset_index(seg)
+            if lo > seg.base_offset:
+                start = index.lookup(int(lo))[1]
+        positions = index.positions if index is not None else ()
+        bounds = _cuts(positions, start, seg.size_bytes, split_bytes)
+        for a, b in itertools.pairwise(bounds):
+            tasks.append(
+                ScanTask(
+                    seg.topic, seg.partition, seg.keys["log"], seg.base_offset, a, b, scan_filter
+                )
+            )
+    return tasks
+
+
+def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
+    """The task's records (filtered), from one ranged GET."""
+    data = store.get_range(task.key, task.start, task.end).data
+    flt = task.scan_filter
+    hi = flt.offset_range[1]
+    for header in iter_batch_headers(data, source=task.key):
+        if header.is_control or header.last_offset < flt.offset_range[0]:
+            continue
+        if header.base_offset > hi:
+            return
+        if header.max_timestamp < flt.time_range[0]:
+            continue
+        for r in decode_records(data, header, source=task.key):
+            if flt.keeps(r.offset, r.timestamp):
+                row = KafkaRecordRow(
+                    task.topic,
+                    task.partition,
+                    r.offset,
+                    r.timestamp,
+                    header.timestamp_type,
+                    r.key,
+                    r.value,
+                    r.headers,
+                )
+                yield row

@@ -1,0 +1,171 @@
+"""Segment views: one segment of one tier (remote object or local file), read by byte range.
+
+A :class:`SegmentView` knows its offsets (``end`` is None for the active local segment), its size,
+how to read ``[start, end)`` of its ``.log``, and its indexes (remote ones fetched once and kept
+in an :class:`IndexCache`). :func:`remote_views` builds them from the metadata (segments that are
+COPY_SEGMENT_FINISHED), :func:`local_views` from a broker log directory (read-only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from formats.kafka.index import (
+    OffsetIndex,
+    TimeIndex,
+    decode_offset_index,
+    decode_time_index,
+)
+from formats.kafka.names import partition_dir_name
+from offloader.errors import ObjectNotFound
+from offloader.kafka.logdir import LocalSegment, open_segment_file, scan_partition
+from offloader.metadata.kafka_base import COPY_FINISHED, KafkaMetadataStore, RemoteSegmentRecord
+from offloader.store.base import ObjectStore
+
+Reader = Callable[[int, int], bytes]
+
+
+class SegmentGone(Exception):
+    """A local segment's files vanished (Kafka deleted it) before we opened them."""
+
+
+@dataclass
+class SegmentView:
+    tier: str  # "remote" or "local"
+    base: int
+    end: int | None
+    size: int
+    max_timestamp: int | None
+    source: str
+    open_reader: Callable[[], tuple[Reader, Callable[[], None], int]]
+    offset_index: Callable[[], OffsetIndex]
+    time_index: Callable[[], TimeIndex]
+
+    def holds(self, offset: int) -> bool:
+        return self.base <= offset and (self.end is None or offset <= self.end)
+
+
+class IndexCache:
+    """Remote ``.index`` / ``.timeindex`` files, fetched once per segment (LRU-bounded)."""
+
+    def __init__(self, store: ObjectStore, max_segments: int = 512) -> None:
+        self._store = store
+        self._max = max_segments
+        self._cache: OrderedDict[tuple[str, str], OffsetIndex | TimeIndex] = OrderedDict()
+
+    def _get(self, record: RemoteSegmentRecord, kind: str) -> OffsetIndex | TimeIndex:
+        key = (record.segment_id, kind)
+        found = self._cache.get(key)
+        if found is not None:
+            self._cache.move_to_end(key)
+            return found
+        data = self._store.get(record.keys[kind]).data
+        source = record.keys[kind]
+        value: OffsetIndex | TimeIndex
+        if kind == "index":
+            value = decode_offset_index(data, record.base_offset, source=source)
+        else:
+            value = decode_time_index(data, record.base_offset, source=source)
+        self._cache[key] = value
+        while len(self._cache) > self._max:
+            self._cache.popitem(last=False)
+        return value
+
+    def offset_index(self, record: RemoteSegmentRecord) -> OffsetIndex:
+        value = self._get(record, "index")
+        assert isinstance(value, OffsetIndex)
+        return value
+
+    def time_index(self, record: RemoteSegmentRecord) -> TimeIndex:
+        value = self._get(record, "timeindex")
+        assert isinstance(value, TimeIndex)
+        return value
+
+
+def remote_views(
+    meta: KafkaMetadataStore, store: ObjectStore, cache: IndexCache, topic: str, partition: int
+) -> list[SegmentView]:
+    views = []
+    for record in meta.list_segments(topic, partition, states=[COPY_FINISHED]):
+        key = record.keys["log"]
+
+        def opener(key: str = key) -> tuple[Reader, Callable[[], None], int]:
+            def read(start: int, end: int) -> bytes:
+                return store.get_range(key, start, end).data
+
+            return read, lambda: None, -1
+
+        views.append(
+            SegmentView(
+                "remote",
+                record.base_offset,
+                record.end_offset,
+                record.size_bytes,
+                record.max_timestamp,
+                key,
+                opener,
+                lambda r=record: cache.offset_index(r),  # type: ignore[misc]
+                lambda r=record: cache.time_index(r),  # type: ignore[misc]
+            )
+        )
+    return views
+
+
+def _local_opener(segment: LocalSegment) -> Callable[[], tuple[Reader, Callable[[], None], int]]:
+    def opener() -> tuple[Reader, Callable[[], None], int]:
+        handle = open_segment_file(segment, "log")
+        if handle is None:
+            raise SegmentGone(str(segment.path("log")))
+        fd = handle.fileno()
+
+        def read(start: int, end: int) -> bytes:
+            return os.pread(fd, end - start, start)
+
+        return read, handle.close, os.fstat(fd).st_size
+
+    return opener
+
+
+def _local_index(segment: LocalSegment, kind: str) -> bytes:
+    handle = open_segment_file(segment, kind)
+    if handle is None:
+        return b""
+    with handle:
+        return handle.read()
+
+
+def local_views(log_dir: Path, topic: str, partition: int) -> list[SegmentView]:
+    directory = log_dir / partition_dir_name(topic, partition)
+    if not directory.is_dir():
+        raise ObjectNotFound(f"{directory} is not a partition directory of the log directory")
+    part = scan_partition(directory)
+    views = []
+    bases = [s.base_offset for s in part.segments]
+    for i, segment in enumerate(part.segments):
+        end = bases[i + 1] - 1 if i + 1 < len(bases) else None
+        try:
+            size = segment.path("log").stat().st_size
+        except FileNotFoundError:
+            size = -1
+        views.append(
+            SegmentView(
+                "local",
+                segment.base_offset,
+                end,
+                size,
+                None,
+                str(segment.path("log")),
+                _local_opener(segment),
+                lambda s=segment: decode_offset_index(  # type: ignore[misc]
+                    _local_index(s, "index"), s.base_offset, source=str(s.path("index"))
+                ),
+                lambda s=segment: decode_time_index(  # type: ignore[misc]
+                    _local_index(s, "timeindex"), s.base_offset, source=str(s.path("timeindex"))
+                ),
+            )
+        )
+    return views

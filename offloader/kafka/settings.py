@@ -1,0 +1,37 @@
+"""KafkaSettings: where and how the Kafka tier writes (key prefix, hash prefix, part size)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offloader.config import MIN_S3_BLOCK_SIZE, MiB
+from offloader.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    #: key prefix under the store's root
+    prefix: str = "kafka"
+    #: hex digits of MD5(topic-topicId/partition) in front of each key (0: none)
+    hash_prefix_len: int = 0
+    #: multipart part size of the .log upload (a .log of at most this size is one PUT)
+    part_size: int = 64 * MiB
+    #: parts in flight at once (memory: parts are slices of the mmapped segment, not copies)
+    concurrency: int = 4
+    #: a COPY_SEGMENT_STARTED attempt older than this is abandoned (a crashed uploader) and
+    #: cleaned up by the next upload run
+    stale_attempt_ms: int = 3_600_000
+    #: enforce S3's 5 MiB minimum part size (off only for tests against small objects)
+    enforce_min_part_size: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.hash_prefix_len <= 32:
+            raise ConfigError(f"hash prefix length {self.hash_prefix_len} not in 0..32")
+        if self.enforce_min_part_size and self.part_size < MIN_S3_BLOCK_SIZE:
+            raise ConfigError(f"part size {self.part_size} is below S3's 5 MiB minimum")
+        if self.part_size < 1024:
+            raise ConfigError(f"part size {self.part_size} is too small")
+        if not 1 <= self.concurrency <= 64:
+            raise ConfigError(f"concurrency {self.concurrency} not in 1..64")
+        if self.stale_attempt_ms < 0:
+            raise ConfigError("stale attempt age must not be negative")

@@ -1,0 +1,68 @@
+"""``kafka status``: per partition, the local and remote offset ranges, watermark, lag, gaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from offloader.kafka.context import KafkaContext
+from offloader.kafka.logdir import scan_log_dir
+from offloader.kafka.types import PartitionStatus
+from offloader.metadata.kafka_base import COPY_FINISHED, COPY_STARTED
+
+
+def partition_status(
+    ctx: KafkaContext, topic: str | None = None, log_dir: Path | None = None
+) -> list[PartitionStatus]:
+    local: dict[tuple[str, int], tuple[str, int, int | None]] = {}
+    if log_dir is not None:
+        for part in scan_log_dir(log_dir, None if topic is None else _literal(topic)):
+            if part.segments:
+                closed = part.closed
+                # offsets of closed segments end where the active one starts
+                active = [s for s in part.segments if s.active]
+                closed_end = active[0].base_offset - 1 if active else None
+                local[(part.topic, part.partition)] = (
+                    part.topic_id,
+                    part.segments[0].base_offset,
+                    closed_end if closed else None,
+                )
+    gaps = ctx.meta.list_gaps(topic)
+    records = {(p.topic, p.partition): p for p in ctx.meta.list_partitions(topic)}
+    out = []
+    for key in sorted(set(records) | set(local)):
+        record = records.get(key)
+        segments = ctx.meta.list_segments(key[0], key[1])
+        finished = [s for s in segments if s.state == COPY_FINISHED]
+        watermark = record.watermark if record is not None else -1
+        local_info = local.get(key)
+        closed_end = local_info[2] if local_info else None
+        lag = None if closed_end is None else max(0, closed_end - watermark)
+        out.append(
+            PartitionStatus(
+                topic=key[0],
+                partition=key[1],
+                topic_id=record.topic_id if record else (local_info[0] if local_info else None),
+                local_start=local_info[1] if local_info else None,
+                local_end=closed_end,
+                remote_start=min((s.base_offset for s in finished), default=None),
+                remote_end=max((s.end_offset for s in finished), default=None),
+                watermark=watermark,
+                remote_segments=len(finished),
+                remote_bytes=sum(s.size_bytes for s in finished),
+                upload_lag=lag,
+                gaps=tuple(
+                    (g.start_offset, g.end_offset, g.reason)
+                    for g in gaps
+                    if (g.topic, g.partition) == key
+                ),
+                in_progress=sum(1 for s in segments if s.state == COPY_STARTED),
+                last_error=record.last_error if record else None,
+            )
+        )
+    return out
+
+
+def _literal(topic: str) -> str:
+    import re
+
+    return re.escape(topic)

@@ -1,0 +1,84 @@
+"""KafkaTier: the Kafka tier behind one object, as :class:`offloader.api.Offloader` hands it out.
+
+It owns its :class:`~offloader.metadata.kafka_base.KafkaMetadataStore` connection and the cache
+of remote segment indexes; it borrows the facade's object store and clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from offloader.errors import ConfigError
+from offloader.kafka import fetch, retention, status, upload
+from offloader.kafka.context import KafkaContext
+from offloader.kafka.fetch import READ_MODES, IndexCache
+from offloader.kafka.settings import KafkaSettings
+from offloader.kafka.types import KafkaRecordRow, PartitionStatus, UploadReport
+from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
+from offloader.store.base import ObjectStore
+
+
+class KafkaTier:
+    def __init__(
+        self,
+        store: ObjectStore,
+        meta: KafkaMetadataStore,
+        settings: KafkaSettings,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.ctx = KafkaContext(store, meta, settings, clock_ms)
+        self.indexes = IndexCache(store)
+
+    def close(self) -> None:
+        self.ctx.meta.close()
+
+    def upload(self, log_dir: Path, topics: str | None = None) -> UploadReport:
+        """One upload pass over a broker's log directory."""
+        return upload.upload_log_dir(self.ctx, log_dir, topics)
+
+    def status(
+        self, topic: str | None = None, log_dir: Path | None = None
+    ) -> list[PartitionStatus]:
+        return status.partition_status(self.ctx, topic, log_dir)
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        from_offset: int | None = None,
+        from_timestamp: int | None = None,
+        count: int | None = None,
+        log_dir: Path | None = None,
+        mode: str = "remote-only",
+    ) -> Iterator[KafkaRecordRow]:
+        """Records from ``from_offset`` (or the first with a timestamp at or after
+        ``from_timestamp``), at most ``count``, across the tiers ``mode`` allows."""
+        if (from_offset is None) == (from_timestamp is None):
+            raise ConfigError("give exactly one of --from-offset or --from-timestamp")
+        if mode not in READ_MODES:
+            raise ConfigError(f"mode {mode!r} is not one of {', '.join(READ_MODES)}")
+        if mode != "remote-only" and log_dir is None:
+            raise ConfigError(f"mode {mode} needs --log-dir (the broker's log directory)")
+        return fetch.read_records(
+            self.ctx,
+            self.indexes,
+            topic,
+            partition,
+            from_offset=from_offset,
+            from_timestamp=from_timestamp,
+            count=count,
+            log_dir=log_dir,
+            mode=mode,
+        )
+
+    def set_retention(self, topic: str, retention_ms: int, retention_bytes: int) -> KafkaRetention:
+        return self.ctx.meta.set_retention(KafkaRetention(topic, retention_ms, retention_bytes))
+
+    def get_retention(self, topic: str) -> KafkaRetention:
+        return self.ctx.meta.get_retention(topic)
+
+    def apply_retention(self, topic: str | None = None) -> list[str]:
+        """Delete remote segments past their topic's retention: their segment ids."""
+        return retention.apply_retention(self.ctx, topic)

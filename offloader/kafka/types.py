@@ -1,0 +1,69 @@
+"""The values the Kafka tier returns to the facade (frozen, JSON-friendly)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+SegmentOutcomeKind = Literal["uploaded", "gap", "corrupt", "failed", "empty"]
+
+
+@dataclass(frozen=True)
+class SegmentOutcome:
+    topic: str
+    partition: int
+    base_offset: int
+    kind: SegmentOutcomeKind
+    end_offset: int | None = None
+    segment_id: str | None = None
+    size_bytes: int = 0
+    from_deleted: bool = False
+    detail: str | None = None
+
+
+@dataclass
+class UploadReport:
+    segments: list[SegmentOutcome] = field(default_factory=list)
+    #: segment ids of abandoned attempts cleaned up before uploading
+    cleaned: list[str] = field(default_factory=list)
+    partitions: int = 0
+
+    def of(self, kind: SegmentOutcomeKind) -> list[SegmentOutcome]:
+        return [s for s in self.segments if s.kind == kind]
+
+    @property
+    def ok(self) -> bool:
+        return not self.of("corrupt") and not self.of("failed")
+
+
+@dataclass(frozen=True)
+class KafkaRecordRow:
+    """One record read back (``kafka read``, the Spark source's rows)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    tier: str = "remote"
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    topic_id: str | None
+    local_start: int | None
+    local_end: int | None  # last offset of the newest local segment (active included)
+    remote_start: int | None
+    remote_end: int | None
+    watermark: int
+    remote_segments: int
+    remote_bytes: int
+    upload_lag: int | None  # offsets in closed local segments not yet remote
+    gaps: tuple[tuple[int, int, str], ...] = ()
+    in_progress: int = 0
+    last_error: str | None = None

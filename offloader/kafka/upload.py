@@ -1,0 +1,389 @@
+"""The Kafka uploader: closed segments of a broker's log directory to the object store.
+
+Per partition (in offset order), per closed segment not yet remote:
+
+1. open its files (live name, else ``.deleted``; an open file survives Kafka's rename/delete);
+   a segment gone under both names is recorded as a **gap** (never skipped silently);
+2. check every batch's CRC32C over the mmapped ``.log`` (a corrupt segment is refused and
+   reported; nothing is recorded or uploaded) and learn its end offset and max timestamp;
+3. ``start_copy``: a new segment id and the object keys are durable before any upload;
+4. upload the ``.log`` (a multipart upload of ``part_size`` parts, ``concurrency`` at a time,
+   each with its CRC32C; one PUT when small), the ``.index`` and ``.timeindex`` (rebuilt by
+   Kafka's rule if missing), the producer snapshot and transaction index when present, and the
+   leader-epoch checkpoint cut at the segment's end;
+5. ``finish_copy``: COPY_SEGMENT_FINISHED and the partition watermark, in one transaction.
+
+Any failure in 4-5 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FINISHED) and stops
+the partition (later segments wait: the watermark never skips a segment that is still local).
+Abandoned attempts of a crashed run are cleaned at the start of the next one. Kafka's files are
+never modified.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import BinaryIO
+
+import crc32c as crc32c_lib
+
+from formats.kafka.batch import BatchHeader, iter_batch_headers
+from formats.kafka.errors import KafkaFormatError
+from formats.kafka.index import IndexBuilder
+from formats.kafka.names import (
+    encode_leader_epoch_checkpoint,
+    remote_key,
+    segment_leader_epochs,
+    uuid_to_kafka,
+)
+from offloader.crashpoints import crash_point
+from offloader.errors import OffloaderError, StoreError
+from offloader.kafka.context import KafkaContext
+from offloader.kafka.logdir import LocalPartition, LocalSegment, open_segment_file, scan_log_dir
+from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
+from offloader.kafka.types import SegmentOutcome, UploadReport
+from offloader.logs import get_logger
+from offloader.metadata.kafka_base import COPY_FINISHED, NewRemoteSegment
+from offloader.store.base import UploadedPart
+
+log = get_logger(__name__)
+
+_OPTIONAL_KINDS = ("index", "timeindex", "snapshot", "txnindex")
+_CRC_CHUNK = 8 * 1024 * 1024
+
+
+class _Scan:
+    """What the CRC pass learnt about a segment's ``.log``."""
+
+    def __init__(self, base_offset: int) -> None:
+        self.builder = IndexBuilder(base_offset)
+        self.end_offset = -1
+        self.max_timestamp = -1
+        self.batches = 0
+
+    def add(self, header: BatchHeader) -> None:
+        self.builder.add(header)
+        self.end_offset = header.last_offset
+        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self.batches += 1
+
+
+def _scan_log(data: mmap.mmap, segment: LocalSegment, source: str) -> _Scan:
+    scan = _Scan(segment.base_offset)
+    with memoryview(data) as view:
+        _scan_view(view, scan, segment, source)
+    return scan
+
+
+def _scan_view(view: memoryview, scan: _Scan, segment: LocalSegment, source: str) -> None:
+    for header in iter_batch_headers(view, source=source, verify_crc=True):
+        if scan.batches == 0 and header.base_offset < segment.base_offset:
+            raise KafkaFormatError(
+                f"first batch at offset {header.base_offset} is below the segment's base offset",
+                offset=0,
+                source=source,
+            )
+        scan.add(header)
+
+
+def _whole_crc(data: mmap.mmap, size: int) -> int:
+    value = 0
+    for start in range(0, size, _CRC_CHUNK):
+        value = crc32c_lib.crc32c(data[start : start + _CRC_CHUNK], value)
+    return int(value)
+
+
+def upload_log_object(
+    ctx: KafkaContext, key: str, data: mmap.mmap, size: int, metadata: Mapping[str, str]
+) -> None:
+    """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C."""
+    store = ctx.store
+    part_size = max(ctx.settings.part_size, -(-size // 10_000))
+    if size <= part_size:
+        store.put(key, data[:size], metadata)
+        return
+    upload_id = store.create_multipart_upload(key, metadata)
+    parts: list[UploadedPart] = []
+    try:
+        with ThreadPoolExecutor(ctx.settings.concurrency, "kafka-part") as pool:
+            pending: set[Future[UploadedPart]] = set()
+
+            def one(number: int, start: int) -> UploadedPart:
+                body = data[start : min(start + part_size, size)]
+                return store.upload_part(key, upload_id, number, body, crc32c_lib.crc32c(body))
+
+            for number, start in enumerate(range(0, size, part_size), start=1):
+                if len(pending) >= ctx.settings.concurrency:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    parts.extend(f.result() for f in done)
+                pending.add(pool.submit(one, number, start))
+            parts.extend(f.result() for f in pending)
+        store.complete_multipart_upload(key, upload_id, parts)
+    except BaseException:
+        try:
+            store.abort_multipart_upload(key, upload_id)
+        except StoreError as exc:
+            log.warning("abort of a failed segment upload failed", key=key, error=str(exc))
+        raise
+
+
+def _open_files(segment: LocalSegment) -> dict[str, BinaryIO]:
+    files: dict[str, BinaryIO] = {}
+    log_file = open_segment_file(segment, "log")
+    if log_file is None:
+        return files
+    files["log"] = log_file
+    for kind in _OPTIONAL_KINDS:
+        handle = open_segment_file(segment, kind)
+        if handle is not None:
+            files[kind] = handle
+    return files
+
+
+def upload_segment(
+    ctx: KafkaContext, partition: LocalPartition, segment: LocalSegment
+) -> SegmentOutcome:
+    """Copy one closed segment (see the module docstring); never raises OffloaderError for
+    the segment's own problems: they come back as the outcome's kind."""
+    topic, number = partition.topic, partition.partition
+    source = str(segment.path("log"))
+    files = _open_files(segment)
+    if "log" not in files:
+        return SegmentOutcome(
+            topic,
+            number,
+            segment.base_offset,
+            "gap",
+            detail="segment deleted by Kafka before it was copied",
+        )
+    try:
+        size = os.fstat(files["log"].fileno()).st_size
+        if size == 0:
+            return SegmentOutcome(topic, number, segment.base_offset, "empty")
+        with mmap.mmap(files["log"].fileno(), 0, access=mmap.ACCESS_READ) as data:
+            try:
+                scan = _scan_log(data, segment, source)
+                log_crc = _whole_crc(data, size)
+            except KafkaFormatError as exc:
+                log.error("corrupt Kafka segment refused", segment=source, error=str(exc))
+                return SegmentOutcome(
+                    topic, number, segment.base_offset, "corrupt", detail=str(exc)
+                )
+            return _copy(ctx, partition, segment, files, data, size, scan, log_crc)
+    finally:
+        for handle in files.values():
+            handle.close()
+
+
+def _small_files(
+    partition: LocalPartition, segment: LocalSegment, files: dict[str, BinaryIO], scan: _Scan
+) -> dict[str, bytes]:
+    offsets, times = scan.builder.finish(closed=True)
+    small: dict[str, bytes] = {
+        "index": files["index"].read() if "index" in files else offsets.encode(),
+        "timeindex": files["timeindex"].read() if "timeindex" in files else times.encode(),
+    }
+    for kind in ("snapshot", "txnindex"):
+        if kind in files:
+            small[kind] = files[kind].read()
+    epochs = tuple((e, o) for e, o in partition.leader_epochs if o <= scan.end_offset)
+    small["leader-epoch-checkpoint"] = encode_leader_epoch_checkpoint(epochs)
+    return small
+
+
+def _copy(
+    ctx: KafkaContext,
+    partition: LocalPartition,
+    segment: LocalSegment,
+    files: dict[str, BinaryIO],
+    data: mmap.mmap,
+    size: int,
+    scan: _Scan,
+    log_crc: int,
+) -> SegmentOutcome:
+    topic, number = partition.topic, partition.partition
+    small = _small_files(partition, segment, files, scan)
+    segment_id = uuid_to_kafka(uuid.uuid4())
+    keys = {
+        kind: remote_key(
+            ctx.settings.prefix,
+            topic,
+            partition.topic_id,
+            number,
+            segment.base_offset,
+            segment_id,
+            kind,
+            hash_prefix_len=ctx.settings.hash_prefix_len,
+        )
+        for kind in ("log", *small)
+    }
+    record = ctx.meta.start_copy(
+        NewRemoteSegment(
+            segment_id=segment_id,
+            topic=topic,
+            topic_id=partition.topic_id,
+            partition=number,
+            base_offset=segment.base_offset,
+            end_offset=scan.end_offset,
+            max_timestamp=scan.max_timestamp,
+            size_bytes=size,
+            leader_epochs=segment_leader_epochs(
+                partition.leader_epochs, segment.base_offset, scan.end_offset
+            ),
+            keys=keys,
+        ),
+        ctx.now_ms(),
+    )
+    metadata = {
+        "kafka-topic": topic,
+        "kafka-topic-id": partition.topic_id,
+        "kafka-partition": str(number),
+        "kafka-base-offset": str(segment.base_offset),
+        "kafka-end-offset": str(scan.end_offset),
+        "kafka-segment-id": segment_id,
+    }
+    crash_point("kafka.after_start_copy")
+    try:
+        upload_log_object(ctx, keys["log"], data, size, metadata)
+        crash_point("kafka.after_log_upload")
+        for kind, payload in small.items():
+            ctx.store.put(keys[kind], payload, metadata)
+        crash_point("kafka.before_finish_copy")
+        ctx.meta.finish_copy(segment_id, ctx.now_ms(), log_crc32c=log_crc)
+    except OffloaderError as exc:
+        log.error("Kafka segment copy failed", segment=str(segment.path("log")), error=str(exc))
+        try:
+            delete_remote_segment(ctx, record, f"copy failed: {exc}")
+        except OffloaderError as cleanup:
+            log.warning(
+                "cleanup of a failed copy failed; the next run retries",
+                segment_id=segment_id,
+                error=str(cleanup),
+            )
+        return SegmentOutcome(
+            topic,
+            number,
+            segment.base_offset,
+            "failed",
+            end_offset=scan.end_offset,
+            segment_id=segment_id,
+            detail=str(exc),
+        )
+    log.info(
+        "Kafka segment copied",
+        topic=topic,
+        partition=number,
+        base_offset=segment.base_offset,
+        end_offset=scan.end_offset,
+        bytes=size,
+        segment_id=segment_id,
+        from_deleted=segment.deleted,
+    )
+    return SegmentOutcome(
+        topic,
+        number,
+        segment.base_offset,
+        "uploaded",
+        end_offset=scan.end_offset,
+        segment_id=segment_id,
+        size_bytes=size,
+        from_deleted=segment.deleted,
+    )
+
+
+def upload_partition(ctx: KafkaContext, partition: LocalPartition, report: UploadReport) -> None:
+    """Copy the partition's closed segments that are not remote yet, oldest first."""
+    topic, number = partition.topic, partition.partition
+    first_local = partition.segments[0].base_offset if partition.segments else 0
+    record = ctx.meta.ensure_partition(
+        topic, number, partition.topic_id, ctx.now_ms(), watermark=first_local - 1
+    )
+    report.partitions += 1
+    report.cleaned += clean_stale_attempts(ctx, topic, number)
+    finished = {
+        s.base_offset for s in ctx.meta.list_segments(topic, number, states=[COPY_FINISHED])
+    }
+    known_gaps = {g.start_offset for g in ctx.meta.list_gaps(topic) if g.partition == number}
+    expected = record.watermark + 1
+    bases = [s.base_offset for s in partition.segments]
+    for segment in partition.closed:
+        if segment.base_offset in finished or segment.base_offset < expected:
+            continue
+        following = [b for b in bases if b > segment.base_offset]
+        next_base = following[0] if following else None
+        if segment.base_offset > expected and expected not in known_gaps:
+            _gap(
+                ctx,
+                report,
+                topic,
+                number,
+                expected,
+                segment.base_offset - 1,
+                "offsets deleted by Kafka before they were copied",
+            )
+        outcome = upload_segment(ctx, partition, segment)
+        if outcome.kind == "gap":
+            end = segment.base_offset if next_base is None else next_base - 1
+            if segment.base_offset not in known_gaps:
+                ctx.meta.record_gap(
+                    topic,
+                    number,
+                    segment.base_offset,
+                    end,
+                    ctx.now_ms(),
+                    outcome.detail or "segment gone",
+                )
+            report.segments.append(
+                SegmentOutcome(
+                    topic, number, segment.base_offset, "gap", end_offset=end, detail=outcome.detail
+                )
+            )
+            expected = end + 1
+            continue
+        report.segments.append(outcome)
+        if outcome.kind in ("corrupt", "failed"):
+            ctx.meta.set_partition_error(
+                topic, number, f"segment {segment.base_offset}: {outcome.detail}", ctx.now_ms()
+            )
+            return
+        if outcome.end_offset is not None:
+            expected = outcome.end_offset + 1
+        elif next_base is not None:
+            expected = next_base
+
+
+def _gap(
+    ctx: KafkaContext,
+    report: UploadReport,
+    topic: str,
+    number: int,
+    start: int,
+    end: int,
+    reason: str,
+) -> None:
+    ctx.meta.record_gap(topic, number, start, end, ctx.now_ms(), reason)
+    log.warning("gap in the remote Kafka log", topic=topic, partition=number, start=start, end=end)
+    report.segments.append(
+        SegmentOutcome(topic, number, start, "gap", end_offset=end, detail=reason)
+    )
+
+
+def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) -> UploadReport:
+    """One pass over the log directory (``topics``: a regex on topic names)."""
+    report = UploadReport()
+    for partition in scan_log_dir(log_dir, topics):
+        try:
+            upload_partition(ctx, partition, report)
+        except OffloaderError as exc:  # this partition only (a re-created topic, a store error)
+            log.error("Kafka partition upload failed", partition=partition.name, error=str(exc))
+            first = partition.segments[0].base_offset if partition.segments else 0
+            report.segments.append(
+                SegmentOutcome(
+                    partition.topic, partition.partition, first, "failed", detail=str(exc)
+                )
+            )
+    return report

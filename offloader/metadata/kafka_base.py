@@ -1,0 +1,183 @@
+"""The KafkaMetadataStore Protocol and its records: what the Kafka tier remembers, durably.
+
+This module owns the model of Kafka remote segments (KIP-405's ``RemoteLogSegmentMetadata``): one
+:class:`RemoteSegmentRecord` per upload attempt (a new segment id each time), moving through
+``COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED -> DELETE_SEGMENT_STARTED ->
+DELETE_SEGMENT_FINISHED`` (a failed or abandoned copy goes from STARTED straight to
+DELETE_SEGMENT_STARTED); per partition (:class:`KafkaPartitionRecord`) the topic id, the
+**watermark** (the highest offset whose segment is COPY_SEGMENT_FINISHED: safely remote) and the
+last error; :class:`KafkaGap` s (offset ranges that Kafka deleted before they were copied); and
+per-topic remote retention (:class:`KafkaRetention`).
+
+It is separate from :class:`~offloader.metadata.base.MetadataStore` so that every backend
+(SQLite here, PostgreSQL later) implements it on its own; the contract suite in
+``tests/metadata/test_kafka_metadata_contract.py`` checks the rules:
+
+* ``start_copy`` makes the segment id and its object keys durable before any upload;
+* ``finish_copy`` is a compare-and-set from COPY_SEGMENT_STARTED and advances the partition's
+  watermark in the same transaction (never backwards);
+* state changes out of order raise :class:`~offloader.errors.InvalidLedgerState`; unknown ids
+  :class:`~offloader.errors.NotFound`; a reused segment id :class:`~offloader.errors.AlreadyExists`;
+* the store never reads a clock (callers pass ``*_ms``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+RemoteSegmentState = Literal[
+    "COPY_SEGMENT_STARTED",
+    "COPY_SEGMENT_FINISHED",
+    "DELETE_SEGMENT_STARTED",
+    "DELETE_SEGMENT_FINISHED",
+]
+COPY_STARTED: RemoteSegmentState = "COPY_SEGMENT_STARTED"
+COPY_FINISHED: RemoteSegmentState = "COPY_SEGMENT_FINISHED"
+DELETE_STARTED: RemoteSegmentState = "DELETE_SEGMENT_STARTED"
+DELETE_FINISHED: RemoteSegmentState = "DELETE_SEGMENT_FINISHED"
+REMOTE_SEGMENT_STATES: tuple[RemoteSegmentState, ...] = (
+    COPY_STARTED,
+    COPY_FINISHED,
+    DELETE_STARTED,
+    DELETE_FINISHED,
+)
+#: the states a record may move to from each state
+ALLOWED_TRANSITIONS: Mapping[RemoteSegmentState, tuple[RemoteSegmentState, ...]] = {
+    COPY_STARTED: (COPY_FINISHED, DELETE_STARTED),
+    COPY_FINISHED: (DELETE_STARTED,),
+    DELETE_STARTED: (DELETE_FINISHED,),
+    DELETE_FINISHED: (),
+}
+
+
+@dataclass(frozen=True)
+class NewRemoteSegment:
+    """What ``start_copy`` records before the upload."""
+
+    segment_id: str
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    end_offset: int
+    max_timestamp: int
+    size_bytes: int
+    leader_epochs: Mapping[int, int]
+    #: object key of each uploaded file, by suffix (``log``, ``index``, ``timeindex``, ...)
+    keys: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class RemoteSegmentRecord:
+    segment_id: str
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    end_offset: int
+    max_timestamp: int
+    size_bytes: int
+    leader_epochs: Mapping[int, int]
+    keys: Mapping[str, str]
+    state: RemoteSegmentState
+    started_ms: int
+    updated_ms: int
+    log_crc32c: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KafkaPartitionRecord:
+    topic: str
+    partition: int
+    topic_id: str
+    #: highest offset safely remote (-1: nothing yet)
+    watermark: int
+    updated_ms: int
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class KafkaGap:
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    recorded_ms: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class KafkaRetention:
+    """Remote retention of a topic; -1 keeps forever (Kafka's ``retention.ms/bytes``)."""
+
+    topic: str
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class KafkaMetadataStore(Protocol):
+    """Remote Kafka segments, partitions, gaps and retention (see the module docstring)."""
+
+    def ensure_partition(
+        self, topic: str, partition: int, topic_id: str, now_ms: int, *, watermark: int = -1
+    ) -> KafkaPartitionRecord:
+        """The partition's record, created with ``watermark`` if new. A known partition whose
+        topic id differs (the topic was deleted and re-created) raises ``OffloadConflict``."""
+        ...
+
+    def get_partition(self, topic: str, partition: int) -> KafkaPartitionRecord | None: ...
+
+    def list_partitions(self, topic: str | None = None) -> list[KafkaPartitionRecord]: ...
+
+    def set_partition_error(
+        self, topic: str, partition: int, error: str | None, now_ms: int
+    ) -> None: ...
+
+    def start_copy(self, segment: NewRemoteSegment, now_ms: int) -> RemoteSegmentRecord: ...
+
+    def finish_copy(
+        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+    ) -> RemoteSegmentRecord:
+        """STARTED -> FINISHED, and the partition watermark up to the segment's end offset."""
+        ...
+
+    def start_delete(
+        self, segment_id: str, now_ms: int, *, error: str | None = None
+    ) -> RemoteSegmentRecord: ...
+
+    def finish_delete(self, segment_id: str, now_ms: int) -> RemoteSegmentRecord: ...
+
+    def get_segment(self, segment_id: str) -> RemoteSegmentRecord: ...
+
+    def list_segments(
+        self,
+        topic: str | None = None,
+        partition: int | None = None,
+        *,
+        states: Sequence[RemoteSegmentState] | None = None,
+    ) -> list[RemoteSegmentRecord]:
+        """Ordered by topic, partition, base offset, start time."""
+        ...
+
+    def record_gap(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int,
+        now_ms: int,
+        reason: str,
+    ) -> KafkaGap: ...
+
+    def list_gaps(self, topic: str | None = None) -> list[KafkaGap]: ...
+
+    def set_retention(self, retention: KafkaRetention) -> KafkaRetention: ...
+
+    def get_retention(self, topic: str) -> KafkaRetention: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,55 @@
+"""The SQLite tables of the Kafka tier (schema version 3 of the metadata database).
+
+Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` to its
+migrations, and :mod:`offloader.metadata.kafka_sqlite` queries the tables.
+"""
+
+from __future__ import annotations
+
+KAFKA_TABLES: tuple[str, ...] = (
+    """CREATE TABLE kafka_partitions (
+        topic TEXT NOT NULL,
+        partition INTEGER NOT NULL CHECK (partition >= 0),
+        topic_id TEXT NOT NULL,
+        watermark INTEGER NOT NULL DEFAULT -1,
+        updated_ms INTEGER NOT NULL,
+        last_error TEXT,
+        PRIMARY KEY (topic, partition)
+    )""",
+    """CREATE TABLE kafka_remote_segments (
+        segment_id TEXT PRIMARY KEY,
+        topic TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        topic_id TEXT NOT NULL,
+        base_offset INTEGER NOT NULL CHECK (base_offset >= 0),
+        end_offset INTEGER NOT NULL,
+        max_timestamp INTEGER NOT NULL,
+        size_bytes INTEGER NOT NULL CHECK (size_bytes >= 0),
+        leader_epochs TEXT NOT NULL,
+        object_keys TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('COPY_SEGMENT_STARTED', 'COPY_SEGMENT_FINISHED',
+            'DELETE_SEGMENT_STARTED', 'DELETE_SEGMENT_FINISHED')),
+        started_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        log_crc32c INTEGER,
+        error TEXT,
+        FOREIGN KEY (topic, partition) REFERENCES kafka_partitions(topic, partition)
+    )""",
+    "CREATE INDEX kafka_segments_by_partition ON kafka_remote_segments(topic, partition, "
+    "base_offset)",
+    "CREATE INDEX kafka_segments_by_state ON kafka_remote_segments(state)",
+    """CREATE TABLE kafka_gaps (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        topic TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        start_offset INTEGER NOT NULL,
+        end_offset INTEGER NOT NULL CHECK (end_offset >= start_offset),
+        recorded_ms INTEGER NOT NULL,
+        reason TEXT NOT NULL
+    )""",
+    """CREATE TABLE kafka_retention (
+        topic TEXT PRIMARY KEY,
+        retention_ms INTEGER NOT NULL DEFAULT -1,
+        retention_bytes INTEGER NOT NULL DEFAULT -1
+    )""",
+)

@@ -1,0 +1,121 @@
+"""Remote retention (retention.ms / retention.bytes through the DELETE states) and the orphan
+audit of Kafka objects (abandoned copies, deleted segments, unknown segment ids)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from offloader.api import KafkaTier, Offloader
+from offloader.metadata.kafka_base import (
+    COPY_FINISHED,
+    DELETE_FINISHED,
+    NewRemoteSegment,
+)
+from tests.kafka.conftest import SMALL, Clock
+from tests.kafka.logdir import write_partition
+
+SEG = "BBBBBBBBBBBBBBBBBBBBBB"
+LOST = "CCCCCCCCCCCCCCCCCCCCCC"
+
+
+def test_retention_by_time_and_size(
+    tmp_path: Path, make_tier: Callable[..., KafkaTier], clock: Clock
+) -> None:
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=600)
+    tier = make_tier()
+    tier.upload(root)
+    finished = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])
+    assert len(finished) >= 3
+    # retention.ms: everything whose max timestamp is older than the limit
+    clock.now = finished[1].max_timestamp + 1000
+    tier.set_retention("orders", 1000 - 1, -1)
+    deleted = tier.apply_retention("orders")
+    assert deleted == [finished[0].segment_id, finished[1].segment_id]
+    for seg in finished[:2]:
+        record = tier.ctx.meta.get_segment(seg.segment_id)
+        assert record.state == DELETE_FINISHED and "retention.ms" in (record.error or "")
+        assert not [o for o in tier.ctx.store.list("kafka/") if seg.segment_id in o.key]
+    # reads start at the first remote segment left
+    first = next(iter(tier.read("orders", 0, from_offset=0, count=1)))
+    assert first.offset == finished[2].base_offset
+    # retention.bytes keeps the newest segments within the limit (and always the newest)
+    tier.set_retention("orders", -1, finished[-1].size_bytes)
+    tier.apply_retention()
+    left = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])
+    assert [s.segment_id for s in left] == [finished[-1].segment_id]
+    assert tier.ctx.meta.get_partition("orders", 0).watermark == layout.segments[-2][1]  # type: ignore[union-attr]
+
+
+def test_orphans_and_gc_cover_kafka_objects(tmp_path: Path, clock: Clock) -> None:
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=400)
+    with Offloader.from_settings(tmp_path / "home", clock_ms=clock) as off:
+        tier = off.kafka(SMALL)
+        tier.upload(root)
+        store, meta = tier.ctx.store, tier.ctx.meta
+        live = meta.list_segments("orders", 0)
+        assert off.orphans(min_age_seconds=0).clean  # uploaded segments are claimed
+        # an uploader that died mid-copy: a STARTED record with a half-written object and upload
+        prefix = f"kafka/orders-{layout.topic_id}/0/"
+        half = f"{prefix}{99999:020d}-{SEG}.log"
+        meta.start_copy(
+            NewRemoteSegment(
+                SEG,
+                "orders",
+                layout.topic_id,
+                0,
+                99999,
+                100000,
+                1,
+                9,
+                {},
+                {"log": half, "index": half[:-3] + "index"},
+            ),
+            1,
+        )
+        store.put(half, b"half-written", {})
+        store.create_multipart_upload(half[:-3] + "index", {})
+        # an object of an id nobody recorded
+        store.put(f"{prefix}{5:020d}-{LOST}.log", b"x", {})
+        report = off.orphans(min_age_seconds=0)
+        reasons = sorted((o.reason, o.key.rsplit("/", 1)[1]) for o in report.objects)
+        assert reasons == [
+            ("kafka-abandoned-copy", f"{99999:020d}-{SEG}.log"),
+            ("kafka-unclaimed-segment", f"{5:020d}-{LOST}.log"),
+        ]
+        assert [u.key for u in report.uploads] == [half[:-3] + "index"]
+        # a finished segment whose object vanished is reported, never "fixed"
+        store.delete(live[0].keys["timeindex"])
+        missing = off.orphans(min_age_seconds=0).missing
+        assert [(m.topic, m.ledger_id, m.uuid) for m in missing] == [
+            ("orders-0", live[0].base_offset, live[0].segment_id)
+        ]
+        assert off.gc(dry_run=True, min_age_seconds=0).removed is False
+        assert meta.get_segment(SEG).state == "COPY_SEGMENT_STARTED"
+        gc = off.gc(min_age_seconds=0)
+        assert gc.removed
+        assert meta.get_segment(SEG).state == DELETE_FINISHED
+        after = off.orphans(min_age_seconds=0)
+        assert after.objects == () and after.uploads == ()
+        # the live segments' objects were not touched
+        for seg in live:
+            assert store.head(seg.keys["log"]).size == seg.size_bytes
+        # a young STARTED record (an upload running now) is not reported
+        meta.start_copy(
+            NewRemoteSegment(
+                "DDDDDDDDDDDDDDDDDDDDDD",
+                "orders",
+                layout.topic_id,
+                0,
+                7,
+                8,
+                1,
+                1,
+                {},
+                {"log": f"{prefix}{7:020d}-DDDDDDDDDDDDDDDDDDDDDD.log"},
+            ),
+            off.runtime.wall_ms(),
+        )
+        assert off.orphans(min_age_seconds=3600).objects == ()

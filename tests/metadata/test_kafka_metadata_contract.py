@@ -1,0 +1,145 @@
+"""The KafkaMetadataStore contract: every backend (SQLite now, PostgreSQL later) passes it.
+
+Backends plug in through ``KAFKA_BACKENDS`` below (a name and a way to open a fresh store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
+from offloader.metadata.kafka_base import (
+    COPY_FINISHED,
+    COPY_STARTED,
+    DELETE_FINISHED,
+    DELETE_STARTED,
+    KafkaMetadataStore,
+    KafkaRetention,
+    NewRemoteSegment,
+)
+from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+from offloader.metadata.sqlite import SqliteMetadataStore
+from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+OTHER_ID = "AQEBAQEBAQEBAQEBAQEBAQ"
+
+KAFKA_BACKENDS: dict[str, Callable[[Path], KafkaMetadataStore]] = {
+    "sqlite": lambda tmp: SqliteKafkaMetadataStore(tmp / "metadata.db"),
+}
+
+
+@pytest.fixture(params=sorted(KAFKA_BACKENDS))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KafkaMetadataStore]:
+    opened = KAFKA_BACKENDS[request.param](tmp_path)
+    yield opened
+    opened.close()
+
+
+def _segment(sid: str, base: int, end: int, partition: int = 0) -> NewRemoteSegment:
+    return NewRemoteSegment(
+        segment_id=sid,
+        topic="orders",
+        topic_id=TOPIC_ID,
+        partition=partition,
+        base_offset=base,
+        end_offset=end,
+        max_timestamp=1000 + end,
+        size_bytes=10 * (end - base + 1),
+        leader_epochs={0: base, 3: base + 1},
+        keys={"log": f"k/{sid}.log", "index": f"k/{sid}.index"},
+    )
+
+
+def test_is_the_protocol(store: KafkaMetadataStore) -> None:
+    assert isinstance(store, KafkaMetadataStore)
+
+
+def test_copy_life_cycle_and_watermark(store: KafkaMetadataStore) -> None:
+    part = store.ensure_partition("orders", 0, TOPIC_ID, 1)
+    assert part.watermark == -1
+    with pytest.raises(NotFound):
+        store.start_copy(_segment("a", 0, 9, partition=5), 2)
+    started = store.start_copy(_segment("a", 0, 9), 2)
+    assert started.state == COPY_STARTED and started.leader_epochs == {0: 0, 3: 1}
+    assert started.keys["log"] == "k/a.log"
+    # recorded before the upload; the watermark moves only when the copy finishes
+    assert store.get_partition("orders", 0).watermark == -1  # type: ignore[union-attr]
+    with pytest.raises(AlreadyExists):
+        store.start_copy(_segment("a", 0, 9), 3)
+    finished = store.finish_copy("a", 4, log_crc32c=77)
+    assert (finished.state, finished.log_crc32c, finished.updated_ms) == (COPY_FINISHED, 77, 4)
+    assert store.get_partition("orders", 0).watermark == 9  # type: ignore[union-attr]
+    with pytest.raises(InvalidLedgerState):
+        store.finish_copy("a", 5)
+    # an older segment finishing later never moves the watermark back
+    store.start_copy(_segment("b", 20, 29), 5)
+    store.finish_copy("b", 6)
+    store.start_copy(_segment("c", 10, 19), 7)
+    store.finish_copy("c", 8)
+    assert store.get_partition("orders", 0).watermark == 29  # type: ignore[union-attr]
+    assert [s.segment_id for s in store.list_segments("orders", 0)] == ["a", "c", "b"]
+
+
+def test_delete_path_and_failed_copies(store: KafkaMetadataStore) -> None:
+    store.ensure_partition("orders", 0, TOPIC_ID, 1)
+    store.start_copy(_segment("a", 0, 9), 2)
+    with pytest.raises(InvalidLedgerState):
+        store.finish_delete("a", 3)
+    # an abandoned copy goes straight to deletion (KIP-405 has no FAILED state)
+    deleting = store.start_delete("a", 3, error="corrupt batch")
+    assert (deleting.state, deleting.error) == (DELETE_STARTED, "corrupt batch")
+    with pytest.raises(InvalidLedgerState):
+        store.finish_copy("a", 4)
+    assert store.finish_delete("a", 5).state == DELETE_FINISHED
+    assert store.get_partition("orders", 0).watermark == -1  # type: ignore[union-attr]
+    with pytest.raises(InvalidLedgerState):
+        store.start_delete("a", 6)
+    with pytest.raises(NotFound):
+        store.get_segment("nope")
+    assert [s.segment_id for s in store.list_segments(states=[DELETE_FINISHED])] == ["a"]
+    assert store.list_segments(states=[COPY_STARTED]) == []
+
+
+def test_partitions_errors_gaps_retention(store: KafkaMetadataStore) -> None:
+    store.ensure_partition("orders", 1, TOPIC_ID, 1, watermark=99)
+    assert store.ensure_partition("orders", 1, TOPIC_ID, 2).watermark == 99
+    with pytest.raises(OffloadConflict):
+        store.ensure_partition("orders", 1, OTHER_ID, 3)
+    store.ensure_partition("clicks", 0, OTHER_ID, 1)
+    assert [(p.topic, p.partition) for p in store.list_partitions()] == [
+        ("clicks", 0),
+        ("orders", 1),
+    ]
+    store.set_partition_error("orders", 1, "crc mismatch", 4)
+    assert store.get_partition("orders", 1).last_error == "crc mismatch"  # type: ignore[union-attr]
+    with pytest.raises(NotFound):
+        store.set_partition_error("orders", 9, "x", 4)
+    assert store.get_partition("orders", 9) is None
+    gap = store.record_gap("orders", 1, 100, 149, 5, "segment deleted before upload")
+    assert store.list_gaps("orders") == [gap]
+    assert store.list_gaps("clicks") == []
+    with pytest.raises(InvalidLedgerState):
+        store.record_gap("orders", 1, 10, 9, 5, "empty")
+    assert store.get_retention("orders") == KafkaRetention("orders", -1, -1)
+    store.set_retention(KafkaRetention("orders", 3_600_000, -1))
+    store.set_retention(KafkaRetention("orders", 3_600_000, 1 << 30))
+    assert store.get_retention("orders") == KafkaRetention("orders", 3_600_000, 1 << 30)
+
+
+def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.db"
+    Database(path, migrations=MIGRATIONS[:2]).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+    with SqliteKafkaMetadataStore(path) as kafka, SqliteMetadataStore(path) as meta:
+        kafka.ensure_partition("orders", 0, TOPIC_ID, 1)
+        meta.create_namespace("t/ns", 1)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    conn.close()
