@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "offloader.store": 2,
     "offloader.metadata": 2,
     "offloader.ledgers": 2,
-    "offloader.keyring": 2,
+    "offloader.keyring": 1,
     # what every flow shares
     "offloader.api_types": 3,
     "offloader.runtime": 3,
