@@ -55,7 +55,7 @@ from offloader.errors import (
     ReadError,
 )
 from offloader.logs import get_logger
-from offloader.objects import load_index
+from offloader.objects import RecordedOffload, load_index
 from offloader.offsets_cache import OffsetsCache
 from offloader.ranged_stream import RangedStream
 from offloader.store.base import ObjectStore
@@ -125,16 +125,19 @@ class ReadHandle:
         offsets_cache: OffsetsCache | None = None,
         use_extension: bool = True,
         emulate_pulsar: bool = False,
+        recorded: RecordedOffload | None = None,
     ) -> ReadHandle:
         """GET and check the index (one request). ``use_extension=False`` ignores the index
         extension (the offsets cache and the floor lookup remain). ``emulate_pulsar`` also
         does Pulsar's I/O: fixed ``read_buffer_size`` GETs, no read-ahead, no single-GET
-        windows, no fetch growth (benchmarks compare against it)."""
+        windows, no fetch growth (benchmarks compare against it). ``recorded``: what the
+        metadata recorded (the index's size and CRC32C, the block CRC32Cs), checked against
+        the index fetched (see :func:`~offloader.objects.load_index`)."""
         if emulate_pulsar:
             use_extension = False
         settings = settings or OffloadSettings()
         try:
-            index = load_index(store, ledger_id, uuid)
+            index = load_index(store, ledger_id, uuid, recorded=recorded)
         except ObjectNotFound as exc:
             raise ObjectNotFound(
                 f"offloaded ledger {ledger_id} ({uuid}) not found: no index object "
@@ -295,6 +298,7 @@ class ReadHandle:
         # the object offset from which the next entry's offset is remembered
         learn_next = 0 if small or index.extension is None else NO_LIMIT
         reseeks = 0
+        failed_at: set[int] = set()
         expected = first
         block, cur_id = self._seek(stream, expected, first, last, use_cache=True)
         block_end = index.block_ends[block]
@@ -312,6 +316,7 @@ class ReadHandle:
                         budget,
                         f"block {block} ends at {pos} before entry {expected}",
                         pos,
+                        failed_at,
                     )
                     cache.discard(ledger, expected)
                 else:
@@ -326,7 +331,11 @@ class ReadHandle:
             length, entry_id = _UNPACK(stream.view(ENTRY_HEADER_LEN))
             if entry_id != cur_id:
                 reseeks = self._spend_reseek(
-                    reseeks, budget, f"found entry {entry_id} where {cur_id} was expected", pos
+                    reseeks,
+                    budget,
+                    f"found entry {entry_id} where {cur_id} was expected",
+                    pos,
+                    failed_at,
                 )
                 cache.discard(ledger, expected)
                 block, cur_id = self._seek(stream, expected, first, last, use_cache=False)
@@ -366,17 +375,33 @@ class ReadHandle:
             stream.advance(off - at)
             expected = cur_id
             cache.put_many(ledger, learned)
+            if cur_id > index.block_last_entry_id(block):
+                # the batch ends the block: check its CRC32C before the caller sees the batch,
+                # since a caller that stops at the block's last entry never resumes us
+                self._finish_block(stream, block, block_end)
             yield batch
         if expected > index.block_last_entry_id(block):
             self._finish_block(stream, block, block_end)
 
-    def _spend_reseek(self, reseeks: int, budget: int, reason: str, offset: int) -> int:
-        """Count one re-seek; past the budget, give up with :class:`CorruptDataError`."""
+    def _spend_reseek(
+        self, reseeks: int, budget: int, reason: str, offset: int, seen: set[int]
+    ) -> int:
+        """Count one re-seek; past the budget, or when the same offset fails again (a re-seek
+        through the index landed on the same bytes: they are corrupt, not a stale cached
+        offset), give up with one :class:`CorruptDataError`. The first re-seek of a read is
+        logged as a warning, later ones at debug level."""
+        if offset in seen:
+            raise CorruptDataError(
+                f"{self._what}: {reason}, again after re-seeking through the index: the data "
+                f"object is corrupt ({reseeks} re-seek(s))",
+                offset=offset,
+            )
         if reseeks >= budget:
             raise CorruptDataError(
                 f"{self._what}: {reason}; gave up after {reseeks} re-seeks", offset=offset
             )
-        log.warning(
+        seen.add(offset)
+        (log.warning if reseeks == 0 else log.debug)(
             "unexpected data, re-seeking", ledger_id=self._ledger_id, reason=reason, offset=offset
         )
         return reseeks + 1

@@ -18,12 +18,14 @@ import os
 from collections.abc import Iterator
 from typing import Literal
 
-from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound
+from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound, ObjectNotFound
 from offloader.ledgers.reader import read_entries
 from offloader.ledgers.scan import read_closed, scan
 from offloader.managed_ledger import ManagedLedger
 from offloader.metadata.base import LedgerRecord
+from offloader.objects import RecordedOffload
 from offloader.read_handle import ReadHandle
+from offloader.runtime import store_hint
 
 Tier = Literal["local", "offloaded"]
 BATCH = 256
@@ -56,9 +58,20 @@ def _read_offloaded(
     extension records it), so a corrupt block fails the read instead of returning bad bytes."""
     assert record.offload is not None
     rt = ml.rt
-    with ReadHandle.open(
-        rt.store, record.ledger_id, record.offload.uuid, rt.broker.offload
-    ) as handle:
+    try:
+        handle = ReadHandle.open(
+            rt.store,
+            record.ledger_id,
+            record.offload.uuid,
+            rt.broker.offload,
+            recorded=RecordedOffload.of(record.offload),
+        )
+    except ObjectNotFound as exc:
+        hint = store_hint(record.offload, rt.store.url)
+        if not hint:
+            raise
+        raise ObjectNotFound(f"{exc}{hint}") from exc
+    with handle:
         last_id = handle.last_add_confirmed
         if limit is not None:
             last_id = min(last_id, first + limit - 1)

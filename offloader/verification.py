@@ -20,6 +20,7 @@ from formats.keys import check_format_version
 from offloader.errors import AccessDenied, ObjectNotFound, OffloaderError, StoreUnavailable
 from offloader.metadata.base import LedgerRecord
 from offloader.objects import block_refs, read_block
+from offloader.runtime import store_hint
 from offloader.store.base import ObjectStore
 
 
@@ -52,6 +53,8 @@ def check_offload(
     data_size, problem = _head_size(store, context.data_key, "data")
     index_size, index_problem = _head_size(store, context.index_key, "index")
     problem = problem or index_problem
+    if problem is not None:
+        problem += store_hint(context, store.url)
 
     def result(problem: str | None, checked: bool) -> ObjectCheck:
         return ObjectCheck(problem is None, data_size, index_size, checked, problem)

@@ -1,0 +1,134 @@
+"""Issue 21 items 4, 5, 6, 9, 10, 15: what a read checks before it returns entries (file store;
+the same reads over S3 are in test_read_checks_s3.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from formats.index import decode_index, encode_index
+from offloader.errors import (
+    ChecksumMismatchError,
+    CorruptDataError,
+    IndexInconsistentError,
+    UnsupportedVersionError,
+)
+from offloader.objects import RecordedOffload, load_index
+from offloader.read_handle import ReadHandle
+from offloader.store import LocalObjectStore, ObjectStore
+from tests.cli.helpers import one_line_error, run
+from tests.hardening.helpers import file_store, flip, ledger_keys, offloaded_topic, rewrite
+
+#: entry n of a one-block ledger of 100-byte entries starts at 128 + 112 n (+ 12 of header)
+PAYLOAD_OF_ENTRY_5 = 128 + 112 * 5 + 12 + 50
+
+
+def test_a_count_ending_at_the_blocks_last_entry_still_checks_it(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=2000, per_ledger=2000)
+    data_key, _ = ledger_keys(ledgers, 0)
+    rewrite(file_store(tmp_path), data_key, flip(PAYLOAD_OF_ENTRY_5))
+    for count in ("2000", "1999"):
+        result = run(tmp_path, "--json", "topics", "read", "t", "-n", count)
+        if count == "2000":  # ends exactly at the block's last entry: checked
+            line = one_line_error(result)
+            assert "CRC32C" in line and "ledger 0" in line, line
+
+
+def _swap(store: ObjectStore, a: tuple[str, str], b: tuple[str, str]) -> None:
+    for key_a, key_b in zip(a, b, strict=True):
+        got_a, got_b = store.get(key_a), store.get(key_b)
+        store.put(key_a, got_b.data, dict(got_b.metadata))
+        store.put(key_b, got_a.data, dict(got_a.metadata))
+
+
+def test_swapped_ledger_objects_are_refused(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=400, per_ledger=200)
+    store = file_store(tmp_path)
+    _swap(store, ledger_keys(ledgers, 0), ledger_keys(ledgers, 1))
+    line = one_line_error(run(tmp_path, "--json", "topics", "read", "t", "-n", "5"))
+    assert "ledger 0" in line and "not the index this ledger was offloaded with" in line, line
+
+
+def test_a_stripped_extension_is_refused_by_the_recorded_size(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=200, per_ledger=200)
+    data_key, index_key = ledger_keys(ledgers, 0)
+    store = file_store(tmp_path)
+    index = decode_index(store.get(index_key).data)
+    plain = encode_index(dataclasses.replace(index, extension=None))
+    rewrite(store, index_key, lambda _: plain)
+    rewrite(store, data_key, flip(PAYLOAD_OF_ENTRY_5))
+    line = one_line_error(run(tmp_path, "--json", "topics", "read", "t"))
+    assert "the metadata recorded" in line and "ledger 0" in line, line
+
+
+def test_recorded_block_crcs_stand_in_for_a_missing_extension(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=200, per_ledger=200)
+    data_key, index_key = ledger_keys(ledgers, 0)
+    store = file_store(tmp_path)
+    index = decode_index(store.get(index_key).data)
+    assert index.extension is not None
+    crcs = index.extension.block_crc32c
+    rewrite(store, index_key, lambda _: encode_index(dataclasses.replace(index, extension=None)))
+    rewrite(store, data_key, flip(PAYLOAD_OF_ENTRY_5))
+    uuid = data_key.split("-ledger-")[0]
+    with ReadHandle.open(store, 0, uuid) as handle:  # nothing recorded: nothing can check
+        assert len(handle.read(0, 199)) == 200
+    recorded = RecordedOffload(block_crc32c=crcs)
+    with ReadHandle.open(store, 0, uuid, recorded=recorded) as handle:
+        with pytest.raises(ChecksumMismatchError, match="block 0 CRC32C"):
+            handle.read(0, 199)
+
+
+def test_an_oversized_index_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=200, per_ledger=200)
+    _, index_key = ledger_keys(ledgers, 0)
+    store = file_store(tmp_path)
+    rewrite(store, index_key, lambda data: data + bytes(8 << 20))
+    gets: list[tuple[int, int]] = []
+    original = LocalObjectStore.get_range
+
+    def counting(self: LocalObjectStore, key: str, start: int, end: int) -> object:
+        gets.append((start, end))
+        return original(self, key, start, end)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LocalObjectStore, "get_range", counting)
+        line = one_line_error(run(tmp_path, "--json", "topics", "read", "t", "-n", "1"))
+    assert "refused before reading it" in line and "ledger 0" in line, line
+    assert all(end - start < 64 * 1024 for start, end in gets), gets  # never the 8 MiB
+    # unrecorded (e.g. Spark's discover): the bound applies, in a first GET of 1 MiB
+    uuid = index_key.split("-ledger-")[0]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("offloader.objects.MAX_INDEX_BYTES", 4 << 20)
+        with pytest.raises(IndexInconsistentError, match="more than the 4194304"):
+            load_index(store, 0, uuid)
+
+
+def test_index_decode_errors_name_the_ledger_and_the_object(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=200, per_ledger=200)
+    _, index_key = ledger_keys(ledgers, 0)
+    store = file_store(tmp_path)
+    rewrite(store, index_key, flip(0))  # the index magic
+    uuid = index_key.split("-ledger-")[0]
+    with pytest.raises(
+        UnsupportedVersionError, match=f"index object {index_key} of ledger 0 in file:"
+    ):
+        load_index(store, 0, uuid)
+
+
+def test_a_corrupt_entry_length_gives_one_error_and_few_warnings(tmp_path: Path) -> None:
+    ledgers = offloaded_topic(tmp_path, entries=2000, per_ledger=2000)
+    data_key, _ = ledger_keys(ledgers, 0)
+    store = file_store(tmp_path)
+    rewrite(store, data_key, flip(128 + 3))  # entry 0's length: 100 -> 101
+    uuid = data_key.split("-ledger-")[0]
+    with capture_logs() as logs, ReadHandle.open(store, 0, uuid) as handle:
+        with pytest.raises(CorruptDataError, match="the data object is corrupt"):
+            handle.read(0, 1999)
+    assert sum(1 for e in logs if e["log_level"] == "warning") <= 1, logs
+    result = run(tmp_path, "-v", "--json", "topics", "read", "t")
+    assert result.exit_code == 1
+    assert len(result.stderr.encode()) < 20_000, len(result.stderr)  # not 12,500 lines
