@@ -52,7 +52,7 @@ RSS_SLACK_MB = 150.0
 
 
 def _ours(spec: dict[str, Any]) -> dict[str, Any]:
-    from offloader.writer import offload_ledger
+    from offloader.offload.writer import offload_ledger
 
     endpoint = endpoint_from_json(spec["endpoint"])
     settings = OffloadSettings(

@@ -76,7 +76,7 @@ def _settings(spec: dict[str, Any]) -> OffloadSettings:
 
 
 def _seq_ours(spec: dict[str, Any]) -> dict[str, Any]:
-    from offloader.read_handle import ReadHandle
+    from offloader.read.handle import ReadHandle
 
     settings = _settings(spec)
     store = store_for(endpoint_from_json(spec["endpoint"]), spec["bucket"], settings)
@@ -123,7 +123,7 @@ def _seq_raw(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _random(spec: dict[str, Any]) -> dict[str, Any]:
-    from offloader.read_handle import ReadHandle
+    from offloader.read.handle import ReadHandle
 
     settings = _settings(spec)
     store = store_for(endpoint_from_json(spec["endpoint"]), spec["bucket"], settings)
@@ -224,7 +224,7 @@ def main(argv: list[str]) -> int:
 def _offloaded(endpoint: S3Endpoint, size: int, entry: int, block: int) -> str:
     """A new bucket holding the bench ledger (``size`` bytes of ``entry``-byte entries),
     offloaded by our writer; returns the bucket's name."""
-    from offloader.writer import offload_ledger
+    from offloader.offload.writer import offload_ledger
 
     bucket = endpoint.new_bucket()
     settings = OffloadSettings(max_block_size=block)

@@ -3,7 +3,7 @@
 ``spark.read.format("bench-memory-ledger")`` yields, per partition, one block's worth of rows
 (``rows`` entries of ``entry`` random bytes, the same schema as the offloaded-ledger source) as
 ``pyarrow.RecordBatch`` slices of at most ``batch_rows`` rows and ``batch_bytes`` bytes, exactly as
-:func:`offloader.spark_source.read_block_batches` hands a fetched block to Spark, but with no
+:func:`offloader.spark.source.read_block_batches` hands a fetched block to Spark, but with no
 object store, no CRC32C and no packing: the bytes are built once per Python worker. Scanning it
 measures what Spark alone costs to take those bytes from a Python source (Arrow over the
 worker socket, rows in the JVM), the floor under any Python source's scan.
@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from offloader.spark_source import (
+from offloader.spark.source import (
     ARROW_SCHEMA,
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_ROWS,

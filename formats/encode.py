@@ -1,7 +1,7 @@
 """Encode a whole closed ledger in memory: data object bytes and index bytes.
 
 Used by ``offloader objects encode``, tests and benchmarks; the streaming writer
-(``offloader/writer.py``) uses the same pieces block by block.
+(``offloader/offload/writer.py``) uses the same pieces block by block.
 """
 
 from __future__ import annotations

@@ -5,11 +5,12 @@ ledger store, managed ledgers) from a home directory and a store URL. Every meth
 plain frozen dataclasses (or records from :mod:`offloader.metadata.base`) that the CLI renders
 as text or JSON; errors are :class:`~offloader.errors.OffloaderError` subclasses.
 
-The work is done by :mod:`offloader.managed_ledger` (produce, rollover), :mod:`offloader.ml_tasks`
-(offload-prefix, auto-offload, deletion lag, retention, topic deletion), :mod:`offloader.lifecycle`
-(the per-ledger commit protocol), :mod:`offloader.tiered_read`, :mod:`offloader.verification`,
-:mod:`offloader.orphans` and :mod:`offloader.service`; this module only translates. The values it
-takes and returns are defined in :mod:`offloader.api_types` and re-exported here.
+The work is done by :mod:`offloader.topics.managed_ledger` (produce, rollover),
+:mod:`offloader.topics.tasks` (offload-prefix, auto-offload, deletion lag, retention, topic
+deletion), :mod:`offloader.offload.commit` (the per-ledger commit protocol),
+:mod:`offloader.read.tiered`, :mod:`offloader.offload.verification`,
+:mod:`offloader.offload.orphans` and :mod:`offloader.service`; this module only translates. The
+values it takes and returns are defined in :mod:`offloader.api_types` and re-exported here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import cast
 
-from offloader import ml_tasks
 from offloader.api_types import (
     AppliedOffloadPolicies,
     BrokerSettings,
@@ -40,19 +40,20 @@ from offloader.errors import ConfigError, NotFound, OffloaderError, Verification
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.managed_ledger import ManagedLedger
 from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
-from offloader.orphans import Audit, collect_garbage, find_orphans
+from offloader.offload.orphans import Audit, collect_garbage, find_orphans
+from offloader.offload.verification import check_offload
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
+from offloader.read.tiered import read_entries_from
 from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 from offloader.store import open_store
-from offloader.tiered_read import read_entries_from
-from offloader.verification import check_offload
+from offloader.topics import tasks as topic_tasks
+from offloader.topics.managed_ledger import ManagedLedger
 
 __all__ = [
     "AppliedOffloadPolicies",
@@ -324,7 +325,7 @@ class Offloader:
         if (position is None) == (size_threshold is None):
             raise ConfigError("give exactly one of position or size_threshold")
         ml = self._ml(topic)
-        run = ml_tasks.offload_prefix(
+        run = topic_tasks.offload_prefix(
             ml,
             position=None if position is None else (position.ledger_id, position.entry_id),
             size_threshold=size_threshold,
@@ -342,8 +343,8 @@ class Offloader:
 
     def offload_status(self, topic: str) -> TopicOffloadStatus:
         """The status of the topic's last offload run; one whose process died while running
-        is reported as ERROR (see :func:`offloader.ml_tasks.offload_status`)."""
-        return ml_tasks.offload_status(self._ml(topic))
+        is reported as ERROR (see :func:`offloader.topics.tasks.offload_status`)."""
+        return topic_tasks.offload_status(self._ml(topic))
 
     def read(
         self, topic: str, *, start: Position | None = None, count: int | None = None
@@ -358,13 +359,13 @@ class Offloader:
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""
-        ml_tasks.delete_topic(self._ml(topic))
+        topic_tasks.delete_topic(self._ml(topic))
 
     def apply_deletion_lag(self, topic: str) -> list[int]:
         """Run the deletion lag for one topic now: the ledgers whose local copy was deleted.
         Raises :class:`VerificationError` (after handling the others) if a ledger's objects
         failed verification; its local copy is kept."""
-        deleted, problems = ml_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
+        deleted, problems = topic_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
         if problems:
             ledger_id, problem = problems[0]
             raise VerificationError(
@@ -375,7 +376,7 @@ class Offloader:
 
     def apply_retention(self, topic: str) -> list[int]:
         """Run retention trimming for one topic now: the ledgers trimmed."""
-        return ml_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
+        return topic_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
 
     # --- objects ---------------------------------------------------------------------------
     def verify(

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from offloader import ml_tasks
 from offloader.errors import NotFound, OffloaderError
 from offloader.logs import get_logger
-from offloader.managed_ledger import ManagedLedger
-from offloader.orphans import collect_garbage, find_orphans
+from offloader.offload.orphans import collect_garbage, find_orphans
 from offloader.runtime import Runtime
-from offloader.topic_lock import TopicBusy
+from offloader.topics import tasks as topic_tasks
+from offloader.topics.lock import TopicBusy
+from offloader.topics.managed_ledger import ManagedLedger
 
 log = get_logger(__name__)
 
@@ -51,11 +51,11 @@ class ServiceState:
 
 def after_rollover(ml: ManagedLedger, work: TickWork, now_ms: int) -> None:
     """Pulsar's ``ledgerClosed`` housekeeping: trim, deletion lag, then maybe-offload."""
-    work.trimmed += ml_tasks.trim_for_retention(ml, now_ms)
-    deleted, problems = ml_tasks.delete_local_copies(ml, now_ms)
+    work.trimmed += topic_tasks.trim_for_retention(ml, now_ms)
+    deleted, problems = topic_tasks.delete_local_copies(ml, now_ms)
     work.local_deleted += deleted
     work.verification_failures += problems
-    run = ml_tasks.auto_offload(ml, now_ms)
+    run = topic_tasks.auto_offload(ml, now_ms)
     work.offloaded += run.offloaded
     work.offload_failures += run.failed
 
@@ -70,10 +70,10 @@ def topic_pass(ml: ManagedLedger, work: TickWork, should_stop: StopCheck) -> Non
     except TopicBusy:
         log.debug("rollover skipped: the topic is being written", topic=ml.name)
     steps: list[Callable[[], None]] = [
-        lambda: work.trimmed.extend(ml_tasks.trim_for_retention(ml, now_ms)),
+        lambda: work.trimmed.extend(topic_tasks.trim_for_retention(ml, now_ms)),
         lambda: _offload(ml, work, now_ms),
         lambda: _deletion_lag(ml, work, now_ms),
-        lambda: ml_tasks.sweep_leftovers(ml),
+        lambda: topic_tasks.sweep_leftovers(ml),
     ]
     for step in steps:
         if should_stop():
@@ -82,13 +82,13 @@ def topic_pass(ml: ManagedLedger, work: TickWork, should_stop: StopCheck) -> Non
 
 
 def _offload(ml: ManagedLedger, work: TickWork, now_ms: int) -> None:
-    run = ml_tasks.auto_offload(ml, now_ms)
+    run = topic_tasks.auto_offload(ml, now_ms)
     work.offloaded += run.offloaded
     work.offload_failures += run.failed
 
 
 def _deletion_lag(ml: ManagedLedger, work: TickWork, now_ms: int) -> None:
-    deleted, problems = ml_tasks.delete_local_copies(ml, now_ms)
+    deleted, problems = topic_tasks.delete_local_copies(ml, now_ms)
     work.local_deleted += deleted
     work.verification_failures += problems
 

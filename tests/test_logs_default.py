@@ -22,9 +22,9 @@ import hashlib, sys
 from offloader.config import OffloadSettings
 from offloader.ledgers.base import InMemoryLedger
 from offloader.logs import get_logger
-from offloader.read_handle import ReadHandle
+from offloader.read.handle import ReadHandle
 from offloader.store import open_store
-from offloader.writer import offload_ledger
+from offloader.offload.writer import offload_ledger
 
 {configure}
 uuid = "0b5e6a52-52a4-4b5f-a9a4-1d8b2d7e0c11"
@@ -89,7 +89,7 @@ def test_an_application_configuration_is_followed_not_replaced(tmp_path: Path) -
     assert result.stdout.splitlines() == [f"read 50 {_digest()}"]
     records = [json.loads(line) for line in result.stderr.splitlines()]
     events = {(r["level"], r["event"], r.get("logger_name")) for r in records}
-    assert ("debug", "read handle opened", "offloader.read_handle") in events
+    assert ("debug", "read handle opened", "offloader.read.handle") in events
     assert ("warning", "probe warning", "user.program") in events
 
 
@@ -120,7 +120,7 @@ def test_cli_debug_logging_goes_to_stderr(tmp_path: Path) -> None:
     assert [line.split()[0] for line in text.stdout.splitlines()] == ["POSITION", "0:0"]
     opened = [line for line in text.stderr.splitlines() if "read handle opened" in line]
     assert opened and "level=debug" in opened[0], text.stderr
-    assert "logger_name=offloader.read_handle" in opened[0]
+    assert "logger_name=offloader.read.handle" in opened[0]
 
     as_json = _offloader(home, "-vv", "--log-format", "json", "topics", "read", "t", "-n", "1")
     records = [json.loads(line) for line in as_json.stderr.splitlines()]

@@ -7,7 +7,7 @@ import gc
 import pyarrow as pa
 import pytest
 
-from offloader.reusable_buffers import ReusableBuffers, is_viewed
+from offloader.spark.buffers import ReusableBuffers, is_viewed
 
 
 def test_a_buffer_is_reused_only_once_every_view_is_gone() -> None:

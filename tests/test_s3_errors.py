@@ -25,7 +25,8 @@ from offloader.errors import (
     StoreUnavailable,
     UploadNotFound,
 )
-from offloader.store.s3 import S3ObjectStore, _translate, crc32c_header
+from offloader.store.s3 import S3ObjectStore, crc32c_header
+from offloader.store.s3_errors import translate
 
 
 def client_error(
@@ -65,13 +66,13 @@ def client_error(
     ],
 )
 def test_client_errors(op: str, code: str, status: int, expected: type[StoreError]) -> None:
-    exc = _translate(op, "s3://b/p/k", "b", client_error(code, status))
+    exc = translate(op, "s3://b/p/k", "b", client_error(code, status))
     assert type(exc) is expected
     assert op in str(exc) and "s3://b/p/k" in str(exc)
 
 
 def test_missing_bucket_message_names_the_bucket() -> None:
-    exc = _translate("get", "s3://my-bucket/k", "my-bucket", client_error("NoSuchBucket", 404))
+    exc = translate("get", "s3://my-bucket/k", "my-bucket", client_error("NoSuchBucket", 404))
     assert "bucket 'my-bucket' does not exist" in str(exc)
 
 
@@ -86,13 +87,13 @@ def test_missing_bucket_message_names_the_bucket() -> None:
     ],
 )
 def test_transport_errors_are_unavailable(error: Exception) -> None:
-    exc = _translate("get", "s3://b/k", "b", error)  # type: ignore[arg-type]
+    exc = translate("get", "s3://b/k", "b", error)  # type: ignore[arg-type]
     assert type(exc) is StoreUnavailable
 
 
 def test_other_sdk_errors() -> None:
-    assert type(_translate("get", "s3://b/k", "b", NoCredentialsError())) is AccessDenied
-    exc = _translate("put", "s3://b/k", "b", ParamValidationError(report="bad"))
+    assert type(translate("get", "s3://b/k", "b", NoCredentialsError())) is AccessDenied
+    exc = translate("put", "s3://b/k", "b", ParamValidationError(report="bad"))
     assert type(exc) is StoreError
 
 
@@ -106,7 +107,7 @@ def test_message_never_carries_request_details() -> None:
         StringToSign="AWS4-HMAC-SHA256 ...",
         SignatureProvided="abcdef0123",
     )
-    text = str(_translate("put", "s3://b/k", "b", error))
+    text = str(translate("put", "s3://b/k", "b", error))
     assert "AKIAEXAMPLE" not in text and "abcdef0123" not in text
     assert "SignatureDoesNotMatch: signature mismatch" in text
 

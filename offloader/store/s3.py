@@ -20,35 +20,22 @@ from __future__ import annotations
 
 import base64
 import builtins
-import contextlib
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NoReturn
 
-import boto3
 import crc32c as crc32c_lib
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    HTTPClientError,
-    IncompleteReadError,
-    NoCredentialsError,
-    PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from offloader.config import OffloadSettings
 from offloader.errors import (
-    AccessDenied,
     ConfigError,
     InvalidStoreKey,
-    ObjectNotFound,
-    PreconditionFailed,
     StoreError,
-    StoreUnavailable,
     UploadNotFound,
 )
 from offloader.logs import get_logger, redact
@@ -60,9 +47,10 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
-from offloader.store.endpoint import check_endpoint_url
 from offloader.store.keycheck import check_key
 from offloader.store.ranges import Body, ResumingRangeReader
+from offloader.store.s3_client import make_client, resolve_endpoint, retry_logger
+from offloader.store.s3_errors import TRANSPORT_ERRORS, S3Body, error_code, http_status, translate
 
 __all__ = ["S3ObjectStore", "crc32c_header"]
 
@@ -71,26 +59,6 @@ log = get_logger(__name__)
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
-_ACCESS_DENIED_CODES = frozenset(
-    {
-        "AccessDenied",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "InvalidToken",
-        "ExpiredToken",
-        "TokenRefreshRequired",
-        "AllAccessDisabled",
-        "AccountProblem",
-    }
-)
-_UNAVAILABLE_CODES = frozenset(
-    {"SlowDown", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed"}
-)
-#: failures of the connection or of a response in flight (never a server's answer)
-_TRANSPORT_ERRORS = (BotoConnectionError, HTTPClientError, IncompleteReadError)
-_UPLOAD_OPS = frozenset(
-    {"upload_part", "complete_multipart_upload", "list_parts", "abort_multipart_upload"}
-)
 
 
 def crc32c_header(crc: int) -> str:
@@ -103,14 +71,6 @@ def _body(data: Buffer) -> bytes | bytearray:
     if isinstance(data, bytes | bytearray):
         return data
     return bytes(data)
-
-
-def _bad_endpoint(endpoint: str) -> ConfigError:
-    return ConfigError(
-        f"invalid S3 endpoint URL {redact(endpoint)!r}: use http(s)://host[:port], "
-        "e.g. http://127.0.0.1:9000",
-        setting="endpoint_url",
-    )
 
 
 def _lower(metadata: Mapping[str, str] | None) -> dict[str, str]:
@@ -159,44 +119,17 @@ class S3ObjectStore:
         self._prefix = f"{prefix}/" if prefix else ""
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
-        endpoint = (
-            endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or None
+        self._endpoint = resolve_endpoint(endpoint_url)
+        self._client: Any = make_client(
+            self._settings,
+            self._endpoint,
+            region,
+            (aws_access_key_id, aws_secret_access_key, aws_session_token),
+            shown=self.url,
         )
-        if endpoint is not None:
-            check_endpoint_url(endpoint)
-        self._endpoint = endpoint
-        s = self._settings
-        config = Config(
-            connect_timeout=s.connect_timeout,
-            read_timeout=s.read_timeout,
-            # botocore's "max_attempts" counts retries; "total_max_attempts" counts attempts,
-            # which is what OffloadSettings.max_attempts means (1 = no retry)
-            retries={"total_max_attempts": s.max_attempts, "mode": "standard"},
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            max_pool_connections=max(10, s.offload_concurrency * 2 + 2),
-            s3={"addressing_style": "path"} if endpoint else None,
+        self._client.meta.events.register(
+            "needs-retry.s3", retry_logger(self.url, self._settings.max_attempts)
         )
-        try:
-            session = boto3.session.Session(
-                aws_access_key_id=aws_access_key_id,
-                aws_secret_access_key=aws_secret_access_key,
-                aws_session_token=aws_session_token,
-                region_name=region,
-            )
-            self._client: Any = session.client("s3", endpoint_url=endpoint, config=config)
-        except BotoCoreError as exc:
-            raise ConfigError(
-                f"cannot configure the S3 client for {self.url}: {type(exc).__name__}"
-            ) from None
-        except ValueError:  # botocore: "Invalid endpoint: ..." for an endpoint it cannot use
-            if endpoint is None:
-                raise ConfigError(f"cannot configure the S3 client for {self.url}") from None
-            raise _bad_endpoint(endpoint) from None
-        self._client.meta.events.register("needs-retry.s3", self._log_retry)
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -376,7 +309,7 @@ class S3ObjectStore:
             size = self._total_size(resp, int(resp.get("ContentLength") or 0))
             # a server that ignored the Range header sends the whole object: skip to offset
             skip = offset if resp.get("ContentRange") is None else 0
-            return _S3Body(resp["Body"], f"open_range {self._show(key)}", skip), size
+            return S3Body(resp["Body"], f"open_range {self._show(key)}", skip), size
 
         return ResumingRangeReader(
             opener, start, end, attempts=self._settings.max_attempts, what=self._show(key)
@@ -399,7 +332,7 @@ class S3ObjectStore:
         try:
             self._client.delete_object(Bucket=self._bucket, Key=self._full(key))
         except ClientError as exc:
-            if _code(exc) in ("NoSuchKey", "404"):
+            if error_code(exc) in ("NoSuchKey", "404"):
                 return
             self._raise("delete", key, exc)
         except BotoCoreError as exc:
@@ -463,7 +396,7 @@ class S3ObjectStore:
                 with resp["Body"] as body:
                     data: bytes = body.read()
                 return resp, data
-            except _TRANSPORT_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 if attempt >= attempts:
                     self._raise(op, key, exc)
                 log.debug(
@@ -491,7 +424,7 @@ class S3ObjectStore:
                 Bucket=self._bucket, Key=self._full(key), UploadId=upload_id, MaxParts=1
             )
         except ClientError as exc:
-            if _code(exc) in ("NoSuchUpload", "NoSuchKey") or _status(exc) == 404:
+            if error_code(exc) in ("NoSuchUpload", "NoSuchKey") or http_status(exc) == 404:
                 return False
             return None
         except BotoCoreError:
@@ -504,7 +437,7 @@ class S3ObjectStore:
         """Like :meth:`_raise`, for calls that name an upload id."""
         if (
             isinstance(exc, ClientError)
-            and _status(exc) == 500
+            and http_status(exc) == 500
             and self._upload_exists(key, upload_id) is False
         ):
             raise UploadNotFound(
@@ -514,97 +447,4 @@ class S3ObjectStore:
 
     def _raise(self, op: str, key: str, exc: ClientError | BotoCoreError) -> NoReturn:
         """Translate a botocore exception into the project's error tree (and raise it)."""
-        raise _translate(op, self._show(key), self._bucket, exc) from exc
-
-    def _log_retry(
-        self,
-        attempts: int = 0,
-        caught_exception: Exception | None = None,
-        response: Any = None,
-        operation: Any = None,
-        **_: Any,
-    ) -> None:
-        """Log attempts that failed in a retryable way: transport errors, 5xx, 408/429
-        (debug only; botocore decides whether to retry, this handler never returns a value)."""
-        if caught_exception is not None:
-            error = type(caught_exception).__name__
-        elif response is not None and response[0] is not None:
-            status = int(response[0].status_code)
-            if status < 500 and status not in (408, 429):
-                return
-            error = str(response[1].get("Error", {}).get("Code", status))
-        else:
-            return
-        log.debug(
-            "s3 attempt failed",
-            store=self.url,
-            operation=getattr(operation, "name", None),
-            attempt=attempts,
-            max_attempts=self._settings.max_attempts,
-            error=error,
-        )
-
-
-class _S3Body:
-    """A GetObject body whose transport failures are ``StoreUnavailable`` (resumable)."""
-
-    def __init__(self, body: Any, where: str, skip: int) -> None:
-        self._body = body
-        self._where = where
-        self._skip = skip
-
-    def read(self, n: int) -> bytes:
-        try:
-            while self._skip:
-                dropped = len(self._body.read(min(self._skip, 1 << 20)))
-                if not dropped:
-                    return b""
-                self._skip -= dropped
-            data: bytes = self._body.read(n)
-        except _TRANSPORT_ERRORS as exc:
-            raise StoreUnavailable(
-                f"{self._where}: body read failed ({type(exc).__name__})"
-            ) from exc
-        return data
-
-    def close(self) -> None:
-        with contextlib.suppress(BotoCoreError, OSError):
-            self._body.close()
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-
-
-def _translate(op: str, where: str, bucket: str, exc: ClientError | BotoCoreError) -> StoreError:
-    """The error-tree exception for ``exc``; its message names the operation and object only
-    (server messages are included, never request parameters or credentials)."""
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return AccessDenied(f"{op} {where}: no usable AWS credentials found")
-    if isinstance(exc, _TRANSPORT_ERRORS):
-        return StoreUnavailable(f"{op} {where}: store unreachable ({type(exc).__name__})")
-    if isinstance(exc, BotoCoreError):
-        return StoreError(f"{op} {where}: {type(exc).__name__}")
-    code, status = _code(exc), _status(exc)
-    message = str(exc.response.get("Error", {}).get("Message", "")).strip()
-    detail = f"{code or status}" + (f": {message}" if message and message != code else "")
-    text = f"{op} {where}: {detail}"
-    if code == "NoSuchUpload" or (op in _UPLOAD_OPS and code == "NoSuchKey"):
-        return UploadNotFound(text)
-    if code == "NoSuchBucket":
-        return ObjectNotFound(f"{op} {where}: bucket {bucket!r} does not exist")
-    if op in _UPLOAD_OPS and status == 404:
-        return UploadNotFound(text)
-    if code in ("NoSuchKey", "NotFound", "404") or status == 404:
-        return ObjectNotFound(f"{op} {where}: no such object")
-    if code == "PreconditionFailed" or status == 412:
-        return PreconditionFailed(text)
-    if code in _ACCESS_DENIED_CODES or status == 403:
-        return AccessDenied(text)
-    if code in _UNAVAILABLE_CODES or status == 503:
-        return StoreUnavailable(text)
-    return StoreError(text)
+        raise translate(op, self._show(key), self._bucket, exc) from exc

@@ -16,8 +16,8 @@ from offloader.errors import (
     IndexInconsistentError,
     UnsupportedVersionError,
 )
-from offloader.objects import RecordedOffload, load_index
-from offloader.read_handle import ReadHandle
+from offloader.read.handle import ReadHandle
+from offloader.read.objects import RecordedOffload, load_index
 from offloader.store import LocalObjectStore, ObjectStore
 from tests.cli.helpers import one_line_error, run
 from tests.hardening.helpers import file_store, flip, ledger_keys, offloaded_topic, rewrite
@@ -77,9 +77,11 @@ def test_recorded_block_crcs_stand_in_for_a_missing_extension(tmp_path: Path) ->
     with ReadHandle.open(store, 0, uuid) as handle:  # nothing recorded: nothing can check
         assert len(handle.read(0, 199)) == 200
     recorded = RecordedOffload(block_crc32c=crcs)
-    with ReadHandle.open(store, 0, uuid, recorded=recorded) as handle:
-        with pytest.raises(ChecksumMismatchError, match="block 0 CRC32C"):
-            handle.read(0, 199)
+    with (
+        ReadHandle.open(store, 0, uuid, recorded=recorded) as handle,
+        pytest.raises(ChecksumMismatchError, match="block 0 CRC32C"),
+    ):
+        handle.read(0, 199)
 
 
 def test_an_oversized_index_is_refused_before_it_is_read(tmp_path: Path) -> None:
@@ -102,7 +104,7 @@ def test_an_oversized_index_is_refused_before_it_is_read(tmp_path: Path) -> None
     # unrecorded (e.g. Spark's discover): the bound applies, in a first GET of 1 MiB
     uuid = index_key.split("-ledger-")[0]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("offloader.objects.MAX_INDEX_BYTES", 4 << 20)
+        mp.setattr("offloader.read.objects.MAX_INDEX_BYTES", 4 << 20)
         with pytest.raises(IndexInconsistentError, match="more than the 4194304"):
             load_index(store, 0, uuid)
 
@@ -125,9 +127,12 @@ def test_a_corrupt_entry_length_gives_one_error_and_few_warnings(tmp_path: Path)
     store = file_store(tmp_path)
     rewrite(store, data_key, flip(128 + 3))  # entry 0's length: 100 -> 101
     uuid = data_key.split("-ledger-")[0]
-    with capture_logs() as logs, ReadHandle.open(store, 0, uuid) as handle:
-        with pytest.raises(CorruptDataError, match="the data object is corrupt"):
-            handle.read(0, 1999)
+    with (
+        capture_logs() as logs,
+        ReadHandle.open(store, 0, uuid) as handle,
+        pytest.raises(CorruptDataError, match="the data object is corrupt"),
+    ):
+        handle.read(0, 1999)
     assert sum(1 for e in logs if e["log_level"] == "warning") <= 1, logs
     result = run(tmp_path, "-v", "--json", "topics", "read", "t")
     assert result.exit_code == 1

@@ -180,8 +180,8 @@ def test_entry_lengths_come_from_the_index_and_damage_fails_the_offload(
     record still fails the offload, when it is read, and nothing is left in the store."""
     from formats.keys import data_key, index_key
     from offloader.config import OffloadSettings
+    from offloader.offload.writer import offload_ledger
     from offloader.store.local import LocalObjectStore
-    from offloader.writer import offload_ledger
 
     reader, path = ledger
     assert reader.entry_lengths() == [len(p) for p in PAYLOADS]

@@ -23,10 +23,10 @@ from offloader.errors import (
     StoreUnavailable,
 )
 from offloader.ledgers.base import InMemoryLedger
-from offloader.read_handle import ReadHandle
+from offloader.offload.writer import offload_ledger
+from offloader.read.handle import ReadHandle
 from offloader.store.base import ObjectStore
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
-from offloader.writer import offload_ledger
 from tests.offload.conftest import assert_empty, new_uuid, settings_for
 
 BLOCK = 4096

@@ -23,11 +23,11 @@ from offloader.errors import (
     ObjectNotFound,
 )
 from offloader.ledgers.base import InMemoryLedger
-from offloader.read_handle import ReadHandle
+from offloader.offload.writer import offload_ledger
+from offloader.read.handle import ReadHandle
 from offloader.store.base import ObjectStore
 from offloader.store.faulty import FaultyObjectStore
 from offloader.store.local import LocalObjectStore
-from offloader.writer import offload_ledger
 from tests.offload.conftest import (
     golden_case,
     golden_names,

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from formats.layout import max_entry_size
 from offloader.config import OffloadSettings
 from offloader.ledgers.base import InMemoryLedger
-from offloader.read_handle import ReadHandle
+from offloader.offload.writer import offload_ledger
+from offloader.read.handle import ReadHandle
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
-from offloader.writer import offload_ledger
 from tests.offload.conftest import new_uuid, s3_store
 from tests.servers.endpoint import S3Endpoint
 

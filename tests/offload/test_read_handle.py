@@ -16,13 +16,13 @@ from offloader.errors import (
     ReadError,
 )
 from offloader.ledgers.base import InMemoryLedger
-from offloader.offsets_cache import OffsetsCache
-from offloader.ranged_stream import RangedStream
-from offloader.read_handle import ReadHandle
+from offloader.offload.writer import offload_ledger
+from offloader.read.handle import ReadHandle
+from offloader.read.offsets_cache import OffsetsCache
+from offloader.read.ranged_stream import RangedStream
 from offloader.store.base import ObjectStore
 from offloader.store.faulty import FaultyObjectStore
 from offloader.store.local import LocalObjectStore
-from offloader.writer import offload_ledger
 from tests.offload.conftest import new_uuid, pulsar_metadata, settings_for
 
 UUID = "6f1c5a52-52a4-4b5f-a9a4-1d8b2d7e0c11"

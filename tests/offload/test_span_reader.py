@@ -19,8 +19,8 @@ from formats.ledger_metadata import LedgerMetadata
 from formats.spans import EntrySpans
 from offloader.errors import IndexInconsistentError
 from offloader.ledgers import ClosedLedgerReader, InMemoryLedger, LedgerReader, LedgerStore
+from offloader.offload.writer import offload_ledger
 from offloader.store.local import LocalObjectStore
-from offloader.writer import offload_ledger
 from tests.offload.conftest import assert_empty, new_uuid, settings_for
 
 RNG = random.Random(17)

@@ -16,12 +16,12 @@ from formats.extension import crc32c
 from formats.keys import data_key
 from offloader.errors import ObjectNotFound, StoreError, StoreUnavailable
 from offloader.ledgers.base import InMemoryLedger
-from offloader.ranged_stream import PREFETCH_DEPTH, RangedStream
-from offloader.read_handle import ReadHandle
+from offloader.offload.writer import offload_ledger
+from offloader.read.handle import ReadHandle
+from offloader.read.ranged_stream import PREFETCH_DEPTH, RangedStream
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from offloader.store.local import LocalObjectStore
 from offloader.store.ranges import Body, ResumingRangeReader
-from offloader.writer import offload_ledger
 from tests.offload.conftest import settings_for
 
 UUID = "0b6c2f4e-4f3a-4c55-9d0e-1c2b3a4d5e6f"
@@ -311,7 +311,7 @@ def test_a_corrupt_block_is_caught_on_a_streamed_read(tmp_path: Path, corrupt_bl
 
 # --- whole blocks (verification, Spark) ---------------------------------------------------
 def test_a_block_is_one_streamed_get_read_in_read_buffer_pieces(tmp_path: Path) -> None:
-    from offloader.objects import block_refs, fetch_block, load_index
+    from offloader.read.objects import block_refs, fetch_block, load_index
 
     store, _ = _ledger(tmp_path, n=3000)
     counted = FaultyObjectStore(store)
@@ -325,7 +325,7 @@ def test_a_block_is_one_streamed_get_read_in_read_buffer_pieces(tmp_path: Path) 
 
 
 def test_a_corrupt_or_short_block_is_refused_whole(tmp_path: Path) -> None:
-    from offloader.objects import block_refs, fetch_block, load_index
+    from offloader.read.objects import block_refs, fetch_block, load_index
 
     store, _ = _ledger(tmp_path, n=3000)
     refs = block_refs(load_index(store, 9, UUID), 9, UUID)
@@ -362,7 +362,7 @@ class _OverlongStore(LocalObjectStore):
 
 
 def test_a_block_fetched_into_a_reused_buffer_is_checked_the_same(tmp_path: Path) -> None:
-    from offloader.objects import block_refs, fetch_block, load_index
+    from offloader.read.objects import block_refs, fetch_block, load_index
 
     store, _ = _ledger(tmp_path, n=3000)
     refs = block_refs(load_index(store, 9, UUID), 9, UUID)
@@ -386,7 +386,7 @@ def test_a_block_fetched_into_a_reused_buffer_is_checked_the_same(tmp_path: Path
 
 @pytest.mark.parametrize("into_buffer", [False, True])
 def test_a_store_that_sends_too_many_bytes_is_refused(tmp_path: Path, into_buffer: bool) -> None:
-    from offloader.objects import block_refs, fetch_block, load_index
+    from offloader.read.objects import block_refs, fetch_block, load_index
 
     _ledger(tmp_path, n=3000)
     store = _OverlongStore(tmp_path / "objects")
@@ -400,7 +400,7 @@ def test_a_store_that_sends_too_many_bytes_is_refused(tmp_path: Path, into_buffe
 def test_region_sums_cover_what_was_taken_even_after_close(tmp_path: Path) -> None:
     """Every chunk the consumer took is summed, also when the prefetcher is closed early; a
     region not received whole has no sum (at once: nothing waits)."""
-    from offloader.prefetch import RangePrefetcher
+    from offloader.read.prefetch import RangePrefetcher
 
     store = LocalObjectStore(tmp_path)
     blob = random.Random(4).randbytes(300_000)

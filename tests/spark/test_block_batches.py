@@ -12,21 +12,21 @@ import pytest
 
 from formats.errors import ChecksumMismatchError
 from offloader.config import OffloadSettings
-from offloader.entry_filter import EntryFilter
 from offloader.ledgers import LedgerStore
 from offloader.ledgers.base import InMemoryLedger
-from offloader.objects import block_refs, load_index
-from offloader.reusable_buffers import BLOCK_BUFFERS
-from offloader.spark_plan import BlockTask, LocalLedgerTask, StoreSpec
-from offloader.spark_source import (
+from offloader.offload.writer import offload_ledger
+from offloader.read.objects import block_refs, load_index
+from offloader.spark.buffers import BLOCK_BUFFERS
+from offloader.spark.entry_filter import EntryFilter
+from offloader.spark.plan import BlockTask, LocalLedgerTask, StoreSpec
+from offloader.spark.source import (
     OffloadedLedgerReader,
     TaskPartition,
     batch_bounds,
     read_block_batches,
 )
-from offloader.spark_tasks import read_task
+from offloader.spark.tasks import read_task
 from offloader.store.local import LocalObjectStore
-from offloader.writer import offload_ledger
 
 UUID = "6f1c2a3b-0000-4000-8000-000000000002"
 

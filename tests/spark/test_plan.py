@@ -6,10 +6,10 @@ import pickle
 
 import pytest
 
-from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
-from offloader.objects import BlockRef
-from offloader.spark_plan import BlockTask, StoreSpec, parse_ledger_pairs
+from offloader.read.objects import BlockRef
+from offloader.spark.entry_filter import EntryFilter
+from offloader.spark.plan import BlockTask, StoreSpec, parse_ledger_pairs
 
 UUID = "6f1c2a3b-0000-4000-8000-000000000001"
 

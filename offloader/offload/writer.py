@@ -56,7 +56,6 @@ from formats.keys import ROLE_DATA, ROLE_INDEX, data_key, index_key, object_user
 from formats.layout import BlockPlan, plan_blocks
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
-from offloader.entry_batches import LedgerEntries, entry_lengths_of
 from offloader.errors import (
     IndexInconsistentError,
     OffloaderError,
@@ -65,6 +64,7 @@ from offloader.errors import (
 )
 from offloader.ledgers.base import LedgerReader
 from offloader.logs import get_logger
+from offloader.offload.entry_batches import LedgerEntries, entry_lengths_of
 from offloader.store.base import ObjectStore, UploadedPart
 
 __all__ = ["OffloadResult", "ProgressCallback", "entry_lengths_of", "offload_ledger"]

@@ -1,8 +1,8 @@
 """Executor side of Spark reads: each task reads its block (or local ledger) into records.
 
-The driver's plan (:mod:`offloader.spark_plan`) hands every Spark task one picklable
+The driver's plan (:mod:`offloader.spark.plan`) hands every Spark task one picklable
 descriptor. :func:`read_task` runs in the executor: it takes this process's cached store client
-(:func:`executor_store`, created from the descriptor's :class:`~offloader.spark_plan.StoreSpec`
+(:func:`executor_store`, created from the descriptor's :class:`~offloader.spark.plan.StoreSpec`
 and the ``AWS_*`` environment, never from pickled credentials), fetches the block with one
 streamed ranged GET read ``read_buffer_size`` bytes at a time into one of the worker's reused
 block buffers, checks its CRC32C when the index extension records one, and yields
@@ -16,10 +16,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from offloader.entry_filter import EntryFilter
-from offloader.objects import read_block
-from offloader.reusable_buffers import BLOCK_BUFFERS
-from offloader.spark_plan import (
+from offloader.read.objects import read_block
+from offloader.spark.buffers import BLOCK_BUFFERS
+from offloader.spark.entry_filter import EntryFilter
+from offloader.spark.plan import (
     BlockTask,
     LocalLedgerTask,
     Record,

@@ -1,6 +1,6 @@
 """What happens to a topic's closed ledgers: offload, deletion lag, retention, deletion.
 
-Functions over a :class:`~offloader.managed_ledger.ManagedLedger`, each one pass over the
+Functions over a :class:`~offloader.topics.managed_ledger.ManagedLedger`, each one pass over the
 ledger list, deciding with the pure algorithms of :mod:`offloader.policies`:
 
 * :func:`offload_prefix`: Pulsar's ``ManagedLedgerImpl.offloadPrefix`` by position or by
@@ -37,10 +37,10 @@ from offloader.errors import (
     OffloadError,
     OffloadInProgress,
 )
-from offloader.lifecycle import clean_attempt, delete_ledger_objects, offload_one, retry_due
 from offloader.logs import get_logger
-from offloader.managed_ledger import ManagedLedger
 from offloader.metadata.base import AttemptState, LedgerRecord, TopicOffloadStatus
+from offloader.offload.commit import clean_attempt, delete_ledger_objects, offload_one, retry_due
+from offloader.offload.verification import check_offload
 from offloader.policies import (
     ledgers_due_for_local_deletion,
     ledgers_to_trim_for_retention,
@@ -48,7 +48,7 @@ from offloader.policies import (
     select_ledgers_for_auto_offload,
     size_threshold_position,
 )
-from offloader.verification import check_offload
+from offloader.topics.managed_ledger import ManagedLedger
 
 log = get_logger(__name__)
 

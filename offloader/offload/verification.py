@@ -6,7 +6,7 @@ HEADs both objects: they must exist with exactly the sizes recorded at completio
 the server validating checksums (RGW and moto do not): the index's CRC32C against the recorded
 one, its format version, its ledger (entry count), the block CRC32Cs of the index extension
 against the recorded ones, and every block of the data object against the recorded CRC32C and
-its framing (:func:`offloader.objects.read_block`).
+its framing (:func:`offloader.read.objects.read_block`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from formats.index import decode_index
 from formats.keys import check_format_version
 from offloader.errors import AccessDenied, ObjectNotFound, OffloaderError, StoreUnavailable
 from offloader.metadata.base import LedgerRecord
-from offloader.objects import block_refs, read_block
+from offloader.read.objects import block_refs, read_block
 from offloader.runtime import store_hint
 from offloader.store.base import ObjectStore
 

@@ -1,8 +1,8 @@
 """Spark reads of offloaded ledgers: an RDD with one partition per data block.
 
-With :mod:`offloader.spark_source` (the DataFrame source), the only modules that import pyspark.
-The driver plans the read (:mod:`offloader.spark_plan`): it reads each ledger's index and makes one
-picklable :class:`~offloader.spark_plan.BlockTask` per block; ``sc.parallelize(tasks,
+With :mod:`offloader.spark.source` (the DataFrame source), the only modules that import pyspark.
+The driver plans the read (:mod:`offloader.spark.plan`): it reads each ledger's index and makes one
+picklable :class:`~offloader.spark.plan.BlockTask` per block; ``sc.parallelize(tasks,
 numSlices=len(tasks))`` puts exactly one task in each partition, and each executor task opens its
 own store client and yields ``(topic, ledger_id, entry_id, payload)`` records.
 
@@ -21,77 +21,32 @@ copied into ``sc.environment`` (the environment of the Python workers Spark star
 from __future__ import annotations
 
 import itertools
-import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark import RDD, SparkContext
 
 from offloader.config import OffloadSettings
-from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
-from offloader.spark_plan import (
+from offloader.spark.entry_filter import EntryFilter
+from offloader.spark.plan import (
     Record,
     StoreSpec,
     Task,
-    aws_environment,
     plan_discover,
     plan_pairs,
     plan_topics,
 )
-from offloader.spark_tasks import read_task
+from offloader.spark.session import propagate_aws_env
+from offloader.spark.tasks import read_task
 
-__all__ = [
-    "DISCOVER",
-    "local_session",
-    "offloaded_rdd",
-    "plan",
-    "propagate_aws_env",
-    "register",
-    "tasks_rdd",
-]
+__all__ = ["DISCOVER", "offloaded_rdd", "plan", "tasks_rdd"]
 
 DISCOVER = "discover"
 #: where the metadata store and local ledgers live unless told (the CLI's default ``--home``)
 DEFAULT_HOME = ".offloader"
 
 Source = str | Sequence[str] | Sequence[tuple[int, str]]
-
-
-def local_session(app_name: str = "ledger-offloader", *, master: str = "local[2]") -> Any:
-    """A SparkSession on this machine, kept on loopback (PYSPARK_PYTHON defaults to this
-    interpreter, SPARK_LOCAL_IP and the driver address to 127.0.0.1; no UI)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.python.worker.reuse", "true")
-        # the JVM talks to Python workers over a Unix socket: over loopback TCP, each task's
-        # exchange stalls about 40 ms (Nagle and delayed ACKs), 3x the cost of a small task
-        .config("spark.python.unix.domain.socket.enabled", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def propagate_aws_env(sc: SparkContext) -> None:
-    """Copy this process's ``AWS_*`` variables into the environment of new Python workers."""
-    env = sc.environment
-    for key in [k for k in env if k.startswith("AWS_")]:
-        del env[key]
-    env.update(aws_environment())
 
 
 def plan(
@@ -191,10 +146,3 @@ def offloaded_rdd(
         entry_filter=flt,
     )
     return tasks_rdd(sc, tasks, flt, get_counter=get_counter)
-
-
-def register(spark: Any) -> None:
-    """Register the ``offloaded-ledger`` DataFrame source (see :mod:`offloader.spark_source`)."""
-    from offloader.spark_source import register as register_source
-
-    register_source(spark)

@@ -36,8 +36,8 @@ from offloader.errors import (
 )
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
+from offloader.offload.writer import offload_ledger
 from offloader.runtime import Runtime
-from offloader.writer import offload_ledger
 
 __all__ = [
     "clean_attempt",

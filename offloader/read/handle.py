@@ -10,7 +10,7 @@ last)`` (spans of the fetched buffers, no copy) then work like Pulsar's
 * the start position comes from the offsets cache (exact), else the index extension's fine
   offsets (``index.locate``: one point every ~64 KiB), else the floor lookup (binary search) to
   the block's first entry, then entries are skipped forward;
-* bytes come through a :class:`~offloader.ranged_stream.RangedStream`: ranged GETs of
+* bytes come through a :class:`~offloader.read.ranged_stream.RangedStream`: ranged GETs of
   ``read_buffer_size`` bytes, clipped to the bytes the request can need, with read-ahead of the
   next range; with the extension, a single-entry read costs at most one data GET;
 * a negative length is the end of a block: re-seek to the next block through the index; an
@@ -26,7 +26,7 @@ last)`` (spans of the fetched buffers, no copy) then work like Pulsar's
 * every GET checks the data object's real size against the index (:class:`IndexInconsistentError`).
 
 A handle is not safe for concurrent use (one read at a time); open one per thread, sharing an
-:class:`~offloader.offsets_cache.OffsetsCache` if wanted.
+:class:`~offloader.read.offsets_cache.OffsetsCache` if wanted.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from offloader.errors import (
     ReadError,
 )
 from offloader.logs import get_logger
-from offloader.objects import RecordedOffload, load_index
-from offloader.offsets_cache import OffsetsCache
-from offloader.ranged_stream import RangedStream
+from offloader.read.objects import RecordedOffload, load_index
+from offloader.read.offsets_cache import OffsetsCache
+from offloader.read.ranged_stream import RangedStream
 from offloader.store.base import ObjectStore
 
 __all__ = ["Entry", "ReadHandle"]

@@ -16,24 +16,37 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, Protocol
 
 from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound, ObjectNotFound
 from offloader.ledgers.reader import read_entries
 from offloader.ledgers.scan import read_closed, scan
-from offloader.managed_ledger import ManagedLedger
 from offloader.metadata.base import LedgerRecord
-from offloader.objects import RecordedOffload
-from offloader.read_handle import ReadHandle
-from offloader.runtime import store_hint
+from offloader.naming import TopicName
+from offloader.read.handle import ReadHandle
+from offloader.read.objects import RecordedOffload
+from offloader.runtime import Runtime, store_hint
 
 Tier = Literal["local", "offloaded"]
 BATCH = 256
 
-__all__ = ["Tier", "read_entries_from", "read_ledger"]
+__all__ = ["Tier", "TopicLedgers", "read_entries_from", "read_ledger"]
 
 
-def _read_open(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
+class TopicLedgers(Protocol):
+    """What a tiered read needs of a topic (``offloader.topics.ManagedLedger`` is one)."""
+
+    rt: Runtime
+    topic: TopicName
+    name: str
+
+    @property
+    def namespace(self) -> str: ...
+
+    def ledgers(self, *, include_deleted: bool = False) -> list[LedgerRecord]: ...
+
+
+def _read_open(ml: TopicLedgers, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
     path = ml.rt.ledgers.ledger_path(ml.topic, ledger_id)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -51,7 +64,7 @@ def _read_open(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[
 
 
 def _read_offloaded(
-    ml: ManagedLedger, record: LedgerRecord, first: int, limit: int | None
+    ml: TopicLedgers, record: LedgerRecord, first: int, limit: int | None
 ) -> Iterator[tuple[int, bytes]]:
     """One streamed read (``ReadHandle.iter_entries``) of entries ``first..``, at most
     ``limit``: every block the read covers whole has its CRC32C checked (when the index
@@ -81,7 +94,7 @@ def _read_offloaded(
             yield entry.entry_id, entry.payload
 
 
-def _read_local(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
+def _read_local(ml: TopicLedgers, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
     with ml.rt.ledgers.open_reader(ml.topic, ledger_id) as reader:
         last_id = reader.last_entry_id
         for start in range(first, last_id + 1, BATCH):
@@ -90,7 +103,7 @@ def _read_local(ml: ManagedLedger, ledger_id: int, first: int) -> Iterator[tuple
 
 
 def read_ledger(
-    ml: ManagedLedger,
+    ml: TopicLedgers,
     record: LedgerRecord,
     first: int,
     prefer_local: bool,
@@ -128,7 +141,7 @@ def read_ledger(
 
 
 def read_entries_from(
-    ml: ManagedLedger, start: tuple[int, int] | None, count: int | None
+    ml: TopicLedgers, start: tuple[int, int] | None, count: int | None
 ) -> Iterator[tuple[int, int, bytes, Tier]]:
     """``(ledger_id, entry_id, payload, tier)`` from ``start`` (default: the first entry), at
     most ``count``; the ledger list is read once, now. A ``start`` in a ledger the topic does
@@ -143,7 +156,7 @@ def read_entries_from(
 
 
 def _entries_from(
-    ml: ManagedLedger,
+    ml: TopicLedgers,
     records: list[LedgerRecord],
     start: tuple[int, int] | None,
     count: int | None,

@@ -1,11 +1,12 @@
 """Planning Spark reads of offloaded ledgers on the driver, without importing pyspark.
 
-The Spark front ends (:mod:`offloader.spark` for RDDs, :mod:`offloader.spark_source` for the
+The Spark front ends (:mod:`offloader.spark` for RDDs, :mod:`offloader.spark.source` for the
 DataFrame source) are thin: the driver calls one of the ``plan_*`` functions here, which read each
-ledger's index (:func:`offloader.objects.load_index`) and return one picklable :class:`BlockTask`
-per data block (or one :class:`LocalLedgerTask` per ledger still on local disk); each executor
-task then calls :func:`offloader.spark_tasks.read_task` on its descriptor. Blocks no entry of
-which can pass the :class:`~offloader.entry_filter.EntryFilter` are never planned.
+ledger's index (:func:`offloader.read.objects.load_index`) and return one picklable
+:class:`BlockTask` per data block (or one :class:`LocalLedgerTask` per ledger still on local
+disk); each executor task then calls :func:`offloader.spark.tasks.read_task` on its
+descriptor. Blocks no entry of which can pass the
+:class:`~offloader.spark.entry_filter.EntryFilter` are never planned.
 
 Descriptors carry the store URL, endpoint, region and settings, never credentials: executors
 get those from their environment (``AWS_*`` variables, see :func:`aws_environment`).
@@ -24,10 +25,10 @@ from urllib.parse import unquote_plus, urlsplit
 from formats.errors import InvalidKeyError
 from formats.keys import MANAGED_LEDGER_NAME_KEY, parse_key
 from offloader.config import OffloadSettings
-from offloader.entry_filter import EntryFilter
 from offloader.errors import ConfigError
 from offloader.logs import redact
-from offloader.objects import BlockRef, RecordedOffload, block_refs, load_index
+from offloader.read.objects import BlockRef, RecordedOffload, block_refs, load_index
+from offloader.spark.entry_filter import EntryFilter
 from offloader.store import open_store
 from offloader.store.base import GetResult, ObjectStore
 

@@ -10,7 +10,7 @@ the stream fetches in one of two ways:
   read) is fetched with one ranged GET;
 * a longer one, with ``read_ahead``, is **streamed**: one ranged GET for the rest of the
   window, its body read ``buffer_size`` bytes (1 MiB) at a time by a
-  :class:`~offloader.prefetch.RangePrefetcher` thread, at most ``PREFETCH_DEPTH`` chunks ahead
+  :class:`~offloader.read.prefetch.RangePrefetcher` thread, at most ``PREFETCH_DEPTH`` chunks ahead
   of the caller, so the caller's parsing overlaps the transfer and S3's per-request cost is
   paid once per window. A seek elsewhere drops the stream (its read-ahead is discarded).
 
@@ -39,7 +39,7 @@ from typing import NoReturn
 from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
-from offloader.prefetch import RangePrefetcher
+from offloader.read.prefetch import RangePrefetcher
 from offloader.store.base import ObjectStore
 
 #: chunks of ``buffer_size`` bytes a streamed window reads ahead of the caller

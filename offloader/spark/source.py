@@ -52,11 +52,11 @@ from pyspark.sql.datasource import (
 )
 
 from offloader.config import OffloadSettings
-from offloader.entry_filter import COLUMNS, EntryFilter
 from offloader.errors import ConfigError
-from offloader.objects import read_block_packed
-from offloader.reusable_buffers import BLOCK_BUFFERS
-from offloader.spark_plan import (
+from offloader.read.objects import read_block_packed
+from offloader.spark.buffers import BLOCK_BUFFERS
+from offloader.spark.entry_filter import COLUMNS, EntryFilter
+from offloader.spark.plan import (
     BlockTask,
     LocalLedgerTask,
     StoreSpec,
@@ -66,7 +66,8 @@ from offloader.spark_plan import (
     plan_pairs,
     plan_topics,
 )
-from offloader.spark_tasks import CountingStore, executor_store, read_local_task
+from offloader.spark.session import propagate_aws_env
+from offloader.spark.tasks import CountingStore, executor_store, read_local_task
 
 __all__ = ["SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource", "register"]
 
@@ -290,7 +291,7 @@ def read_block_batches(
     are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
     whole block); nothing is yielded before the block passed every check. The batches are
     zero-copy slices of that column, which lives in a buffer reused by this worker's next
-    block once Spark has dropped them all (:data:`~offloader.reusable_buffers.BLOCK_BUFFERS`:
+    block once Spark has dropped them all (:data:`~offloader.spark.buffers.BLOCK_BUFFERS`:
     a fresh 64 MiB buffer would cost the task ~16,000 page faults)."""
     store = CountingStore(executor_store(task.store))
     try:
@@ -344,8 +345,6 @@ def batch_bounds(ends: Sequence[int], max_rows: int, max_bytes: int) -> Iterator
 def register(spark: Any) -> None:
     """Register the source and enable Python filter pushdown for this session; copies the
     driver's ``AWS_*`` environment to the Python workers (register again after changing it)."""
-    from offloader.spark import propagate_aws_env
-
     spark.conf.set(PUSHDOWN_CONF, "true")
     propagate_aws_env(spark.sparkContext)
     spark.dataSource.register(OffloadedLedgerSource)

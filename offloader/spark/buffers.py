@@ -61,6 +61,6 @@ class ReusableBuffers:
 
 
 #: this process's block-sized buffers: a Spark Python worker's blocks, read by the RDD reader
-#: (:func:`offloader.spark_tasks.read_task`) or packed by the DataFrame source
-#: (:func:`offloader.spark_source.read_block_batches`), reused once nothing views them
+#: (:func:`offloader.spark.tasks.read_task`) or packed by the DataFrame source
+#: (:func:`offloader.spark.source.read_block_batches`), reused once nothing views them
 BLOCK_BUFFERS = ReusableBuffers(keep=2)

@@ -1,6 +1,6 @@
 """RangePrefetcher: one streamed ranged GET read ahead of its consumer on a background thread.
 
-A sequential scan through a :class:`~offloader.ranged_stream.RangedStream` reads its window
+A sequential scan through a :class:`~offloader.read.ranged_stream.RangedStream` reads its window
 (up to a whole data object) as **one** ranged GET (:meth:`ObjectStore.open_range`) whose body
 a background thread reads ``chunk`` bytes at a time (``read_buffer_size``, 1 MiB) into a
 bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* while chunk

@@ -30,7 +30,7 @@ from offloader.errors import (
     UnsupportedVersionError,
 )
 from offloader.metadata.base import OffloadContext
-from offloader.prefetch import RangePrefetcher
+from offloader.read.prefetch import RangePrefetcher
 from offloader.store.base import GetResult, ObjectStore
 
 #: Pulsar retries the index GET and parse three times on I/O errors
@@ -204,12 +204,12 @@ def fetch_block(
     CRC32C (:class:`ChecksumMismatchError`).
 
     The block is one ranged GET (:meth:`ObjectStore.open_range`) whose body a
-    :class:`~offloader.prefetch.RangePrefetcher` thread reads ``read_buffer`` bytes at a time,
+    :class:`~offloader.read.prefetch.RangePrefetcher` thread reads ``read_buffer`` bytes at a time,
     summing the CRC32C as the bytes arrive; S3's per-request cost is paid once per block and
     a dropped connection resumes where it stopped (on S3, on the same object version).
 
     With ``out`` (a writable buffer of at least the block's size, e.g. from
-    :class:`offloader.reusable_buffers.ReusableBuffers`) the chunks are copied into it and the
+    :class:`offloader.spark.buffers.ReusableBuffers`) the chunks are copied into it and the
     block is returned as a view of its first bytes; otherwise as new bytes.
     """
     if out is None:
@@ -313,7 +313,7 @@ def read_block_packed(
     and the packing overlaps the download). The block's length and CRC32C are checked before
     its framing, with the same checks as :func:`read_block`. The payloads go to ``out`` when
     given (a writable buffer of at least the block's size, e.g. from
-    :class:`offloader.reusable_buffers.ReusableBuffers`)."""
+    :class:`offloader.spark.buffers.ReusableBuffers`)."""
     packer = BlockPacker(
         ref.end - ref.start,
         base_offset=ref.start,

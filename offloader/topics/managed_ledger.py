@@ -4,11 +4,11 @@ The last ledger of a topic is its *current* ledger, OPEN in the metadata and app
 :meth:`ManagedLedger.produce`. When it is full (:class:`~offloader.ledgers.RolloverPolicy`:
 entry count, size, age) it is closed in the file (durable trailer) and then in the metadata, and
 the next ledger is created at once (metadata first, then the file), as Pulsar does. After a
-rollover the topic's housekeeping runs (:mod:`offloader.ml_tasks`: retention trim, deletion lag,
+rollover the topic's housekeeping runs (:mod:`offloader.topics.tasks`: retention trim, deletion lag,
 auto-offload), like Pulsar's ``ledgerClosed``.
 
 Crash safety of the tail. Every change of the tail runs under the topic's writer lock
-(:mod:`offloader.topic_lock`). When the current ledger is reopened it is recovered
+(:mod:`offloader.topics.lock`). When the current ledger is reopened it is recovered
 (``LedgerStore.open_for_append``: torn tail dropped, every acknowledged entry kept) and the
 metadata's entry count and size are reconciled with the file, which is the truth. The windows
 a crash can leave are all repaired on the next open:
@@ -35,7 +35,7 @@ from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord
 from offloader.naming import TopicName
 from offloader.runtime import Runtime
-from offloader.topic_lock import topic_write_lock
+from offloader.topics.lock import topic_write_lock
 
 __all__ = ["ManagedLedger", "ProduceOutcome"]
 

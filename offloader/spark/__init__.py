@@ -1,0 +1,54 @@
+"""Spark reads of offloaded ledgers: the RDD reader and the DataFrame sources.
+
+The only package that imports pyspark. Its parts:
+
+* ``plan``: the driver's planning (one picklable task per block; indexes read on the driver);
+  importable without pyspark.
+* ``tasks``: the executor side (each task opens its own store client and reads its block).
+* ``entry_filter``: the pruning shared by the RDD reader and the DataFrame sources.
+* ``buffers``: block buffers reused across tasks in a Python worker.
+* ``session``: a loopback ``local_session`` and the ``AWS_*`` environment of the workers.
+* ``rdd``: :func:`offloaded_rdd`, one partition per block.
+* ``source``: the ``offloaded-ledger`` DataFrame source (PySpark's Python Data Source API).
+
+May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers`` and
+``read``. Must not import ``offload``, ``topics``, ``api`` or ``service``. The names below are
+loaded on first use, so importing ``offloader.spark.plan`` does not import pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offloader.spark.rdd import DISCOVER, offloaded_rdd, plan, tasks_rdd
+    from offloader.spark.session import local_session, propagate_aws_env
+    from offloader.spark.source import register
+
+__all__ = [
+    "DISCOVER",
+    "local_session",
+    "offloaded_rdd",
+    "plan",
+    "propagate_aws_env",
+    "register",
+    "tasks_rdd",
+]
+
+_WHERE = {
+    "DISCOVER": "rdd",
+    "offloaded_rdd": "rdd",
+    "plan": "rdd",
+    "tasks_rdd": "rdd",
+    "local_session": "session",
+    "propagate_aws_env": "session",
+    "register": "source",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'offloader.spark' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"offloader.spark.{module}"), name)
