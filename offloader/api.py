@@ -43,7 +43,7 @@ from offloader.logs import get_logger
 from offloader.metadata import check_home, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
-from offloader.offload.orphans import Audit, collect_garbage, find_orphans
+from offloader.offload.orphans import DELETABLE_REASONS, Audit, collect_garbage, find_orphans
 from offloader.offload.verification import check_offload
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 from offloader.read.tiered import read_entries_from
@@ -432,9 +432,17 @@ class Offloader:
     def _report(audit: Audit, removed: bool) -> OrphanReport:
         return OrphanReport(
             objects=tuple(
-                OrphanObject(o.key, o.size, o.reason, o.last_modified_ms) for o in audit.objects
+                OrphanObject(
+                    o.key, o.size, o.reason, o.last_modified_ms, o.reason in DELETABLE_REASONS
+                )
+                for o in audit.objects
             ),
-            uploads=tuple(OrphanUpload(u.key, u.upload_id, u.initiated_ms) for u in audit.uploads),
+            uploads=tuple(
+                OrphanUpload(
+                    u.key, u.upload_id, u.initiated_ms, u.reason, u.reason in DELETABLE_REASONS
+                )
+                for u in audit.uploads
+            ),
             missing=tuple(
                 MissingObject(m.topic, m.ledger_id, m.uuid, m.key) for m in audit.missing
             ),

@@ -268,6 +268,7 @@ class ReadHandle:
                 max_fetch=buf if pulsar else None,
                 description=self._what,
                 crc_boundaries=self._block_boundaries() if self._crcs is not None else (),
+                check_version=True,
             )
         return self._stream
 

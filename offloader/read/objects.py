@@ -9,7 +9,7 @@ they can run in Spark executors.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from formats.block import BlockEntry, PackedEntries, iter_block_entries
@@ -235,6 +235,15 @@ def fetch_block(
     return out[:size]
 
 
+def check_data_version(metadata: Mapping[str, str], key: str, what: str) -> None:
+    """Pulsar's ``VERSION_CHECK`` on a data object's GET (its response carries the user
+    metadata): :class:`ForeignObjectError` naming the object and the version found."""
+    try:
+        check_format_version(metadata, key)
+    except UnsupportedVersionError as exc:
+        raise ForeignObjectError(f"{what}: {exc}") from exc
+
+
 def _fetch_chunks(
     store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
 ) -> None:
@@ -254,6 +263,10 @@ def _fetch_chunks(
     try:
         while not prefetch.exhausted:
             chunk = prefetch.take()
+            if size == 0:  # the first GET's response: the data object's format version
+                check_data_version(
+                    prefetch.object_metadata, key, f"offloaded ledger {ref.ledger_id}"
+                )
             size += len(chunk)
             consume(chunk)
     except ReadError as exc:
