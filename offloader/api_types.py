@@ -109,6 +109,9 @@ class EntryRecord:
     entry_id: int
     payload: bytes
     tier: Literal["local", "offloaded"]
+    #: the bytes were checked before the entry was returned (a local record's CRC32C, an
+    #: offloaded span's); False for offloaded objects without span CRC32Cs (see ReadHandle)
+    verified: bool = True
 
 
 @dataclass(frozen=True)

@@ -134,11 +134,17 @@ def test_block_crc_mismatch(tmp_path: Path) -> None:
     # flip one payload byte of entry 40 (block 1): framing stays valid, the CRC does not
     _rewrite_data(store, b"\xff", at=4096 + 128 + 5 * 112 + 12 + 50)
     with ReadHandle.open(store, 9, UUID) as handle:
+        assert handle.verifies_spans
         assert handle.read(0, 10)[3].payload == payloads[3]  # block 0 is fine
-        with pytest.raises(ChecksumMismatchError, match="block 1 CRC32C"):
+        # the span holding the flipped byte is checked before any of its entries is returned
+        with pytest.raises(ChecksumMismatchError, match=r"\(span 1\) have CRC32C"):
             handle.read(0, 99)
-        # a partial read of block 1 cannot be checked: the payload differs silently
-        assert handle.read(40, 40)[0].payload != payloads[40]
+        # a partial read of block 1 too (issue 21, item 6)
+        with pytest.raises(ChecksumMismatchError, match=r"\(span 1\)"):
+            handle.read(40, 40)
+    # without span CRC32Cs (an older object): the block CRC32C, and partial reads unchecked
+    with ReadHandle.open(store, 9, UUID, use_extension=False) as handle:
+        assert not handle.verifies_spans
 
 
 def test_truncated_data_object(tmp_path: Path) -> None:
