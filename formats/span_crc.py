@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from formats.block import Buffer
 from formats.errors import CorruptDataError
@@ -43,7 +44,7 @@ def span_cuts(
     inner = [p for p in points if data_start < p < block_end]
     bounds = [data_start, *inner, block_end]
     del block_start  # the header is not in any span: the block header check covers it
-    return list(zip(bounds, bounds[1:], strict=False))
+    return list(pairwise(bounds))
 
 
 def block_span_crcs(block: Buffer, block_start: int, cuts: Sequence[tuple[int, int]]) -> list[int]:

@@ -148,9 +148,9 @@ def read_ledger(
 def read_entries_from(
     ml: TopicLedgers, start: tuple[int, int] | None, count: int | None
 ) -> Iterator[tuple[int, int, bytes, Tier, bool]]:
-    """``(ledger_id, entry_id, payload, tier, verified)`` from ``start`` (default: the first entry), at
-    most ``count``; the ledger list is read once, now. A ``start`` in a ledger the topic does
-    not have raises :class:`EntryOutOfRange` here, before any entry is read."""
+    """``(ledger_id, entry_id, payload, tier, verified)`` from ``start`` (default: the first
+    entry), at most ``count``; the ledger list is read once, now. A ``start`` in a ledger the
+    topic does not have raises :class:`EntryOutOfRange` here, before any entry is read."""
     records = ml.ledgers()
     if start is not None and all(r.ledger_id != start[0] for r in records):
         raise EntryOutOfRange(
