@@ -4,13 +4,16 @@ These commands join the ``objects`` group of :mod:`cli.objects` (``inspect``/``e
 local files; these talk to the store). ``verify`` reads a ledger's stored objects back and checks
 them against what the metadata recorded (sizes, index, and with ``--verify-checksums`` every
 block's CRC32C); ``orphans`` lists objects no ledger claims, unfinished multipart uploads and
-claimed objects that are missing; ``gc`` deletes the orphans (not the missing: that needs a
-person).
+claimed objects that are missing; ``gc`` deletes the orphans this installation provably
+wrote (``deletable``: a UUID of its attempt history and its marker in the object's metadata)
+and leaves everything else sharing the store alone, reported (not the missing either: that
+needs a person).
 
 JSON objects (``--json``): verify prints one ``{topic, ledger_id, uuid, ok, data_size,
 index_size, checked_checksums, problem}`` per ledger; orphans and gc print one
-``{clean, removed, dry_run, objects: [{key, size, reason, last_modified_ms}], uploads: [{key,
-upload_id, initiated_ms}], missing: [{topic, ledger_id, uuid, key}]}``.
+``{clean, removed, dry_run, objects: [{key, size, reason, last_modified_ms, deletable}],
+uploads: [{key, upload_id, initiated_ms, reason, deletable}], missing: [{topic, ledger_id,
+uuid, key}]}``.
 
 Exit codes: 1 when ``verify`` finds a bad ledger (or ``--ledger`` names one that does not exist
 or is not offloaded), and when ``orphans``/``gc`` find claimed objects missing (data loss, for a
@@ -163,18 +166,28 @@ def raise_if_missing(report: OrphanReport) -> None:
         )
 
 
+def _gc_action(deletable: bool) -> str:
+    return "remove" if deletable else "keep"
+
+
 def _echo_report(report: OrphanReport) -> None:
     """One table per kind of finding, each followed by a blank line."""
     if report.objects:
         echo_table(
-            ("ORPHANED OBJECT", "SIZE", "REASON", "LAST_MODIFIED_MS"),
-            [(o.key, o.size, o.reason, o.last_modified_ms) for o in report.objects],
+            ("ORPHANED OBJECT", "SIZE", "REASON", "GC", "LAST_MODIFIED_MS"),
+            [
+                (o.key, o.size, o.reason, _gc_action(o.deletable), o.last_modified_ms)
+                for o in report.objects
+            ],
         )
         click.echo("")
     if report.uploads:
         echo_table(
-            ("UNFINISHED UPLOAD", "UPLOAD_ID", "INITIATED_MS"),
-            [(u.key, u.upload_id, u.initiated_ms) for u in report.uploads],
+            ("UNFINISHED UPLOAD", "UPLOAD_ID", "REASON", "GC", "INITIATED_MS"),
+            [
+                (u.key, u.upload_id, u.reason, _gc_action(u.deletable), u.initiated_ms)
+                for u in report.uploads
+            ],
         )
         click.echo("")
     if report.missing:
@@ -243,10 +256,13 @@ def gc(cli: CliContext, dry_run: bool, min_age: int | None) -> None:
     else:
         _echo_report(report)
         verb = "Would remove" if dry_run else "Removed"
-        orphan_bytes = sum(o.size for o in report.objects)
+        gone = [o for o in report.objects if o.deletable]
+        aborted = [u for u in report.uploads if u.deletable]
+        kept = len(report.objects) - len(gone) + len(report.uploads) - len(aborted)
         click.echo(
-            f"{verb} {len(report.objects)} object(s) ({format_size(orphan_bytes)}) and "
-            f"{'abort' if dry_run else 'aborted'} {len(report.uploads)} upload(s)"
+            f"{verb} {len(gone)} object(s) ({format_size(sum(o.size for o in gone))}) and "
+            f"{'abort' if dry_run else 'aborted'} {len(aborted)} upload(s)"
+            + (f"; left {kept} not written by this installation alone" if kept else "")
         )
         if report.missing:
             click.echo(f"{len(report.missing)} claimed object(s) are missing: not repaired by gc")

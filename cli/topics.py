@@ -14,7 +14,9 @@ JSON objects (``--json``, one per line):
   offloaded, local_deleted, uuid, offloaded_ms}]}``
 * offload-prefix: ``{topic, triggered, message_id, position, ledgers, offloaded, failed}``
 * offload-status: ``{topic, status, last_error, updated_ms}``
-* read: ``{topic, ledger_id, entry_id, length, sha256, tier[, payload_b64]}`` per entry
+* read: ``{topic, ledger_id, entry_id, length, sha256, tier, verified[, payload_b64]}`` per
+  entry (``verified``: its bytes were checked before it was printed; false for an offloaded
+  object without span CRC32Cs, whose blocks are checked only at their end)
 * delete: ``{topic, deleted}``
 """
 
@@ -450,6 +452,7 @@ def entry_record(entry: EntryRecord, *, payload: bool) -> dict[str, Any]:
         "length": len(entry.payload),
         "sha256": hashlib.sha256(entry.payload).hexdigest(),
         "tier": entry.tier,
+        "verified": entry.verified,
     }
     if payload:
         record["payload_b64"] = base64.b64encode(entry.payload).decode("ascii")
@@ -494,7 +497,7 @@ def read(
     """Read TOPIC's entries from whichever tier holds them (local disk or S3).
 
     Text: position, length, SHA-256 and tier per entry. --json: one object per entry
-    with ledger_id, entry_id, length, sha256, tier (and payload_b64 with --payload).
+    with ledger_id, entry_id, length, sha256, tier, verified (and payload_b64 with --payload).
     Exits 1 if the topic does not exist or --from names a ledger it does not have.
 
     \b

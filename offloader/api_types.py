@@ -117,6 +117,9 @@ class EntryRecord:
     entry_id: int
     payload: bytes
     tier: Literal["local", "offloaded"]
+    #: the bytes were checked before the entry was returned (a local record's CRC32C, an
+    #: offloaded span's); False for offloaded objects without span CRC32Cs (see ReadHandle)
+    verified: bool = True
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,12 @@ class VerifyResult:
 class OrphanObject:
     key: str
     size: int
-    reason: str  # "unclaimed-uuid", "superseded-attempt", "not-an-offload-key", ...
+    #: "superseded-attempt", "deleted-ledger", "stale-temporary" (gc deletes them);
+    #: "unclaimed-uuid", "not-an-offload-key", "foreign-object", "odd-key" (left alone)
+    reason: str
     last_modified_ms: int | None = None
+    #: provably written by this installation: gc deletes it (else it is only reported)
+    deletable: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,9 @@ class OrphanUpload:
     key: str
     upload_id: str
     initiated_ms: int | None = None
+    #: "unfinished-upload" (an attempt of this home: gc aborts it) or "foreign-upload"
+    reason: str = "unfinished-upload"
+    deletable: bool = False
 
 
 @dataclass(frozen=True)

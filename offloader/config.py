@@ -34,6 +34,9 @@ class OffloadSettings:
     offload_concurrency: int = 4
     read_ahead: bool = True
     write_index_extension: bool = True
+    #: with the extension: a CRC32C per fine-offset span (a tagged section), so that reads
+    #: check every span before they return its entries (spec/index-format.md §4.2)
+    write_span_crc32c: bool = True
     #: maximum bytes of ledger entries fetched from a LedgerReader in one read() call
     ledger_read_batch_entries: int = 100
     #: S3 client: seconds to connect / to wait for a response, and attempts per call

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from offloader.api_types import BrokerSettings
 from offloader.ledgers import LedgerStore, RolloverPolicy
+from offloader.logs import redact
 from offloader.metadata.base import (
     DRIVER_BUCKET,
     DRIVER_ENDPOINT,
@@ -27,6 +28,7 @@ from offloader.metadata.base import (
     DRIVER_STORE_URL,
     DriverMetadata,
     MetadataStore,
+    OffloadContext,
 )
 from offloader.policies import NamespacePolicies
 from offloader.store.base import ObjectStore
@@ -58,6 +60,18 @@ def driver_metadata_for(
             DRIVER_REGION: region or "",
             DRIVER_ENDPOINT: endpoint_url or "",
         },
+    )
+
+
+def store_hint(context: OffloadContext | None, current_url: str) -> str:
+    """When an offload's objects are missing from ``current_url``: which store the metadata
+    says the offload went to, if another (``""`` otherwise), as the end of an error message."""
+    recorded = "" if context is None else context.driver.properties.get(DRIVER_STORE_URL, "")
+    if not recorded or recorded == current_url:
+        return ""
+    return (
+        f"; the offload went to {redact(recorded)}, not to {redact(current_url)}: "
+        f"use --store {redact(recorded)}"
     )
 
 

@@ -9,8 +9,10 @@ younger than ``min_age_ms`` (an upload running now). Everything else is reported
   with its ``.log`` key and size 0 when it left none; gc deletes it through
   DELETE_SEGMENT_STARTED -> FINISHED.
 * ``kafka-deleted-segment``: an object of a DELETE_SEGMENT_FINISHED record (a delete that did not
-  reach the store); ``kafka-unclaimed-segment``: a segment id no record knows.
-* incomplete multipart uploads of Kafka keys not claimed by a running copy;
+  reach the store); ``kafka-unclaimed-segment``: a segment id no record of this installation
+  knows (another uploader's, sharing the bucket): reported, never deleted.
+* incomplete multipart uploads of Kafka keys not claimed by a running copy (aborted by gc only
+  when a record of ours names their segment; others are ``foreign_uploads``, left alone);
 * ``missing``: objects of COPY_SEGMENT_FINISHED records that the store no longer has.
 """
 
@@ -54,6 +56,8 @@ class KafkaOrphan:
 class KafkaAudit:
     objects: list[KafkaOrphan] = field(default_factory=list)
     uploads: list[MultipartUploadInfo] = field(default_factory=list)
+    #: stray uploads of segment ids this installation never recorded: reported, never aborted
+    foreign_uploads: list[MultipartUploadInfo] = field(default_factory=list)
     #: (record, key) of finished segments whose object is gone
     missing: list[tuple[RemoteSegmentRecord, str]] = field(default_factory=list)
     abandoned: list[RemoteSegmentRecord] = field(default_factory=list)
@@ -116,7 +120,7 @@ def audit_kafka(
             continue
         when = _ms(upload.initiated)
         if when is None or now_ms - when >= min_age_ms:
-            audit.uploads.append(upload)
+            (audit.uploads if record is not None else audit.foreign_uploads).append(upload)
     for record in ctx.meta.list_segments(states=[COPY_FINISHED]):
         for key in record.keys.values():
             if key in seen:
@@ -129,8 +133,9 @@ def audit_kafka(
 
 
 def collect_kafka(ctx: KafkaContext, audit: KafkaAudit) -> int:
-    """Remove what the audit found: abandoned copies through the DELETE states, other orphan
-    objects and stray uploads directly. How many objects and uploads were removed."""
+    """Remove what the audit found that this installation wrote: abandoned copies through the
+    DELETE states, objects of deleted segments and our stray uploads directly (unclaimed
+    segments and foreign uploads are left alone). How many objects and uploads were removed."""
     removed = 0
     done: set[str] = set()
     for record in audit.abandoned:
@@ -141,7 +146,7 @@ def collect_kafka(ctx: KafkaContext, audit: KafkaAudit) -> int:
         done.add(record.segment_id)
         removed += sum(1 for o in audit.objects if o.segment_id == record.segment_id and o.size)
     for orphan in audit.objects:
-        if orphan.segment_id in done or orphan.reason == ABANDONED:
+        if orphan.segment_id in done or orphan.reason in (ABANDONED, UNCLAIMED):
             continue
         owner = _segment(ctx, orphan.segment_id)
         if owner is not None and owner.state != DELETE_FINISHED:

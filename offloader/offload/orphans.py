@@ -4,10 +4,13 @@
 
 * objects whose key parses to a UUID that no live ledger claims (``unclaimed-uuid`` when no
   attempt with that UUID was ever recorded here, ``superseded-attempt`` for an attempt that
-  lost, failed or was cleaned, ``deleted-ledger`` for a trimmed/deleted ledger's attempt), and
-  objects whose key is not an offloaded-ledger key at all (``not-an-offload-key``);
+  lost, failed or was cleaned, ``deleted-ledger`` for a trimmed/deleted ledger's attempt,
+  ``foreign-object`` for a key of our history whose object lacks our marker), objects whose
+  key is not an offloaded-ledger key at all (``not-an-offload-key``) and keys no store
+  operation accepts (``odd-key``: ``../x``, ``//x``, control characters);
 * incomplete multipart uploads, unless their UUID is the *incomplete* offload of a live ledger
-  (a running attempt);
+  (a running attempt): ``unfinished-upload`` for a UUID of this home's attempt history,
+  ``foreign-upload`` for any other;
 * complete offloads whose data or index object is missing (needs a person: never "fixed");
 * for the local ``file://`` store, leftovers of writes killed mid-way (``stale-temporary``).
 
@@ -16,8 +19,14 @@ Only objects and uploads older than ``min_age_ms`` (wall clock against the store
 ``begin_offload`` may not be visible yet, is never touched. The claims are read *after* the
 listing, so an offload that begins while we list is seen as claimed.
 
-:func:`collect_garbage` deletes the reported objects and aborts the reported uploads (nothing
-with ``dry_run``) and marks their attempts CLEANED.
+:func:`collect_garbage` deletes only what this installation provably wrote (nothing with
+``dry_run``): an object whose UUID is in this metadata store's attempt history **and** whose
+user metadata carries our marker (the software version ``ledger-offloader-...`` our writer
+sets; read with a HEAD of each candidate), an upload whose UUID is in the attempt history, and
+the local store's own crash leftovers. Everything else (other homes' or a Pulsar broker's
+offloads sharing the prefix, READMEs, other clients' uploads, odd keys) is reported and left
+alone. It marks the attempts it cleaned CLEANED; a deletion that fails for one object is
+reported (logged) and gc carries on with the others.
 """
 
 from __future__ import annotations
@@ -28,16 +37,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from formats.kafka.names import is_remote_key
-from formats.keys import parse_key
+from formats.keys import parse_key, parse_user_metadata
 from offloader.crashpoints import crash_point
-from offloader.errors import InvalidKeyError, NotFound, ObjectNotFound, OffloadConflict
+from offloader.errors import (
+    AccessDenied,
+    InvalidKeyError,
+    InvalidStoreKey,
+    NotFound,
+    ObjectNotFound,
+    OffloadConflict,
+    StoreError,
+    StoreUnavailable,
+)
 from offloader.logs import get_logger
 from offloader.runtime import Runtime
+from offloader.store.keycheck import check_key
 
 log = get_logger(__name__)
 
 #: reason of a crash leftover of the local store (``.tmp-*``), reclaimed by gc after min age
 STALE_TEMPORARY = "stale-temporary"
+#: the reasons of what gc deletes (aborts): provably written by this installation
+DELETABLE_REASONS = frozenset(
+    {"superseded-attempt", "deleted-ledger", STALE_TEMPORARY, "unfinished-upload"}
+)
+#: our writer's software version starts with this (the marker in our objects' user metadata)
+OUR_SOFTWARE_PREFIX = "ledger-offloader"
 
 
 @dataclass(frozen=True)
@@ -55,6 +80,7 @@ class StrayUpload:
     upload_id: str
     initiated_ms: int | None
     uuid: str | None
+    reason: str = "unfinished-upload"
 
 
 @dataclass(frozen=True)
@@ -101,6 +127,45 @@ def _reason(rt: Runtime, uuid: str) -> str:
     return "superseded-attempt"
 
 
+def _in_history(rt: Runtime, uuid: str | None) -> bool:
+    if uuid is None:
+        return False
+    try:
+        rt.meta.get_attempt(uuid)
+    except NotFound:
+        return False
+    return True
+
+
+def _odd(key: str) -> bool:
+    try:
+        check_key(key)
+    except InvalidStoreKey:
+        return True
+    return False
+
+
+def _has_our_marker(rt: Runtime, key: str) -> bool:
+    """The object's user metadata says our writer wrote it (a HEAD; False if it is gone)."""
+    try:
+        info = rt.store.head(key)
+    except (ObjectNotFound, InvalidStoreKey):
+        return False
+    version = parse_user_metadata(info.metadata).software_version or ""
+    return version.startswith(OUR_SOFTWARE_PREFIX)
+
+
+def _object_reason(rt: Runtime, key: str, uuid: str | None) -> str:
+    if _odd(key):
+        return "odd-key"
+    if uuid is None:
+        return "not-an-offload-key"
+    reason = _reason(rt, uuid)
+    if reason in DELETABLE_REASONS and not _has_our_marker(rt, key):
+        return "foreign-object"
+    return reason
+
+
 def find_orphans(
     rt: Runtime, min_age_ms: int, *, foreign: Callable[[str], bool] | None = None
 ) -> Audit:
@@ -121,7 +186,7 @@ def find_orphans(
         when = _ms(info.last_modified)
         if not _old_enough(when, now, min_age_ms):
             continue
-        reason = "not-an-offload-key" if uuid is None else _reason(rt, uuid)
+        reason = _object_reason(rt, info.key, uuid)
         audit.objects.append(Orphan(info.key, info.size, reason, when, uuid))
     list_temporaries = getattr(rt.store, "list_temporaries", None)
     for info in list_temporaries() if list_temporaries is not None else ():
@@ -135,7 +200,9 @@ def find_orphans(
             continue  # a running (or interrupted, to be retried) attempt
         when = _ms(upload.initiated)
         if _old_enough(when, now, min_age_ms):
-            audit.uploads.append(StrayUpload(upload.key, upload.upload_id, when, uuid))
+            ours = not _odd(upload.key) and _in_history(rt, uuid)
+            reason = "unfinished-upload" if ours else "foreign-upload"
+            audit.uploads.append(StrayUpload(upload.key, upload.upload_id, when, uuid, reason))
     for uuid, record in claimed.items():
         context = record.offload
         if context is None or not context.complete:
@@ -158,18 +225,34 @@ def collect_garbage(rt: Runtime, audit: Audit, *, dry_run: bool) -> int:
     removed = 0
     uuids: set[str] = set()
     for orphan in audit.objects:
+        if orphan.reason not in DELETABLE_REASONS:
+            continue  # not provably ours: reported, left alone
         if orphan.uuid is not None and orphan.uuid in claimed:
             continue
-        if orphan.reason == STALE_TEMPORARY:
-            rt.store.remove_temporary(orphan.key)  # type: ignore[attr-defined]
-        else:
-            rt.store.delete(orphan.key)
+        try:
+            if orphan.reason == STALE_TEMPORARY:
+                rt.store.remove_temporary(orphan.key)  # type: ignore[attr-defined]
+            else:
+                rt.store.delete(orphan.key)
+        except (StoreUnavailable, AccessDenied):
+            raise
+        except StoreError as exc:
+            log.warning("gc skipped an object", key=orphan.key, error=str(exc))
+            continue
         crash_point("gc.after_object_delete")
         removed += 1
         if orphan.uuid is not None:
             uuids.add(orphan.uuid)
     for upload in audit.uploads:
-        rt.store.abort_multipart_upload(upload.key, upload.upload_id)
+        if upload.reason not in DELETABLE_REASONS:
+            continue
+        try:
+            rt.store.abort_multipart_upload(upload.key, upload.upload_id)
+        except (StoreUnavailable, AccessDenied):
+            raise
+        except StoreError as exc:
+            log.warning("gc skipped an upload", key=upload.key, error=str(exc))
+            continue
         crash_point("gc.after_upload_abort")
         removed += 1
         if upload.uuid is not None and upload.uuid not in claimed:

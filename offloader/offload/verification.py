@@ -20,6 +20,7 @@ from offloader.errors import AccessDenied, ObjectNotFound, OffloaderError, Store
 from offloader.metadata.base import LedgerRecord
 from offloader.read.objects import block_refs, check_object_version, read_block
 from offloader.read.transformed import data_view
+from offloader.runtime import store_hint
 from offloader.store.base import ObjectStore
 
 
@@ -57,6 +58,8 @@ def check_offload(
     data_size, problem = _head_size(store, context.data_key, "data")
     index_size, index_problem = _head_size(store, context.index_key, "index")
     problem = problem or index_problem
+    if problem is not None:
+        problem += store_hint(context, store.url)
 
     def result(problem: str | None, checked: bool) -> ObjectCheck:
         return ObjectCheck(problem is None, data_size, index_size, checked, problem)

@@ -61,7 +61,9 @@ from formats.keys import (
     object_user_metadata,
 )
 from formats.layout import BlockPlan, plan_blocks
+from formats.span_crc import block_span_crcs, encode_span_crcs, span_cuts
 from formats.transform import CHUNKED_FORMAT_VERSION, TransformSection, transform_extension_section
+from formats.wire import BLOCK_HEADER_LEN
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
 from offloader.errors import (
@@ -106,12 +108,19 @@ class OffloadResult:
 
 
 def _checksum_and_upload(
-    store: ObjectStore, key: str, upload_id: str, part_number: int, block: memoryview
-) -> tuple[UploadedPart, int]:
-    """On an upload thread: the block's CRC32C (the GIL is released while it is summed),
-    then the part with it as its checksum; returns both."""
+    store: ObjectStore,
+    key: str,
+    upload_id: str,
+    plan: BlockPlan,
+    block: memoryview,
+    cuts: Sequence[tuple[int, int]],
+) -> tuple[UploadedPart, int, list[int]]:
+    """On an upload thread: the block's CRC32C and its spans' (``cuts``; the GIL is released
+    while they are summed), then the part with the block's as its checksum; returns all."""
     crc = crc32c(block)
-    return store.upload_part(key, upload_id, part_number, _part_body(block), crc), crc
+    spans = block_span_crcs(block, plan.offset, cuts)
+    part = store.upload_part(key, upload_id, plan.part_number, _part_body(block), crc)
+    return part, crc, spans
 
 
 def _part_body(block: memoryview) -> Buffer:
@@ -238,6 +247,8 @@ class _Offload:
         self.index_refused = False
         self.pool: ThreadPoolExecutor | None = None
         self.entries: LedgerEntries | None = None
+        #: per part number, the CRC32Cs of its block's spans
+        self.span_crcs_of_part: dict[int, list[int]] = {}
 
     def upload_data(self, managed_ledger_name: str | None) -> tuple[list[int], LedgerEntries]:
         settings, store, plans = self.settings, self.store, self.plans
@@ -258,9 +269,10 @@ class _Offload:
         # on the pool's threads without the GIL while this thread frames the first blocks
         pooled_blocks = len(plans) - (plans[-1].size < buffer_size)
         free: list[BlockWriter] = []
-        in_flight: dict[Future[tuple[UploadedPart, int]], tuple[BlockWriter, int]] = {}
+        in_flight: dict[Future[tuple[UploadedPart, int, list[int]]], tuple[BlockWriter, int]] = {}
         parts: list[UploadedPart] = []
         crc_of_part: dict[int, int] = {}
+        cuts = self._span_cuts()
         done_bytes = 0
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-part")
         prepared = deque(
@@ -277,9 +289,10 @@ class _Offload:
             )
             for future in finished:
                 writer, size = in_flight.pop(future)
-                part, crc = future.result()  # raises the part's error
+                part, crc, spans = future.result()  # raises the part's error
                 parts.append(part)
                 crc_of_part[part.part_number] = crc
+                self.span_crcs_of_part[part.part_number] = spans
                 crash_point("writer.after_part")
                 free.append(writer)
                 done_bytes += size
@@ -310,7 +323,7 @@ class _Offload:
             while len(in_flight) >= window:
                 harvest(block=True)
             future = self.pool.submit(
-                _checksum_and_upload, store, self.dkey, upload_id, plan.part_number, block
+                _checksum_and_upload, store, self.dkey, upload_id, plan, block, cuts[n]
             )
             in_flight[future] = (writer, plan.size)
         while in_flight:
@@ -331,6 +344,16 @@ class _Offload:
         self.completed = True
         return crcs, entries
 
+    def _span_cuts(self) -> list[list[tuple[int, int]]]:
+        """Per block, its fine-offset spans (none without the index extension)."""
+        if not (self.settings.write_index_extension and self.settings.write_span_crc32c):
+            return [[] for _ in self.plans]
+        points = [offset for _, offset in fine_offsets_for(self.plans, self.lengths)]
+        return [
+            span_cuts(p.offset, p.offset + BLOCK_HEADER_LEN, p.offset + p.size, points)
+            for p in self.plans
+        ]
+
     def put_index(
         self,
         crcs: Sequence[int],
@@ -344,6 +367,11 @@ class _Offload:
             extension = IndexExtension(
                 tuple(crcs), tuple(fine_offsets_for(self.plans, self.lengths))
             )
+            # a transformed object's chunks carry their own CRC32Cs (and GCM tags), checked
+            # before any of their bytes are used: span CRC32Cs are for plain objects
+            if settings.write_span_crc32c and transform is None:
+                spans = [c for p in self.plans for c in self.span_crcs_of_part[p.part_number]]
+                extension = extension.with_section(encode_span_crcs(spans))
             if transform is not None:
                 extension = extension.with_section(transform_extension_section(transform))
         index = index_from_plans(

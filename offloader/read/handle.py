@@ -39,10 +39,12 @@ from typing import NamedTuple, TypeVar
 
 from formats.block import DataBlockHeader, PackedEntries
 from formats.cuts import Cut, cut_entries, cut_packed, cut_spans
+from formats.extension import crc32c
 from formats.framing import NO_LIMIT
 from formats.index import OffloadIndex
 from formats.keys import data_key, index_key
 from formats.ledger_metadata import LedgerMetadata
+from formats.span_crc import SpanChecks
 from formats.spans import SpanEntries
 from formats.wire import DEFAULT_FINE_OFFSET_INTERVAL, ENTRY_HEADER, ENTRY_HEADER_LEN
 from offloader.config import OffloadSettings
@@ -55,7 +57,7 @@ from offloader.errors import (
     ReadError,
 )
 from offloader.logs import get_logger
-from offloader.read.objects import load_index
+from offloader.read.objects import RecordedOffload, load_index
 from offloader.read.offsets_cache import OffsetsCache
 from offloader.read.ranged_stream import RangedStream
 from offloader.read.transformed import data_view
@@ -114,6 +116,9 @@ class ReadHandle:
         ext = index.extension
         self._crcs = ext.block_crc32c if ext is not None and ext.block_crc32c else None
         self._what = f"offloaded ledger {ledger_id} ({uuid})"
+        #: the span CRC32Cs (None: the object has none, only blocks read whole are checked)
+        self._spans = None if emulate_pulsar else SpanChecks.of(index)
+        self._verified_spans: set[int] = set()
 
     @classmethod
     def open(
@@ -126,16 +131,19 @@ class ReadHandle:
         offsets_cache: OffsetsCache | None = None,
         use_extension: bool = True,
         emulate_pulsar: bool = False,
+        recorded: RecordedOffload | None = None,
     ) -> ReadHandle:
         """GET and check the index (one request). ``use_extension=False`` ignores the index
         extension (the offsets cache and the floor lookup remain). ``emulate_pulsar`` also
         does Pulsar's I/O: fixed ``read_buffer_size`` GETs, no read-ahead, no single-GET
-        windows, no fetch growth (benchmarks compare against it)."""
+        windows, no fetch growth (benchmarks compare against it). ``recorded``: what the
+        metadata recorded (the index's size and CRC32C, the block CRC32Cs), checked against
+        the index fetched (see :func:`~offloader.objects.load_index`)."""
         if emulate_pulsar:
             use_extension = False
         settings = settings or OffloadSettings()
         try:
-            index = load_index(store, ledger_id, uuid)
+            index = load_index(store, ledger_id, uuid, recorded=recorded)
         except ObjectNotFound as exc:
             raise ObjectNotFound(
                 f"offloaded ledger {ledger_id} ({uuid}) not found: no index object "
@@ -200,6 +208,14 @@ class ReadHandle:
     @property
     def has_extension(self) -> bool:
         return self._index.extension is not None
+
+    @property
+    def verifies_spans(self) -> bool:
+        """True when the object records span CRC32Cs: every entry this handle returns was in
+        a span whose CRC32C was checked before it was returned. False (an object written by
+        Pulsar, or by an older version of ours): only blocks read whole are checked, at
+        their end, after their entries were returned."""
+        return self._spans is not None
 
     @property
     def data_gets(self) -> int:
@@ -275,6 +291,7 @@ class ReadHandle:
                 max_fetch=buf if pulsar else None,
                 description=self._what,
                 crc_boundaries=self._block_boundaries() if self._crcs is not None else (),
+                check_version=True,
             )
         return self._stream
 
@@ -305,12 +322,18 @@ class ReadHandle:
         # the object offset from which the next entry's offset is remembered
         learn_next = 0 if small or index.extension is None else NO_LIMIT
         reseeks = 0
+        failed_at: set[int] = set()
         expected = first
         block, cur_id = self._seek(stream, expected, first, last, use_cache=True)
         block_end = index.block_ends[block]
+        spans = self._spans
+        # the checked run of spans the position is in: [checked_start, checked_end)
+        checked_start, checked_end = 0, -1
         # each pass either consumes an entry, moves to a later block, or spends re-seek budget
         while expected <= last:
             pos = stream.position
+            if spans is not None and not checked_start <= pos < checked_end:
+                checked_start, checked_end = self._check_spans(stream, pos)
             left = block_end - pos
             if left < 4 or stream.view(4)[0] & 0x80:
                 # end of the block (padding, or fewer bytes than a length field)
@@ -322,6 +345,7 @@ class ReadHandle:
                         budget,
                         f"block {block} ends at {pos} before entry {expected}",
                         pos,
+                        failed_at,
                     )
                     cache.discard(ledger, expected)
                 else:
@@ -336,7 +360,11 @@ class ReadHandle:
             length, entry_id = _UNPACK(stream.view(ENTRY_HEADER_LEN))
             if entry_id != cur_id:
                 reseeks = self._spend_reseek(
-                    reseeks, budget, f"found entry {entry_id} where {cur_id} was expected", pos
+                    reseeks,
+                    budget,
+                    f"found entry {entry_id} where {cur_id} was expected",
+                    pos,
+                    failed_at,
                 )
                 cache.discard(ledger, expected)
                 block, cur_id = self._seek(stream, expected, first, last, use_cache=False)
@@ -360,10 +388,12 @@ class ReadHandle:
             # formats._speedups is built)
             buf, at = stream.buffer(end - pos)
             learned: list[tuple[int, int]] = []
+            # with span CRC32Cs, only entries of checked spans (the entry at pos is in one)
+            cut_end = block_end if spans is None else min(block_end, checked_end)
             batch, off, cur_id, learn_next = cut(
                 buf,
                 at,
-                at + min(len(buf) - at, block_end - pos),
+                at + min(len(buf) - at, cut_end - pos),
                 cur_id,
                 last,
                 pos - at,
@@ -376,17 +406,72 @@ class ReadHandle:
             stream.advance(off - at)
             expected = cur_id
             cache.put_many(ledger, learned)
+            if cur_id > index.block_last_entry_id(block):
+                # the batch ends the block: check its CRC32C before the caller sees the batch,
+                # since a caller that stops at the block's last entry never resumes us
+                self._finish_block(stream, block, block_end)
             yield batch
         if expected > index.block_last_entry_id(block):
             self._finish_block(stream, block, block_end)
 
-    def _spend_reseek(self, reseeks: int, budget: int, reason: str, offset: int) -> int:
-        """Count one re-seek; past the budget, give up with :class:`CorruptDataError`."""
+    def _check_spans(self, stream: RangedStream, pos: int) -> tuple[int, int]:
+        """Check the CRC32C of the span holding ``pos`` (and of the spans after it in its
+        block whose bytes are already buffered) before any of their entries is returned; the
+        run of checked spans ``pos`` is in, ``(start, end)``. A span not yet checked is read
+        from its start, where reads of a handle with span checks always begin."""
+        spans = self._spans
+        assert spans is not None
+        checked = self._verified_spans
+        k = spans.containing(pos)
+        if k not in checked:
+            if spans.starts[k] != pos:  # pragma: no cover - reads begin at span starts
+                raise CorruptDataError(
+                    f"{self._what}: cannot check the span at {spans.starts[k]} from {pos}",
+                    offset=pos,
+                )
+            last = k
+            while (
+                last + 1 < len(spans.starts)
+                and spans.starts[last + 1] == spans.ends[last]
+                and spans.ends[last + 1] - pos <= stream.buffered()
+            ):
+                last += 1
+            view = stream.view(spans.ends[last] - pos)
+            for i in range(k, last + 1):
+                actual = crc32c(view[spans.starts[i] - pos : spans.ends[i] - pos])
+                if actual != spans.crcs[i]:
+                    raise ChecksumMismatchError(
+                        f"{self._what}: bytes {spans.starts[i]}..{spans.ends[i]} (span {i}) "
+                        f"have CRC32C 0x{actual:08x}, the index recorded "
+                        f"0x{spans.crcs[i]:08x}",
+                        offset=spans.starts[i],
+                    )
+                checked.add(i)
+        start, end = spans.starts[k], spans.ends[k]
+        while k + 1 in checked and spans.starts[k + 1] == end:
+            k += 1
+            end = spans.ends[k]
+        return start, end
+
+    def _spend_reseek(
+        self, reseeks: int, budget: int, reason: str, offset: int, seen: set[int]
+    ) -> int:
+        """Count one re-seek; past the budget, or when the same offset fails again (a re-seek
+        through the index landed on the same bytes: they are corrupt, not a stale cached
+        offset), give up with one :class:`CorruptDataError`. The first re-seek of a read is
+        logged as a warning, later ones at debug level."""
+        if offset in seen:
+            raise CorruptDataError(
+                f"{self._what}: {reason}, again after re-seeking through the index: the data "
+                f"object is corrupt ({reseeks} re-seek(s))",
+                offset=offset,
+            )
         if reseeks >= budget:
             raise CorruptDataError(
                 f"{self._what}: {reason}; gave up after {reseeks} re-seeks", offset=offset
             )
-        log.warning(
+        seen.add(offset)
+        (log.warning if reseeks == 0 else log.debug)(
             "unexpected data, re-seeking", ledger_id=self._ledger_id, reason=reason, offset=offset
         )
         return reseeks + 1
@@ -426,7 +511,8 @@ class ReadHandle:
         if index.extension is not None and entry_id != row.entry_id:
             loc = index.locate(entry_id)
             start_id, start = loc.start_entry_id, loc.start_offset
-        if use_cache and entry_id != start_id:
+        if use_cache and entry_id != start_id and self._spans is None:
+            # (with span checks a read starts at a span start, where the span can be checked)
             hit = self._cache.probe_back(self._ledger_id, entry_id, start_id + 1)
             if hit is not None and block_start < hit[1] < block_end:
                 start_id, start = hit

@@ -8,53 +8,151 @@ they can run in Spark executors.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from formats.block import BlockEntry, PackedEntries, iter_block_entries
 from formats.block_packer import BlockPacker
+from formats.errors import FormatError
+from formats.extension import IndexExtension, crc32c
 from formats.index import OffloadIndex, decode_index
 from formats.keys import check_format_version, data_key, index_key, parse_user_metadata
 from formats.transform import CHUNKED_FORMAT_VERSION
 from offloader.errors import (
+    AccessDenied,
     ChecksumMismatchError,
     ForeignObjectError,
     IndexInconsistentError,
+    ObjectNotFound,
     ReadError,
+    StoreError,
     StoreUnavailable,
     UnsupportedVersionError,
 )
+from offloader.metadata.base import OffloadContext
 from offloader.read.prefetch import RangePrefetcher
-from offloader.store.base import ObjectStore
+from offloader.store.base import GetResult, ObjectStore
 
 #: Pulsar retries the index GET and parse three times on I/O errors
 INDEX_GET_ATTEMPTS = 3
+#: an index larger than this is refused unread when its size was not recorded (ours are a
+#: few KB per GB of data: a 640 GB ledger of 64 MiB blocks needs about 160 MB of fine offsets)
+MAX_INDEX_BYTES = 256 * 1024 * 1024
+#: an index of unrecorded size is fetched with a first GET of this many bytes (most indexes
+#: fit), which also tells its size: a larger one is refused above MAX_INDEX_BYTES unread
+INDEX_FIRST_GET = 1024 * 1024
 DEFAULT_READ_BUFFER = 1024 * 1024
 #: chunks a block fetch reads ahead of the caller (which keeps the whole block anyway)
 BLOCK_PREFETCH_DEPTH = 16
 
 
+@dataclass(frozen=True)
+class RecordedOffload:
+    """What the metadata recorded about an offload when it completed: the index object's size
+    and CRC32C and the block CRC32Cs. A read compares the fetched index with them, so a
+    replaced or swapped index is refused, and uses the block CRC32Cs when the index has no
+    extension (a stripped extension must not switch the checks off)."""
+
+    index_size: int | None = None
+    index_crc32c: int | None = None
+    block_crc32c: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, context: OffloadContext | None) -> RecordedOffload | None:
+        if context is None or not context.complete:
+            return None
+        return cls(context.index_size, context.index_crc32c, tuple(context.block_crc32c))
+
+
 def load_index(
-    store: ObjectStore, ledger_id: int, uuid: str, *, check_version: bool = True
+    store: ObjectStore,
+    ledger_id: int,
+    uuid: str,
+    *,
+    check_version: bool = True,
+    recorded: RecordedOffload | None = None,
 ) -> OffloadIndex:
-    """GET and decode a ledger's index; refuses objects that are not format version 1."""
+    """GET and decode a ledger's index; refuses objects that are not format version 1.
+
+    The GET asks for at most the recorded size (else :data:`MAX_INDEX_BYTES`) plus one byte,
+    so an index larger than that is refused before it is read (``IndexInconsistentError``);
+    with ``recorded``, a size or CRC32C other than the recorded one is refused too, and the
+    recorded block CRC32Cs stand in for a missing extension. Errors name the object and the
+    ledger."""
     key = index_key(uuid, ledger_id)
-    last_error: StoreUnavailable | None = None
-    for _attempt in range(INDEX_GET_ATTEMPTS):
-        try:
-            result = store.get(key)
-            break
-        except StoreUnavailable as exc:
-            last_error = exc
-    else:
-        assert last_error is not None
-        raise last_error
+    what = f"index object {key} of ledger {ledger_id} in {store.url}"
+    first = INDEX_FIRST_GET
+    if recorded is not None and recorded.index_size is not None:
+        first = recorded.index_size + 1  # one byte more shows a longer object
+    result = _get_index_range(store, key, what, 0, first)
+    _check_recorded_size(what, result.size, recorded)
+    if len(result.data) < result.size:  # size unrecorded, and below the bound: the rest
+        rest = _get_index_range(store, key, what, len(result.data), result.size)
+        result = dataclasses.replace(result, data=result.data + rest.data)
     if check_version:
         try:
             check_object_version(result.metadata, key)
         except UnsupportedVersionError as exc:
             raise ForeignObjectError(str(exc)) from exc
-    return decode_index(result.data)
+    if recorded is not None and recorded.index_crc32c is not None:
+        actual = crc32c(result.data)
+        if actual != recorded.index_crc32c:
+            raise ChecksumMismatchError(
+                f"{what}: CRC32C is 0x{actual:08x}, the metadata recorded "
+                f"0x{recorded.index_crc32c:08x}: not the index this ledger was offloaded with"
+            )
+    try:
+        index = decode_index(result.data)
+    except FormatError as exc:
+        raise _named(exc, what) from exc
+    if index.extension is None and recorded is not None and recorded.block_crc32c:
+        if len(recorded.block_crc32c) != index.block_count:
+            raise IndexInconsistentError(
+                f"{what} has {index.block_count} blocks, the metadata recorded "
+                f"{len(recorded.block_crc32c)} block CRC32Cs"
+            )
+        index = dataclasses.replace(index, extension=IndexExtension(recorded.block_crc32c))
+    return index
+
+
+def _get_index_range(store: ObjectStore, key: str, what: str, start: int, end: int) -> GetResult:
+    last_error: StoreUnavailable | None = None
+    for _attempt in range(INDEX_GET_ATTEMPTS):
+        try:
+            return store.get_range(key, start, end)
+        except StoreUnavailable as exc:
+            last_error = exc
+        except (ObjectNotFound, AccessDenied):
+            raise
+        except StoreError as exc:  # an empty object: no range of it can be read
+            raise IndexInconsistentError(f"{what} cannot be read as an index: {exc}") from exc
+    assert last_error is not None
+    raise last_error
+
+
+def _check_recorded_size(what: str, size: int, recorded: RecordedOffload | None) -> None:
+    expected = None if recorded is None else recorded.index_size
+    if expected is not None and size != expected:
+        raise IndexInconsistentError(
+            f"{what} is {size} bytes, the metadata recorded {expected}: not the index this "
+            "ledger was offloaded with (replaced or swapped?); refused before reading it"
+        )
+    if size > MAX_INDEX_BYTES:
+        raise IndexInconsistentError(
+            f"{what} is {size} bytes, more than the {MAX_INDEX_BYTES} any index needs; "
+            "refused before reading it"
+        )
+
+
+def _named(exc: FormatError, what: str) -> FormatError:
+    """The same typed error, its message prefixed with the object it was found in."""
+    try:
+        named = type(exc)(f"{what}: {exc}")
+    except TypeError:  # pragma: no cover - every format error takes a message
+        return exc
+    named.offset = exc.offset
+    return named
 
 
 def check_object_version(metadata: Mapping[str, str], key: str) -> None:
@@ -145,6 +243,15 @@ def fetch_block(
     return out[:size]
 
 
+def check_data_version(metadata: Mapping[str, str], key: str, what: str) -> None:
+    """Pulsar's ``VERSION_CHECK`` on a data object's GET (its response carries the user
+    metadata): :class:`ForeignObjectError` naming the object and the version found."""
+    try:
+        check_format_version(metadata, key)
+    except UnsupportedVersionError as exc:
+        raise ForeignObjectError(f"{what}: {exc}") from exc
+
+
 def _fetch_chunks(
     store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
 ) -> None:
@@ -164,6 +271,10 @@ def _fetch_chunks(
     try:
         while not prefetch.exhausted:
             chunk = prefetch.take()
+            if size == 0:  # the first GET's response: the data object's format version
+                check_data_version(
+                    prefetch.object_metadata, key, f"offloaded ledger {ref.ledger_id}"
+                )
             size += len(chunk)
             consume(chunk)
     except ReadError as exc:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from formats.extension import crc32c
 from offloader.errors import ReadError
@@ -60,6 +60,8 @@ class RangePrefetcher:
         self.next_offset = start
         #: the whole object's size, once the request has been answered
         self.object_size: int | None = None
+        #: the object's user metadata, from the same response (set before the first chunk)
+        self.object_metadata: Mapping[str, str] = {}
         self._store = store
         self._key = key
         self._chunk = max(1, chunk)
@@ -126,6 +128,7 @@ class RangePrefetcher:
         try:
             reader = self._store.open_range(self._key, self.start, self.end)
             self.object_size = reader.size
+            self.object_metadata = reader.metadata
             offset = self.start
             left = min(self.end, reader.size) - offset
             while left > 0 and not self._stop.is_set():

@@ -33,12 +33,13 @@ Not thread-safe: one caller at a time (the prefetch thread only reads the stream
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
+from offloader.read.objects import check_data_version
 from offloader.read.prefetch import RangePrefetcher
 from offloader.store.base import ObjectStore
 
@@ -63,7 +64,10 @@ class RangedStream:
         max_fetch: int | None = None,
         description: str | None = None,
         crc_boundaries: Sequence[int] = (),
+        check_version: bool = False,
     ) -> None:
+        """``check_version``: Pulsar's format-version check of the object's user metadata on
+        the first response (a data object of an offloaded ledger)."""
         self._store = store
         self._key = key
         self._length = object_length
@@ -93,6 +97,13 @@ class RangedStream:
         #: summing on a prefetch thread instead: the prefetcher whose bytes these are
         self._crc_src: RangePrefetcher | None = None
         self._closed = False
+        #: Pulsar's format-version check, on the first response (its user metadata)
+        self._version_checked = not check_version
+
+    def _check_version(self, metadata: Mapping[str, str]) -> None:
+        if not self._version_checked:
+            check_data_version(metadata, self._key, self._what)
+            self._version_checked = True
 
     # --- state ----------------------------------------------------------------------------
     @property
@@ -342,6 +353,7 @@ class RangedStream:
             self._check_size(prefetch.object_size)
             self._raise_fetch_error(exc)
         self._check_size(prefetch.object_size)
+        self._check_version(prefetch.object_metadata)
         if not data:
             raise TruncatedError(f"{self._what}: no bytes at offset {start}", offset=start)
         return data
@@ -364,6 +376,7 @@ class RangedStream:
         except StoreError as exc:
             self._raise_fetch_error(exc)
         self._check_size(result.size)
+        self._check_version(result.metadata)
         if len(result.data) != end - start:
             raise TruncatedError(
                 f"{self._what}: asked for bytes [{start}, {end}), got {len(result.data)}",

@@ -18,13 +18,14 @@ import os
 from collections.abc import Iterator
 from typing import Literal, Protocol
 
-from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound
+from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound, ObjectNotFound
 from offloader.ledgers.reader import read_entries
 from offloader.ledgers.scan import read_closed, scan
 from offloader.metadata.base import LedgerRecord
 from offloader.naming import TopicName
 from offloader.read.handle import ReadHandle
-from offloader.runtime import Runtime
+from offloader.read.objects import RecordedOffload
+from offloader.runtime import Runtime, store_hint
 
 Tier = Literal["local", "offloaded"]
 BATCH = 256
@@ -64,22 +65,36 @@ def _read_open(ml: TopicLedgers, ledger_id: int, first: int) -> Iterator[tuple[i
 
 def _read_offloaded(
     ml: TopicLedgers, record: LedgerRecord, first: int, limit: int | None
-) -> Iterator[tuple[int, bytes]]:
+) -> Iterator[tuple[int, bytes, bool]]:
     """One streamed read (``ReadHandle.iter_entries``) of entries ``first..``, at most
-    ``limit``: every block the read covers whole has its CRC32C checked (when the index
-    extension records it), so a corrupt block fails the read instead of returning bad bytes."""
+    ``limit``, as ``(entry_id, payload, verified)``: with span CRC32Cs every span is checked
+    before its entries are returned (``verified``); without them (older objects) every block
+    the read covers whole has its CRC32C checked at its end, so a corrupt block fails the read,
+    but after its entries were returned (not ``verified``)."""
     assert record.offload is not None
     rt = ml.rt
-    with ReadHandle.open(
-        rt.store, record.ledger_id, record.offload.uuid, rt.broker.offload
-    ) as handle:
+    try:
+        handle = ReadHandle.open(
+            rt.store,
+            record.ledger_id,
+            record.offload.uuid,
+            rt.broker.offload,
+            recorded=RecordedOffload.of(record.offload),
+        )
+    except ObjectNotFound as exc:
+        hint = store_hint(record.offload, rt.store.url)
+        if not hint:
+            raise
+        raise ObjectNotFound(f"{exc}{hint}") from exc
+    with handle:
         last_id = handle.last_add_confirmed
         if limit is not None:
             last_id = min(last_id, first + limit - 1)
         if first > last_id:
             return
+        verified = handle.verifies_spans
         for entry in handle.iter_entries(first, last_id):
-            yield entry.entry_id, entry.payload
+            yield entry.entry_id, entry.payload, verified
 
 
 def _read_local(ml: TopicLedgers, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:
@@ -96,17 +111,19 @@ def read_ledger(
     first: int,
     prefer_local: bool,
     limit: int | None = None,
-) -> Iterator[tuple[int, bytes, Tier]]:
-    """Entries ``first..`` of one ledger as ``(entry_id, payload, tier)``; ``limit`` bounds
-    what is fetched from the object store (the caller stops after that many entries)."""
+) -> Iterator[tuple[int, bytes, Tier, bool]]:
+    """Entries ``first..`` of one ledger as ``(entry_id, payload, tier, verified)``; ``limit``
+    bounds what is fetched from the object store (the caller stops after that many entries).
+    ``verified``: the entry's bytes were checked before it was returned (local records carry
+    their own CRC32C; offloaded ones, their span's)."""
     if record.state == "OPEN":
         for entry_id, payload in _read_open(ml, record.ledger_id, first):
-            yield entry_id, payload, "local"
+            yield entry_id, payload, "local", True
         return
     offloaded = record.offload_complete
     if offloaded and (record.local_deleted or not prefer_local):
-        for entry_id, payload in _read_offloaded(ml, record, first, limit):
-            yield entry_id, payload, "offloaded"
+        for entry_id, payload, verified in _read_offloaded(ml, record, first, limit):
+            yield entry_id, payload, "offloaded", verified
         return
     try:
         reader = _read_local(ml, record.ledger_id, first)
@@ -120,20 +137,20 @@ def read_ledger(
             return
         if not record.offload_complete:
             raise
-        for entry_id, payload in _read_offloaded(ml, record, first, limit):
-            yield entry_id, payload, "offloaded"
+        for entry_id, payload, verified in _read_offloaded(ml, record, first, limit):
+            yield entry_id, payload, "offloaded", verified
         return
-    yield entry_id, payload, "local"
+    yield entry_id, payload, "local", True
     for entry_id, payload in reader:
-        yield entry_id, payload, "local"
+        yield entry_id, payload, "local", True
 
 
 def read_entries_from(
     ml: TopicLedgers, start: tuple[int, int] | None, count: int | None
-) -> Iterator[tuple[int, int, bytes, Tier]]:
-    """``(ledger_id, entry_id, payload, tier)`` from ``start`` (default: the first entry), at
-    most ``count``; the ledger list is read once, now. A ``start`` in a ledger the topic does
-    not have raises :class:`EntryOutOfRange` here, before any entry is read."""
+) -> Iterator[tuple[int, int, bytes, Tier, bool]]:
+    """``(ledger_id, entry_id, payload, tier, verified)`` from ``start`` (default: the first
+    entry), at most ``count``; the ledger list is read once, now. A ``start`` in a ledger the
+    topic does not have raises :class:`EntryOutOfRange` here, before any entry is read."""
     records = ml.ledgers()
     if start is not None and all(r.ledger_id != start[0] for r in records):
         raise EntryOutOfRange(
@@ -148,7 +165,7 @@ def _entries_from(
     records: list[LedgerRecord],
     start: tuple[int, int] | None,
     count: int | None,
-) -> Iterator[tuple[int, int, bytes, Tier]]:
+) -> Iterator[tuple[int, int, bytes, Tier, bool]]:
     if count is not None and count <= 0:
         return
     prefer_local = ml.rt.policies(ml.namespace, ml.name).prefers_local
@@ -160,8 +177,8 @@ def _entries_from(
         if record.state != "OPEN" and first >= record.entries:
             continue
         limit = None if count is None else count - produced
-        for entry_id, payload, tier in read_ledger(ml, record, first, prefer_local, limit):
-            yield record.ledger_id, entry_id, payload, tier
+        for entry_id, payload, tier, ok in read_ledger(ml, record, first, prefer_local, limit):
+            yield record.ledger_id, entry_id, payload, tier, ok
             produced += 1
             if count is not None and produced >= count:
                 return

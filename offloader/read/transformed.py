@@ -23,8 +23,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from formats.index import OffloadIndex
-from formats.keys import data_key, parse_key
+from formats.keys import FORMAT_VERSION, FORMAT_VERSION_KEY, data_key, parse_key
 from formats.transform import (
+    CHUNKED_FORMAT_VERSION,
     ChunkDecoder,
     ChunkMap,
     ObjectIdentity,
@@ -210,7 +211,9 @@ class TransformedObjectView:
             )
         span = self._map.span(start, end)
         chunks = self._cached(span.first, span.last)
-        metadata: Mapping[str, str] = {}
+        # chunks from the cache were decoded from a GET of this key whose response passed the
+        # reader's version check: they read as the Pulsar-format bytes they decode to
+        metadata: Mapping[str, str] = {FORMAT_VERSION_KEY: CHUNKED_FORMAT_VERSION}
         if chunks is None:
             result = self._store.get_range(key, span.stored_start, span.stored_end)
             self.stored_gets += 1
@@ -223,7 +226,7 @@ class TransformedObjectView:
         plain = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         lo = start - span.original_start
         return GetResult(plain[lo : lo + min(end, self._map.original_size) - start],
-                         self._map.original_size, metadata)  # fmt: skip
+                         self._map.original_size, decoded_metadata(metadata))  # fmt: skip
 
     def open_range(self, key: str, start: int, end: int) -> RangeReader:
         if key != self._key:
@@ -249,7 +252,11 @@ class TransformedObjectView:
             return info
         self._check_stored_size(info.size)
         return ObjectInfo(
-            key, self._map.original_size, info.metadata, info.last_modified, info.etag
+            key,
+            self._map.original_size,
+            decoded_metadata(info.metadata),
+            info.last_modified,
+            info.etag,
         )
 
     def get(self, key: str) -> GetResult:
@@ -265,6 +272,15 @@ class TransformedObjectView:
 
     def close(self) -> None:  # the view does not own the store
         pass
+
+
+def decoded_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """User metadata of a transformed data object as seen through its decoding view."""
+    out = dict(metadata)
+    for key, value in metadata.items():
+        if key.lower() == FORMAT_VERSION_KEY and value == CHUNKED_FORMAT_VERSION:
+            out[key] = FORMAT_VERSION
+    return out
 
 
 class _DecodingReader:
@@ -290,6 +306,13 @@ class _DecodingReader:
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        """The stored object's user metadata, as the decoded view: a chunked object's format
+        version reads as Pulsar's ``1`` (its original bytes are a Pulsar data object); any other
+        version is passed through, so the reader's version check refuses it."""
+        return decoded_metadata(self._reader.metadata)
 
     def _read_exactly(self, n: int) -> bytes:
         parts: list[bytes] = []

@@ -30,7 +30,7 @@ from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.keyring import key_ring_path
 from offloader.logs import redact
-from offloader.read.objects import BlockRef, block_refs, load_index
+from offloader.read.objects import BlockRef, RecordedOffload, block_refs, load_index
 from offloader.spark.entry_filter import EntryFilter
 from offloader.store import open_store
 from offloader.store.base import GetResult, ObjectStore
@@ -164,12 +164,26 @@ class _MetadataCapture:
         self.metadata = result.metadata
         return result
 
+    def get_range(self, key: str, start: int, end: int) -> GetResult:
+        result = self._store.get_range(key, start, end)
+        self.metadata = result.metadata
+        return result
+
+    @property
+    def url(self) -> str:
+        return self._store.url
+
 
 def _ledger_tasks(
-    store: ObjectStore, spec: StoreSpec, ledger_id: int, uuid: str, topic: str | None
+    store: ObjectStore,
+    spec: StoreSpec,
+    ledger_id: int,
+    uuid: str,
+    topic: str | None,
+    recorded: RecordedOffload | None = None,
 ) -> list[BlockTask]:
     capture = _MetadataCapture(store)
-    index = load_index(capture, ledger_id, uuid)  # type: ignore[arg-type]
+    index = load_index(capture, ledger_id, uuid, recorded=recorded)  # type: ignore[arg-type]
     if topic is None:
         lower = {k.lower(): v for k, v in capture.metadata.items()}
         topic = topic_from_managed_ledger(lower.get(MANAGED_LEDGER_NAME_KEY.lower()))
@@ -183,8 +197,10 @@ def plan_pairs(
     *,
     store: ObjectStore | None = None,
     entry_filter: EntryFilter | None = None,
+    recorded: dict[int, RecordedOffload] | None = None,
 ) -> list[BlockTask]:
     """One task per block of each ``(ledger_id, uuid[, topic])``, in the given ledger order.
+    ``recorded``: per ledger id, what the metadata recorded, checked against each index.
 
     The topic, when not given, is the index object's ``ManagedLedgerName`` user metadata as a
     ``persistent://`` name (None if absent). Ledgers excluded by ``entry_filter`` on
@@ -196,15 +212,22 @@ def plan_pairs(
         for item in ledgers
         if flt.ledger.matches(int(item[0]))
     ]
+    recorded = recorded or {}
     own = store is None
     st = spec.open() if store is None else store
     try:
         if len(wanted) <= 1:
-            per_ledger = [_ledger_tasks(st, spec, lid, uuid, topic) for lid, uuid, topic in wanted]
+            per_ledger = [
+                _ledger_tasks(st, spec, lid, uuid, topic, recorded.get(lid))
+                for lid, uuid, topic in wanted
+            ]
         else:
             with ThreadPoolExecutor(min(INDEX_LOAD_THREADS, len(wanted))) as pool:
                 per_ledger = list(
-                    pool.map(lambda w: _ledger_tasks(st, spec, w[0], w[1], w[2]), wanted)
+                    pool.map(
+                        lambda w: _ledger_tasks(st, spec, w[0], w[1], w[2], recorded.get(w[0])),
+                        wanted,
+                    )
                 )
     finally:
         if own:
@@ -273,6 +296,7 @@ def plan_topics(
     finally:
         meta.close()
     remote: dict[StoreSpec, list[tuple[int, str, str | None]]] = {}
+    recorded: dict[int, RecordedOffload] = {}
     order: list[tuple[str, int]] = []
     local: dict[tuple[str, int], list[Task]] = {}
     for name, ledgers in records:
@@ -289,6 +313,9 @@ def plan_topics(
                     settings,
                 )
                 remote.setdefault(spec, []).append((rec.ledger_id, ctx.uuid, name))
+                known = RecordedOffload.of(ctx)
+                if known is not None:
+                    recorded[rec.ledger_id] = known
             elif rec.entries > 0:
                 local[(name, rec.ledger_id)] = list(_local_tasks(home, name, rec, settings))
             order.append((name, rec.ledger_id))
@@ -298,7 +325,7 @@ def plan_topics(
             raise ConfigError(
                 f"offloaded ledgers {[p[0] for p in pairs]} record no store URL; pass store_url"
             )
-        for task in plan_pairs(spec, pairs):
+        for task in plan_pairs(spec, pairs, recorded=recorded):
             by_ledger.setdefault((task.topic or "", task.ledger_id), []).append(task)
     tasks = [t for key in order for t in by_ledger.get(key, [])]
     return flt.prune(tasks)

@@ -49,6 +49,11 @@ class RangeReader(Protocol):
         """The whole object's size."""
         ...
 
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        """The object's user metadata, from the GET's response (no extra request)."""
+        ...
+
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes (at least one while the range has bytes left); ``b""`` once the
         range is consumed. A transport failure is retried from the current offset (bounded)

@@ -117,9 +117,9 @@ class LocalObjectStore(LocalMultipart):
             raise StoreError(f"open_range {self._show(key)}: invalid range [{start}, {end})")
         stack = ExitStack()
         with stack:
-            f, _meta, offset = stack.enter_context(self._open(key, "open_range"))
+            f, meta, offset = stack.enter_context(self._open(key, "open_range"))
             size = self._seek_range("open_range", key, f, offset, start, end)
-            reader = _LocalRangeReader(f, size, min(end, size) - start, stack.pop_all())
+            reader = _LocalRangeReader(f, size, min(end, size) - start, stack.pop_all(), meta)
         return reader
 
     def _seek_range(self, op: str, key: str, f: BinaryIO, offset: int, start: int, end: int) -> int:
@@ -187,15 +187,27 @@ class _LocalRangeReader:
     """``open_range`` of the local store: reads the open file (a later replacement of the
     object by rename does not change what this reader returns)."""
 
-    def __init__(self, f: BinaryIO, size: int, length: int, closer: ExitStack) -> None:
+    def __init__(
+        self,
+        f: BinaryIO,
+        size: int,
+        length: int,
+        closer: ExitStack,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self._f = f
         self._size = size
         self._left = length
         self._closer = closer
+        self._metadata = dict(metadata or {})
 
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        return self._metadata
 
     def read(self, n: int) -> bytes:
         if n <= 0 or self._left <= 0:

@@ -17,7 +17,7 @@ failure (retried here) and any other ``StoreError`` for the rest (not retried).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from offloader.errors import StoreError, StoreUnavailable
@@ -49,6 +49,10 @@ class WrappedRangeReader:
     def size(self) -> int:
         return self._inner.size
 
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        return self._inner.metadata
+
     def close(self) -> None:
         self._inner.close()
 
@@ -57,6 +61,9 @@ class RangeReaderLike(Protocol):
     @property
     def size(self) -> int: ...
 
+    @property
+    def metadata(self) -> Mapping[str, str]: ...
+
     def close(self) -> None: ...
 
 
@@ -64,7 +71,17 @@ class ResumingRangeReader:
     """A :class:`~offloader.store.base.RangeReader` over bytes ``[start, end)`` (clipped at
     the object's end), reopened from its position after a transport failure."""
 
-    def __init__(self, opener: Opener, start: int, end: int, *, attempts: int, what: str) -> None:
+    def __init__(
+        self,
+        opener: Opener,
+        start: int,
+        end: int,
+        *,
+        attempts: int,
+        what: str,
+        metadata: Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
+        """``metadata``: the object's user metadata, once ``opener`` has answered."""
         self._opener = opener
         self._attempts = max(1, attempts)
         self._what = what
@@ -73,10 +90,15 @@ class ResumingRangeReader:
         self._size = size
         self._pos = start
         self._end = min(end, size)
+        self._metadata: Mapping[str, str] = metadata() if metadata is not None else {}
 
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        return self._metadata
 
     @property
     def position(self) -> int:

@@ -294,6 +294,7 @@ class S3ObjectStore:
             raise StoreError(f"open_range {self._show(key)}: invalid range [{start}, {end})")
         full = self._full(key)
         etags: list[str] = []
+        metadata: list[dict[str, str]] = []
 
         def opener(offset: int) -> tuple[Body, int]:
             # a reopened range must come from the same object: If-Match its first ETag
@@ -306,13 +307,20 @@ class S3ObjectStore:
                 self._raise("open_range", key, exc)
             if not etags and resp.get("ETag"):
                 etags.append(str(resp["ETag"]))
+            if not metadata:
+                metadata.append(_lower(resp.get("Metadata")))
             size = self._total_size(resp, int(resp.get("ContentLength") or 0))
             # a server that ignored the Range header sends the whole object: skip to offset
             skip = offset if resp.get("ContentRange") is None else 0
             return S3Body(resp["Body"], f"open_range {self._show(key)}", skip), size
 
         return ResumingRangeReader(
-            opener, start, end, attempts=self._settings.max_attempts, what=self._show(key)
+            opener,
+            start,
+            end,
+            attempts=self._settings.max_attempts,
+            what=self._show(key),
+            metadata=lambda: metadata[0] if metadata else {},
         )
 
     def head(self, key: str) -> ObjectInfo:

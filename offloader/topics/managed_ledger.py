@@ -23,6 +23,7 @@ processes) can take turns on a topic.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -186,6 +187,7 @@ class ManagedLedger:
         count = total = 0
         first: tuple[int, int] | None = None
         last: tuple[int, int] | None = None
+        released = False
         with self._lock():
             writer = self._open_current()
             try:
@@ -213,24 +215,33 @@ class ManagedLedger:
                         closed.append(self._roll(writer))
                         writer = self._new_ledger()
 
-                for payload in payloads:
-                    batch.append(payload)
-                    batch_bytes += len(payload)
-                    # flush when the batch reaches a rollover boundary (not past it: the
-                    # minimum rollover time may keep a full ledger open), or is big enough
-                    at_count = writer.entry_count + len(batch) == policy.max_entries
-                    size = policy.max_size_bytes
-                    at_size = writer.length < size <= writer.length + batch_bytes
-                    if (
-                        at_count
-                        or at_size
-                        or len(batch) >= BATCH_ENTRIES
-                        or (batch_bytes >= BATCH_BYTES)
-                    ):
-                        flush()
-                flush()
+                try:
+                    for payload in payloads:
+                        batch.append(payload)
+                        batch_bytes += len(payload)
+                        # flush when the batch reaches a rollover boundary (not past it: the
+                        # minimum rollover time may keep a full ledger open), or is big enough
+                        at_count = writer.entry_count + len(batch) == policy.max_entries
+                        size = policy.max_size_bytes
+                        at_size = writer.length < size <= writer.length + batch_bytes
+                        if (
+                            at_count
+                            or at_size
+                            or len(batch) >= BATCH_ENTRIES
+                            or (batch_bytes >= BATCH_BYTES)
+                        ):
+                            flush()
+                    flush()
+                except LedgerStoreError as exc:
+                    # the writer failed: letting it go fails again ("an earlier write
+                    # failed"), which must not hide what this produce wrote
+                    released = True
+                    with contextlib.suppress(LedgerStoreError):
+                        self._release(writer)
+                    raise _partial_produce(exc, self.name, count, last) from exc
             finally:
-                self._release(writer)
+                if not released:
+                    self._release(writer)
         return ProduceOutcome(count, total, first, last, tuple(closed))
 
     def roll_over(self, *, only_if_due: bool = False, timeout: float = 10.0) -> int | None:
@@ -260,3 +271,20 @@ class ManagedLedger:
             if last is not None:  # CLOSED, no successor (a crash after the close)
                 self._release(self._new_ledger())
             return None
+
+
+def _partial_produce(
+    exc: LedgerStoreError, topic: str, written: int, last: tuple[int, int] | None
+) -> LedgerStoreError:
+    """A write failure in the middle of a produce, saying how much of it was written, so that
+    a retry does not write those entries twice (the error of the ledger store alone said only
+    "reopen it to recover")."""
+    if written == 0:
+        done = f"no entry of this produce was written; {topic} is unchanged"
+    else:
+        assert last is not None
+        done = (
+            f"the first {written} entries of this produce were written and stay: {topic} now "
+            f"ends at {last[0]}:{last[1]}; a retry must skip them"
+        )
+    return LedgerStoreError(f"{exc}; {done}")

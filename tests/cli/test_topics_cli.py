@@ -281,7 +281,7 @@ def test_read_json_from_both_tiers(produced: Path) -> None:
     assert len(entries) == 300
     for entry, payload in zip(entries, expected, strict=True):
         assert set(entry) == {
-            "topic", "ledger_id", "entry_id", "length", "sha256", "tier", "payload_b64"
+            "topic", "ledger_id", "entry_id", "length", "sha256", "tier", "verified", "payload_b64"
         }  # fmt: skip
         assert base64.b64decode(entry["payload_b64"]) == payload
         assert entry["sha256"] == hashlib.sha256(payload).hexdigest() and entry["length"] == 100

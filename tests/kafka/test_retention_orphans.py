@@ -86,6 +86,9 @@ def test_orphans_and_gc_cover_kafka_objects(tmp_path: Path, clock: Clock) -> Non
             ("kafka-unclaimed-segment", f"{5:020d}-{LOST}.log"),
         ]
         assert [u.key for u in report.uploads] == [half[:-3] + "index"]
+        deletable = {o.key.rsplit("/", 1)[1]: o.deletable for o in report.objects}
+        # gc deletes only what this installation provably wrote (issue 21, item 7)
+        assert deletable == {f"{99999:020d}-{SEG}.log": True, f"{5:020d}-{LOST}.log": False}
         # a finished segment whose object vanished is reported, never "fixed"
         store.delete(live[0].keys["timeindex"])
         missing = off.orphans(min_age_seconds=0).missing
@@ -98,7 +101,12 @@ def test_orphans_and_gc_cover_kafka_objects(tmp_path: Path, clock: Clock) -> Non
         assert gc.removed
         assert meta.get_segment(SEG).state == DELETE_FINISHED
         after = off.orphans(min_age_seconds=0)
-        assert after.objects == () and after.uploads == ()
+        assert after.uploads == ()
+        # the unclaimed segment (another uploader's, for all we know) is left alone
+        assert [(o.reason, o.deletable) for o in after.objects] == [
+            ("kafka-unclaimed-segment", False)
+        ]
+        assert store.head(f"{prefix}{5:020d}-{LOST}.log").size == 1
         # the live segments' objects were not touched
         for seg in live:
             assert store.head(seg.keys["log"]).size == seg.size_bytes

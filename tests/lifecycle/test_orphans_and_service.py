@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 
 from formats.extension import crc32c
-from formats.keys import data_key
+from formats.keys import ROLE_DATA, data_key, object_user_metadata
 from offloader.api import Offloader, Position
 from tests.lifecycle.helpers import (
     NS,
@@ -55,13 +55,16 @@ def test_orphans_listed_dry_run_keeps_them_gc_removes_them(off: Offloader) -> No
     assert not dry.removed and len(dry.objects) == 2
     assert stray in store_keys(off) and uploads(off) == [upload_key]
 
+    # none of the three was written by this installation (no attempt of its history):
+    # reported, never deleted (issue 21, item 7)
     assert not off.gc(min_age_seconds=3600).removed
     done = off.gc(min_age_seconds=0)
-    assert done.removed
-    assert sorted(store_keys(off)) == sorted(k for k in claimed if k != context.index_key)
-    assert uploads(off) == []
-    after = off.orphans(min_age_seconds=0)
-    assert after.objects == () and after.uploads == () and len(after.missing) == 1
+    assert not done.removed
+    assert [(u.key, u.reason) for u in done.uploads] == [(upload_key, "foreign-upload")]
+    assert not any(o.deletable for o in done.objects)
+    expected = sorted([*(k for k in claimed if k != context.index_key), stray, junk])
+    assert sorted(store_keys(off)) == expected
+    assert uploads(off) == [upload_key]
 
 
 def test_superseded_attempt_objects_are_reported(off: Offloader) -> None:
@@ -85,10 +88,21 @@ def test_superseded_attempt_objects_are_reported(off: Offloader) -> None:
         data_key=data_key(new, 0),
         index_key=data_key(new, 0) + "-index",
     )
-    rt.store.put(data_key(old, 0), b"x", {})
-    rt.store.put(data_key(new, 0), b"x", {})  # claimed (a running attempt): not an orphan
+    ours = object_user_metadata(ROLE_DATA, software_version=rt.broker.offload.software_version)
+    rt.store.put(data_key(old, 0), b"x", ours)
+    rt.store.put(data_key(new, 0), b"x", ours)  # claimed (a running attempt): not an orphan
     report = off.orphans(min_age_seconds=0)
     assert [(o.key, o.reason) for o in report.objects] == [(data_key(old, 0), "superseded-attempt")]
+    assert report.objects[0].deletable
+    # the same key without our marker in its metadata: not provably ours, kept
+    rt.store.put(data_key(old, 0), b"x", {})
+    report = off.orphans(min_age_seconds=0)
+    assert [(o.reason, o.deletable) for o in report.objects] == [("foreign-object", False)]
+    off.gc(min_age_seconds=0)
+    assert data_key(old, 0) in store_keys(off)
+    rt.store.put(data_key(old, 0), b"x", ours)
+    assert off.gc(min_age_seconds=0).removed
+    assert data_key(old, 0) not in store_keys(off)
 
 
 def test_service_tick_does_the_whole_lifecycle(off: Offloader, clock: FakeClock) -> None:
@@ -100,12 +114,13 @@ def test_service_tick_does_the_whole_lifecycle(off: Offloader, clock: FakeClock)
     clock.advance(2)
     report = off.service_tick()
     assert report.local_deleted == (0, 1)
-    assert report.orphans_removed == 3  # two objects and one upload (min age 0 here)
+    # the sweep leaves what this installation did not write (issue 21, item 7)
+    assert report.orphans_removed == 0
     assert local_files(off) == [2]
     off.produce(TOPIC, payloads(5))  # ledger 2 closes: total 1500 > 1200 trims ledger 0
     assert [r.ledger_id for r in off.topic_info(TOPIC).ledgers] == [1, 2, 3]
-    assert stray not in store_keys(off) and uploads(off) == []
-    assert off.orphans(min_age_seconds=0).clean
+    assert stray in store_keys(off) and len(uploads(off)) == 1
+    assert not any(o.deletable for o in off.orphans(min_age_seconds=0).objects)
 
 
 def test_run_service_once_and_stop(make_offloader: Callable[..., Offloader]) -> None:

@@ -5,12 +5,13 @@ Ledgers stay single-block (RGW wants 5 MiB parts for every part but the last).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from formats.extension import crc32c
-from formats.keys import data_key
+from formats.keys import ROLE_DATA, data_key, index_key, object_user_metadata
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.errors import VerificationError
 from offloader.store.base import ObjectStore
@@ -75,7 +76,7 @@ def test_offload_delete_local_read_and_delete_topic_on_s3(s3_off: Offloader) -> 
 def test_orphans_and_gc_on_s3(s3_off: Offloader) -> None:
     off = s3_off
     store = off.runtime.store
-    off.produce(TOPIC, payloads(6))
+    off.produce(TOPIC, payloads(11))  # ledgers 0 and 1 closed
     off.offload_prefix(TOPIC, position=Position(1, 0))
     stray = data_key("6b1c5a04-0d4e-4f5c-9f3e-1a2b3c4d5e6f", 9)
     store.put(stray, b"orphan", {})
@@ -87,9 +88,28 @@ def test_orphans_and_gc_on_s3(s3_off: Offloader) -> None:
     assert [u.key for u in report.uploads] == [upload_key]
     assert off.gc(dry_run=True, min_age_seconds=0).objects
     assert stray in keys(store)
-    assert off.gc(min_age_seconds=0).removed
-    assert off.orphans(min_age_seconds=0).clean
-    assert len(keys(store)) == 2
+    # neither is this installation's (no attempt of its history): reported, left alone
+    assert not off.gc(min_age_seconds=0).removed
+    assert stray in keys(store) and len(store.list_multipart_uploads()) == 1
+    # an attempt of this home that lost (its objects carry our marker): removed
+    rt = off.runtime
+    old = str(uuid.uuid4())
+    rt.meta.begin_offload(
+        1, old, rt.driver, rt.now_ms(), data_key=data_key(old, 1), index_key=index_key(old, 1)
+    )
+    ours = object_user_metadata(ROLE_DATA, software_version=rt.broker.offload.software_version)
+    store.put(data_key(old, 1), b"ours", ours)
+    ours_upload = store.create_multipart_upload(index_key(old, 1), ours)
+    new = str(uuid.uuid4())  # a newer attempt claims ledger 1: the old one is superseded
+    rt.meta.begin_offload(
+        1, new, rt.driver, rt.now_ms(), data_key=data_key(new, 1), index_key=index_key(new, 1)
+    )
+    done = off.gc(min_age_seconds=0)
+    assert done.removed
+    assert data_key(old, 1) not in keys(store) and stray in keys(store)
+    assert [u.upload_id for u in store.list_multipart_uploads()] == [upload_id]
+    assert ours_upload not in [u.upload_id for u in store.list_multipart_uploads()]
+    assert len(keys(store)) == 3  # our two claimed objects and the stray one
 
 
 def test_tampered_object_blocks_deletion_on_s3(s3_off: Offloader) -> None:

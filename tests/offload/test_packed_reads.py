@@ -166,10 +166,10 @@ DAMAGES: dict[str, Damage] = {
         lambda s: _damage(s, 128 + 10 * ENTRY, b"\xfe\xdc\xde\xad"),
         CorruptDataError,
     ),
-    "length": (
+    "length": (  # the span CRC32C catches it before the framing does
         True,
         lambda s: _damage(s, 128 + 7 * ENTRY, (5000).to_bytes(4, "big")),
-        CorruptDataError,
+        ChecksumMismatchError,
     ),
     "truncated": (True, lambda s: _cut(s, 5000), IndexInconsistentError),
 }
