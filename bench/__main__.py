@@ -18,6 +18,8 @@ from bench import note
 #: name -> module path; every module exposes ``main(argv: list[str]) -> int``
 BENCHMARKS: dict[str, str] = {
     "encode": "bench.encode",
+    "pulsar_decode": "bench.pulsar_decode",
+    "pulsar_scan": "bench.pulsar_scan",
     "offload": "bench.offload",
     "read": "bench.read",
     "spark": "bench.spark",

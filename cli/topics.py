@@ -7,7 +7,8 @@ lines. Each command parses, calls :class:`~offloader.api.Offloader` and renders.
 
 JSON objects (``--json``, one per line):
 
-* produce: ``{topic, entries, bytes, first, last, ledgers_closed, ledgers_offloaded}``
+* produce: ``{topic, entries, bytes, first, last, ledgers_closed, ledgers_offloaded}`` (plus
+  ``messages`` with ``--format pulsar``)
 * list: ``{topic}`` per topic
 * info: ``{topic, managed_ledger_name, entries, size_bytes, offloaded_size_bytes,
   local_size_bytes, ledgers: [{ledger_id, entries, size_bytes, state, created_ms, closed_ms,
@@ -16,7 +17,10 @@ JSON objects (``--json``, one per line):
 * offload-status: ``{topic, status, last_error, updated_ms}``
 * read: ``{topic, ledger_id, entry_id, length, sha256, tier, verified[, payload_b64]}`` per
   entry (``verified``: its bytes were checked before it was printed; false for an offloaded
-  object without span CRC32Cs, whose blocks are checked only at their end)
+  object without span CRC32Cs, whose blocks are checked only at their end); with ``--decode
+  pulsar`` one per message: ``{topic, message_id, ledger_id, entry_id, batch_index, key,
+  ordering_key_b64, properties, publish_time, event_time, producer_name, sequence_id, is_null,
+  encrypted, value_b64}`` (times in ms since the epoch)
 * delete: ``{topic, deleted}``
 """
 
@@ -53,7 +57,14 @@ from cli.settings import (
     resolve_settings,
     rollover_options,
 )
-from offloader.api import EntryRecord, OffloadTrigger, Position, ProduceResult, TopicInfo
+from cli.topics_messages import message_options, read_messages
+from offloader.api import (
+    EntryRecord,
+    OffloadTrigger,
+    Position,
+    ProduceResult,
+    TopicInfo,
+)
 from offloader.errors import OffloadError
 from offloader.metadata.base import LedgerRecord, TopicOffloadStatus
 from offloader.units import format_size
@@ -151,6 +162,34 @@ def _produce_record(result: ProduceResult) -> dict[str, Any]:
     show_default=True,
     help="Entry size for --synthetic (e.g. 512, 4K); only with --synthetic.",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["raw", "pulsar"]),
+    default="raw",
+    show_default=True,
+    help="raw: each input is one entry as is. pulsar: each input is one message value, "
+    "written in Pulsar's entry format (metadata, checksum, batches, compression), as a "
+    "Pulsar producer would.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1, max=100_000),
+    help="With --format pulsar: messages per entry (a batch; 1 = non-batched entries). Default 1.",
+)
+@click.option(
+    "--compression",
+    type=click.Choice(["none", "lz4", "zlib", "zstd", "snappy"]),
+    help="With --format pulsar: compress each entry's payload with this codec. Default none.",
+)
+@click.option("--key", help="With --format pulsar: the key of every message.")
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="K=V",
+    help="With --format pulsar: a property of every message (repeatable).",
+)
 @rollover_options
 @offload_options
 @pass_cli
@@ -160,6 +199,11 @@ def produce(
     file_path: Path | None,
     synthetic: int | None,
     size: int,
+    fmt: str,
+    batch_size: int | None,
+    compression: str | None,
+    key: str | None,
+    properties: tuple[str, ...],
 ) -> None:
     """Append entries to TOPIC, rolling ledgers over and auto-offloading as configured.
 
@@ -171,7 +215,10 @@ def produce(
       printf 'hello\\nworld\\n' | offloader topics produce persistent://public/default/t1
       offloader topics produce t1 --file events.txt
       offloader topics produce t1 --synthetic 100000 --size 4K --max-entries-per-ledger 20000
+      offloader topics produce t1 --synthetic 10000 --size 200 --format pulsar \\
+          --batch-size 100 --compression lz4 --key sensor-1 --property site=lab
     """
+    options = message_options(fmt, batch_size, compression, key, properties)
     if file_path is not None and synthetic is not None:
         raise click.UsageError("use either --file or --synthetic, not both")
     size_source = click.get_current_context().get_parameter_source("size")
@@ -190,27 +237,36 @@ def produce(
                 param_hint="'--size'",
             )
     enabled = progress_enabled(cli)
+    messages: int | None = None
     with open_offloader(cli) as offloader, Progress("produce", enabled=enabled) as progress:
+
+        def write(payloads: Iterator[bytes]) -> ProduceResult:
+            nonlocal messages
+            if options is None:
+                return offloader.produce(topic, payloads)
+            result, messages = offloader.produce_messages(topic, payloads, options)
+            return result
+
         if synthetic is not None:
             progress.total = synthetic * size
-            result = offloader.produce(
-                topic, _counted(synthetic_payloads(synthetic, size), progress)
-            )
+            result = write(_counted(synthetic_payloads(synthetic, size), progress))
         elif file_path is not None:
             progress.total = file_path.stat().st_size
             with file_path.open("rb") as stream:
-                result = offloader.produce(topic, _counted(line_payloads(stream), progress))
+                result = write(_counted(line_payloads(stream), progress))
         else:
-            stdin = sys.stdin.buffer
-            result = offloader.produce(topic, _counted(line_payloads(stdin), progress))
+            result = write(_counted(line_payloads(sys.stdin.buffer), progress))
     if cli.json:
-        echo_json(_produce_record(result))
+        record = _produce_record(result)
+        if messages is not None:
+            record["messages"] = messages
+        echo_json(record)
         return
     span = "" if result.first is None else f": {result.first} .. {result.last}"
-    click.echo(
-        f"Produced {plural(result.entries, 'entry', 'entries')} ({format_size(result.bytes)}) "
-        f"to {result.topic}{span}"
-    )
+    what = plural(result.entries, "entry", "entries")
+    if messages is not None:
+        what = f"{plural(messages, 'message', 'messages')} in {what}"
+    click.echo(f"Produced {what} ({format_size(result.bytes)}) to {result.topic}{span}")
     if result.ledgers_closed:
         click.echo("Ledgers closed: " + ", ".join(map(str, result.ledgers_closed)))
     if result.ledgers_offloaded:
@@ -485,6 +541,19 @@ def entry_text(entry: EntryRecord, *, payload: bool) -> str:
     f"(\\n, \\xNN), at most the first {PAYLOAD_TEXT_LIMIT} bytes of each; with --json, "
     "whole, in base64.",
 )
+@click.option(
+    "--decode",
+    type=click.Choice(["pulsar"]),
+    help="Decode entries as Pulsar messages: one line (or JSON object) per message with its "
+    "id LEDGER:ENTRY:PARTITION:BATCH_INDEX, key, properties, publish and event time and "
+    "value (escaped text; value_b64 with --json). --count then counts messages.",
+)
+@click.option(
+    "--decrypt-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --decode pulsar: a PEM file with the RSA private key of encrypted messages "
+    "(without it they are shown flagged, value as stored).",
+)
 @read_options
 @pass_cli
 def read(
@@ -493,6 +562,8 @@ def read(
     start: Position | None,
     count: int | None,
     payload: bool,
+    decode: str | None,
+    decrypt_key: Path | None,
 ) -> None:
     """Read TOPIC's entries from whichever tier holds them (local disk or S3).
 
@@ -504,7 +575,15 @@ def read(
     Examples:
       offloader topics read persistent://public/default/t1 --from 12:0 --count 10
       offloader --json topics read t1 --payload | jq -r .payload_b64
+      offloader topics read t1 --decode pulsar --count 20
     """
+    if decrypt_key is not None and decode is None:
+        raise click.UsageError("--decrypt-key only applies to --decode pulsar")
+    if decode is not None:
+        if payload:
+            raise click.UsageError("--payload does not apply to --decode (values are shown)")
+        read_messages(cli, topic, start, count, decrypt_key)
+        return
     enabled = progress_enabled(cli)
     with (
         open_offloader(cli, read_only=True) as offloader,

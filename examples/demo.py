@@ -43,6 +43,8 @@ BUCKET = "ledger-offloader-demo"
 MANUAL_TOPIC = "persistent://demo/manual/orders"
 AUTO_TOPIC = "persistent://demo/auto/events"
 SECURE_TOPIC = "persistent://demo/secure/payments"
+MESSAGES_TOPIC = "persistent://demo/manual/sensors"
+SENSOR_KEYS = ("sensor-a", "sensor-b", "sensor-c")
 ENTRIES = 9000  # 6 ledgers of 1500 entries
 ENTRY_SIZE = 4000  # bytes per entry: about 6 MB per ledger, two 5M blocks
 MAX_ENTRIES_PER_LEDGER = 1500
@@ -348,6 +350,61 @@ def spark(demo: Demo) -> None:
         raise StepFailed(f"the Spark job exited {proc.returncode}")
 
 
+def pulsar_messages(demo: Demo) -> None:
+    demo.step(f"Produce Pulsar-format messages to {MESSAGES_TOPIC} in three rounds")
+    marks: list[int] = []
+    per_round = {key: 300 + 100 * i for i, key in enumerate(SENSOR_KEYS)}
+    for round_number in range(3):
+        marks.append(int(time.time() * 1000))
+        for key in SENSOR_KEYS:
+            demo.offloader(
+                "topics", "produce", MESSAGES_TOPIC, "--synthetic", str(per_round[key]),
+                "--size", "200", "--format", "pulsar", "--batch-size", "100",
+                "--compression", "lz4", "--key", key, "--property", f"round={round_number}",
+                "--max-entries-per-ledger", "4", expect="messages in",
+                quiet=round_number > 0,
+            )  # fmt: skip
+        time.sleep(1.1)  # the rounds' publish times do not overlap
+    marks.append(int(time.time() * 1000))
+    demo.offloader(
+        "topics", "offload-prefix", MESSAGES_TOPIC, "--size-threshold", "0",
+        expect="Offload triggered for",
+    )  # fmt: skip
+    demo.offloader("topics", "read", MESSAGES_TOPIC, "--decode", "pulsar", "--count", "3")
+
+    demo.step("Spark: messages per key published in round 2 (examples/spark_messages.py)")
+    if importlib.util.find_spec("pyspark") is None or (
+        shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+    ):
+        print("  skipped: needs PySpark and Java")
+        return
+    args = [
+        "--home", str(demo.home), "--store", demo.target.store_url, "--topics", MESSAGES_TOPIC,
+        "--from-ms", str(marks[1]), "--to-ms", str(marks[2] - 1),
+    ]  # fmt: skip
+    print(f"$ python -m examples.spark_messages {shlex.join(args)}", flush=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "examples.spark_messages", *args],
+        cwd=REPO_ROOT,
+        env=demo.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        print(f"  {line}")
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise StepFailed(f"the Spark job exited {proc.returncode}")
+    got = {
+        parts[0]: int(parts[1])
+        for parts in (line.split() for line in proc.stdout.splitlines())
+        if len(parts) == 2 and parts[0] in SENSOR_KEYS
+    }
+    check(got == per_round, f"round 2's messages per key: {got}")
+
+
 def deletion_lag(demo: Demo) -> None:
     demo.step("Delete local copies of offloaded ledgers: deletion lag 0, one service pass")
     demo.offloader("namespaces", "set-offload-deletion-lag", "demo/manual", "--lag", "0")
@@ -418,6 +475,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     automatic_offload(demo)
     read_back(demo, digests)
     spark(demo)
+    pulsar_messages(demo)
     deletion_lag(demo)
     encrypted_namespace(demo)
     kafka_part(demo, work, check)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from formats.block import BlockWriter, Buffer
-from formats.extension import IndexExtension, crc32c, fine_offsets_for
+from formats.extension import ExtensionSection, IndexExtension, crc32c, fine_offsets_for
 from formats.index import OffloadIndex, encode_index, index_from_plans
 from formats.layout import BlockPlan, plan_blocks
 from formats.ledger_metadata import LedgerMetadata
@@ -40,6 +40,7 @@ def encode_ledger(
     *,
     with_extension: bool = True,
     fine_interval: int = DEFAULT_FINE_OFFSET_INTERVAL,
+    zone_maps: bool = False,
 ) -> EncodedLedger:
     lengths = [len(p) for p in payloads]
     plans = plan_blocks(lengths, max_block_size)
@@ -54,8 +55,16 @@ def encode_ledger(
         data += block
     extension = None
     if with_extension:
+        sections: tuple[ExtensionSection, ...] = ()
+        if zone_maps:  # as the writer does for Pulsar message entries
+            from formats.pulsar.zone_maps import zone_maps_section, zone_of_entries
+
+            zones = [
+                zone_of_entries(payloads[p.first_entry_id : p.last_entry_id + 1]) for p in plans
+            ]
+            sections = (zone_maps_section(zones),)
         extension = IndexExtension(
-            tuple(crcs), tuple(fine_offsets_for(plans, lengths, fine_interval))
+            tuple(crcs), tuple(fine_offsets_for(plans, lengths, fine_interval)), sections
         )
     index = index_from_plans(metadata_for_entries(metadata, lengths), plans, extension)
     return EncodedLedger(

@@ -74,6 +74,7 @@ from offloader.service import tick as service_tick
 from offloader.store import open_store
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
+from offloader.topics.messages import MessageOptions, MessageRecord, decode_records, encode_values
 
 __all__ = [
     "AppliedOffloadPolicies",
@@ -83,6 +84,8 @@ __all__ = [
     "KafkaSettings",
     "KafkaTier",
     "KeyInfo",
+    "MessageOptions",
+    "MessageRecord",
     "MissingObject",
     "OffloadTrigger",
     "Offloader",
@@ -431,6 +434,37 @@ class Offloader:
         begin = None if start is None else (start.ledger_id, start.entry_id)
         entries = read_entries_from(ml, begin, count)
         return (EntryRecord(ml.name, *entry) for entry in entries)
+
+    def produce_messages(
+        self,
+        topic: str,
+        values: Iterable[bytes],
+        options: MessageOptions | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> tuple[ProduceResult, int]:
+        """Append ``values`` as Pulsar-format messages (``options``: batch size, compression,
+        key, properties); returns the produce result and the number of messages written."""
+        counter = [0]
+        opts = options or MessageOptions()
+        entries = encode_values(values, opts, self._rt.now_ms, counter)
+        return self.produce(topic, entries, progress=progress), counter[0]
+
+    def read_messages(
+        self,
+        topic: str,
+        *,
+        start: Position | None = None,
+        count: int | None = None,
+        decrypt_key_pem: bytes | None = None,
+    ) -> Iterator[MessageRecord]:
+        """The topic's entries decoded as Pulsar messages (batches split, chunks reassembled;
+        encrypted ones flagged unless ``decrypt_key_pem`` opens them), at most ``count``.
+        Entries that are not Pulsar messages raise a typed :class:`PulsarMessageError`."""
+        entries = self.read(topic, start=start)
+        name = self._ml(topic).name
+        triples = ((e.ledger_id, e.entry_id, e.payload) for e in entries)
+        return decode_records(name, triples, decrypt_key_pem=decrypt_key_pem, count=count)
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from formats.block import BlockWriter, Buffer
+from formats.block import BlockWriter, Buffer, iter_block_entries
 from formats.encode import metadata_for_entries
 from formats.extension import IndexExtension, crc32c, fine_offsets_for
 from formats.framing import zeroed_bytearray
@@ -61,6 +61,7 @@ from formats.keys import (
     object_user_metadata,
 )
 from formats.layout import BlockPlan, plan_blocks
+from formats.pulsar.zone_maps import BlockZone, zone_maps_section, zone_of_entries
 from formats.span_crc import block_span_crcs, encode_span_crcs, span_cuts
 from formats.transform import CHUNKED_FORMAT_VERSION, TransformSection, transform_extension_section
 from formats.wire import BLOCK_HEADER_LEN
@@ -249,6 +250,8 @@ class _Offload:
         self.entries: LedgerEntries | None = None
         #: per part number, the CRC32Cs of its block's spans
         self.span_crcs_of_part: dict[int, list[int]] = {}
+        #: per-block zone maps while the entries look like Pulsar messages (None: not written)
+        self.zones: list[BlockZone | None] | None = [] if settings.write_index_extension else None
 
     def upload_data(self, managed_ledger_name: str | None) -> tuple[list[int], LedgerEntries]:
         settings, store, plans = self.settings, self.store, self.plans
@@ -326,6 +329,7 @@ class _Offload:
                 _checksum_and_upload, store, self.dkey, upload_id, plan, block, cuts[n]
             )
             in_flight[future] = (writer, plan.size)
+            self._record_zone(block, plan)  # read-only, while the part uploads
         while in_flight:
             harvest(block=True)
         self.pool.shutdown(wait=True)
@@ -354,6 +358,18 @@ class _Offload:
             for p in self.plans
         ]
 
+    def _record_zone(self, block: memoryview, plan: BlockPlan) -> None:
+        """The block's zone map (min/max publish and event time of its Pulsar messages); the
+        ledger gets none when its first block's entries are not Pulsar message entries."""
+        if self.zones is None:
+            return
+        entries = iter_block_entries(block, expected_first_entry_id=plan.first_entry_id)
+        zone = zone_of_entries(e.payload for e in entries)
+        if zone is None and not self.zones:
+            self.zones = None
+            return
+        self.zones.append(zone)
+
     def put_index(
         self,
         crcs: Sequence[int],
@@ -367,6 +383,8 @@ class _Offload:
             extension = IndexExtension(
                 tuple(crcs), tuple(fine_offsets_for(self.plans, self.lengths))
             )
+            if self.zones is not None and len(self.zones) == len(self.plans):
+                extension = extension.with_section(zone_maps_section(self.zones))
             # a transformed object's chunks carry their own CRC32Cs (and GCM tags), checked
             # before any of their bytes are used: span CRC32Cs are for plain objects
             if settings.write_span_crc32c and transform is None:

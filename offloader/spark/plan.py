@@ -24,7 +24,9 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from formats.errors import InvalidKeyError
+from formats.extension import TAG_ZONE_MAPS
 from formats.keys import MANAGED_LEDGER_NAME_KEY, parse_key
+from formats.pulsar.zone_maps import BlockZone, decode_zone_maps
 from formats.transform import TransformSection, transform_of
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
@@ -113,6 +115,8 @@ class BlockTask:
     topic: str | None = None
     #: the ledger's transform (chunk table, wrapped data key; no key bytes), None when plain
     transform: TransformSection | None = None
+    #: the block's zone map (Pulsar message times), when its index records one
+    zone: BlockZone | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -188,7 +192,15 @@ def _ledger_tasks(
         lower = {k.lower(): v for k, v in capture.metadata.items()}
         topic = topic_from_managed_ledger(lower.get(MANAGED_LEDGER_NAME_KEY.lower()))
     transform = transform_of(index.extension, index.data_object_length)
-    return [BlockTask(spec, ref, topic, transform) for ref in block_refs(index, ledger_id, uuid)]
+    refs = block_refs(index, ledger_id, uuid)
+    zones: tuple[BlockZone | None, ...] = (None,) * len(refs)
+    section = index.extension.section(TAG_ZONE_MAPS) if index.extension is not None else None
+    if section is not None:
+        zones = decode_zone_maps(section.payload, len(refs))
+    return [
+        BlockTask(spec, ref, topic, transform=transform, zone=zone)
+        for ref, zone in zip(refs, zones, strict=True)
+    ]
 
 
 def plan_pairs(

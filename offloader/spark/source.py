@@ -344,10 +344,13 @@ def batch_bounds(ends: Sequence[int], max_rows: int, max_bytes: int) -> Iterator
 
 
 def register(spark: Any) -> None:
-    """Register the sources (``offloaded-ledger`` and ``kafka-segments``) and enable Python
-    filter pushdown for this session; copies the
-    driver's ``AWS_*`` environment to the Python workers (register again after changing it)."""
+    """Register the sources (``offloaded-ledger``, ``pulsar-messages`` and ``kafka-segments``)
+    and enable Python filter pushdown for this session; copies the driver's ``AWS_*``
+    environment to the Python workers (register again after changing it)."""
+    from offloader.spark.messages import PulsarMessagesSource
+
     spark.conf.set(PUSHDOWN_CONF, "true")
     propagate_aws_env(spark.sparkContext)
     spark.dataSource.register(OffloadedLedgerSource)
+    spark.dataSource.register(PulsarMessagesSource)
     spark.dataSource.register(KafkaSegmentsSource)

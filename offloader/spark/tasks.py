@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from offloader.read.objects import read_block
+from offloader.read.objects import block_refs, load_index, read_block
 from offloader.read.transformed import section_view
 from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import EntryFilter
@@ -33,6 +33,7 @@ from offloader.store.base import GetResult, ObjectStore, RangeReader
 __all__ = [
     "CLIENT_CACHE_SIZE",
     "CountingStore",
+    "continuation_entries",
     "executor_store",
     "iter_task_entries",
     "read_local_task",
@@ -160,3 +161,14 @@ def read_task(
     finally:
         if on_gets is not None:
             on_gets(counting.gets)
+
+
+def continuation_entries(task: BlockTask) -> Iterator[tuple[int, int, bytes]]:
+    """``(ledger_id, entry_id, payload)`` of the entries after ``task``'s block, to the end of
+    its ledger (a chunked Pulsar message begun in the block is finished from these)."""
+    store = executor_store(task.store)
+    ref = task.ref
+    index = load_index(store, ref.ledger_id, ref.uuid)
+    for later in block_refs(index, ref.ledger_id, ref.uuid)[ref.block + 1 :]:
+        for entry in read_block(store, later, read_buffer=task.store.settings.read_buffer_size):
+            yield (later.ledger_id, entry.entry_id, bytes(entry.payload))

@@ -104,6 +104,7 @@ def upload_ledger(
     *,
     managed_ledger_name: str | None = None,
     with_extension: bool = True,
+    zone_maps: bool = False,
 ) -> Ledger:
     """Encode a ledger and PUT its data and index objects with Pulsar's user metadata."""
     encoded = encode_ledger(
@@ -113,6 +114,7 @@ def upload_ledger(
         ),
         max_block_size,
         with_extension=with_extension,
+        zone_maps=zone_maps,
     )
     uid = str(uuid_mod.uuid4())
     client = endpoint.client()

@@ -1,0 +1,204 @@
+"""Spark scans of Pulsar-format topics: ``pulsar-messages`` vs ``offloaded-ledger`` over the same
+objects, and a publish-time window with zone maps vs the full scan.
+
+Uploads ``--ledgers`` ledgers of batched entries (``--batch`` messages of ``--message`` bytes,
+uncompressed, publish times 1 ms apart per entry; zone maps in the index) to moto (or RGW with
+``--s3 rgw``), then, session warm, best of ``--repeat``:
+
+* ours: ``pulsar-messages``, ``sum(length(value))`` (every message value crosses into the JVM);
+* baseline: ``offloaded-ledger``, ``sum(length(payload))`` over the same objects;
+  ratio in MB/s of data-object bytes (goal >= 0.5), with the machine's busy CPU seconds;
+* window: ``count(*)`` of messages in ``--window`` (a fraction of the publish-time range) with
+  zone maps, against the full scan: blocks (= ranged GETs, one per block) and bytes the plan
+  fetches, and seconds.
+
+    python -m bench pulsar_scan [--s3 moto|rgw] [--total 32M] [--block 1M] [--ledgers 2]
+                                [--batch 100] [--message 200] [--window 0.1] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import uuid as uuid_mod
+from typing import Any
+
+from bench import note, report
+from bench.spark import _best, _server, _session
+from formats.encode import encode_ledger
+from formats.keys import data_key, index_key, object_user_metadata
+from formats.ledger_metadata import LedgerMetadata
+from formats.pulsar import OutgoingMessage, encode_entry
+from offloader.store import open_store
+from offloader.units import parse_size
+
+GOAL_RATIO = 0.5
+T0 = 1_700_000_000_000
+
+
+def _upload(endpoint: Any, bucket: str, args: argparse.Namespace) -> tuple[list[str], int, int]:
+    """``(["id:uuid", ...], data bytes, messages)``."""
+    pool = os.urandom(1 << 20)
+    pairs, data_bytes, messages = [], 0, 0
+    per_ledger = parse_size(args.total) // args.ledgers
+    entry_size = args.batch * (args.message + 12)
+    with contextlib.closing(open_store(f"s3://{bucket}", endpoint_url=endpoint.url)) as store:
+        for lid in range(1, args.ledgers + 1):
+            entries = []
+            for i in range(max(1, per_ledger // entry_size)):
+                at = (i * 7919) % (len(pool) - args.message * args.batch)
+                batch = [
+                    OutgoingMessage(
+                        pool[at + j * args.message : at + (j + 1) * args.message], key=f"k{j % 8}"
+                    )
+                    for j in range(args.batch)
+                ]
+                entries.append(
+                    encode_entry(
+                        batch,
+                        producer_name="bench",
+                        sequence_id=i * args.batch,
+                        publish_time=T0 + (lid - 1) * 10_000_000 + i,
+                    )
+                )
+            messages += len(entries) * args.batch
+            length = sum(len(e) for e in entries)
+            enc = encode_ledger(
+                entries,
+                LedgerMetadata.closed_default(last_entry_id=len(entries) - 1, length=length),
+                parse_size(args.block),
+                zone_maps=True,
+            )
+            uid = str(uuid_mod.uuid4())
+            name = f"public/default/persistent/pulsar-bench-{lid}"
+            store.put(
+                data_key(uid, lid), enc.data, object_user_metadata("data", managed_ledger_name=name)
+            )
+            store.put(
+                index_key(uid, lid),
+                enc.index,
+                object_user_metadata("index", managed_ledger_name=name),
+            )
+            pairs.append(f"{lid}:{uid}")
+            data_bytes += len(enc.data)
+    return pairs, data_bytes, messages
+
+
+def _planned(
+    options: dict[str, str], spark: Any, lo: Any = None, hi: Any = None
+) -> tuple[int, int]:
+    """(blocks, bytes) the pulsar-messages reader plans (each block is one ranged GET)."""
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThanOrEqual
+
+    from offloader.spark.message_rows import schema_ddl
+    from offloader.spark.messages import PulsarMessagesPushdownReader
+
+    schema = spark.createDataFrame([], schema_ddl(options)).schema
+    reader = PulsarMessagesPushdownReader(options, schema)
+    if lo is not None:
+        filters = [
+            GreaterThanOrEqual(("publish_time",), lo),
+            LessThanOrEqual(("publish_time",), hi),
+        ]
+        list(reader.pushFilters(filters))
+    tasks = reader.plan()
+    return len(tasks), sum(t.ref.end - t.ref.start for t in tasks)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench pulsar_scan")
+    parser.add_argument("--s3", choices=["moto", "rgw"], default="moto")
+    parser.add_argument("--total", default="32M")
+    parser.add_argument("--block", default="1M")
+    parser.add_argument("--ledgers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--message", type=int, default=200)
+    parser.add_argument("--window", type=float, default=0.1)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    from pyspark.sql import functions as F
+
+    with _server(args.s3) as endpoint:
+        for key, value in endpoint.env().items():
+            os.environ[key] = value
+        bucket = endpoint.new_bucket()
+        pairs, data_bytes, messages = _upload(endpoint, bucket, args)
+        note(f"pulsar_scan: {messages} messages, {data_bytes} bytes in {len(pairs)} ledgers")
+        spark = _session()
+        from offloader.spark import register
+
+        register(spark)
+        options = {"store": f"s3://{bucket}", "endpoint": endpoint.url, "ledgers": ",".join(pairs)}
+
+        def load(fmt: str) -> Any:
+            reader = spark.read.format(fmt)
+            for k, v in options.items():
+                reader = reader.option(k, v)
+            return reader.load()
+
+        def scan_messages() -> int:
+            return int(load("pulsar-messages").agg(F.sum(F.length("value"))).collect()[0][0])
+
+        def scan_entries() -> int:
+            return int(load("offloaded-ledger").agg(F.sum(F.length("payload"))).collect()[0][0])
+
+        scan_entries()  # warm the workers
+        base = _best(args.repeat, scan_entries)
+        ours = _best(args.repeat, scan_messages)
+        assert ours.value == messages * args.message, (ours.value, messages)
+        mb = data_bytes / 1e6
+        report(
+            "pulsar_messages_scan",
+            mb / ours.seconds,
+            mb / base.seconds,
+            "MB/s",
+            messages=messages,
+            msgs_per_s=round(messages / ours.seconds),
+            ours_s=round(ours.seconds, 3),
+            ours_cpu_s=ours.cpu_s,
+            baseline_s=round(base.seconds, 3),
+            baseline_cpu_s=base.cpu_s,
+            baseline_is="offloaded-ledger scan of the same objects",
+            goal=GOAL_RATIO,
+            server=args.s3,
+        )
+        # the window: the first ledger's publish times, a fraction of them
+        per_ledger_entries = messages // args.batch // len(pairs)
+        start = T0 + int(per_ledger_entries * 0.45)
+        end = start + max(1, int(per_ledger_entries * len(pairs) * args.window))
+        lo = dt.datetime.fromtimestamp(start / 1000, tz=dt.timezone.utc)
+        hi = dt.datetime.fromtimestamp(end / 1000, tz=dt.timezone.utc)
+
+        def window() -> int:
+            df = load("pulsar-messages")
+            return int(df.filter(F.col("publish_time").between(lo, hi)).count())
+
+        timed = _best(args.repeat, window)
+        full = _best(args.repeat, lambda: int(load("pulsar-messages").count()))
+        expected = (min(end, T0 + per_ledger_entries - 1) - start + 1) * args.batch
+        assert timed.value == expected, (timed.value, expected)
+        blocks, fetched = _planned(options, spark, lo, hi)
+        all_blocks, all_bytes = _planned(options, spark)
+        report(
+            "pulsar_time_window",
+            timed.seconds,
+            full.seconds,
+            "s",
+            higher_is_better=False,
+            window_messages=timed.value,
+            window_gets=blocks,
+            full_gets=all_blocks,
+            window_bytes=fetched,
+            full_bytes=all_bytes,
+            bytes_ratio=round(fetched / all_bytes, 4),
+            ours_cpu_s=timed.cpu_s,
+            baseline_cpu_s=full.cpu_s,
+            baseline_is="count(*) of every message (full scan)",
+            gets_note="one streamed ranged GET per planned block; index GETs (one per ledger) "
+            "are the same in both",
+            server=args.s3,
+        )
+        spark.stop()
+    return 0

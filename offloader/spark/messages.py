@@ -1,0 +1,200 @@
+"""The ``pulsar-messages`` DataFrame source: offloaded ledgers read as Pulsar messages.
+
+::
+
+    register(spark)     # offloader.spark.source.register registers both sources
+    df = (spark.read.format("pulsar-messages")
+          .option("store", "s3://bucket").option("discover", "true")   # as offloaded-ledger
+          .option("value_format", "json").option("schema", "sensor STRING, value DOUBLE")
+          .load())
+
+Same source options as ``offloaded-ledger`` (``store``, ``endpoint``, ``region``,
+``ledgers`` | ``discover`` | ``topics`` + ``home``, ``read_buffer``, ``ledger_ids``,
+``entry_range``, ``pushdown``), plus ``value_format`` (binary | string | json | avro),
+``schema`` (a DDL: the value becomes a struct), ``avro_schema`` (the writer schema, JSON),
+``decrypt_key`` (a PEM file holding the RSA private key of encrypted topics; read on the
+driver), ``batch_rows``. Columns: :data:`offloader.spark.message_rows.BASE_COLUMNS` + value.
+
+One partition per block. Each task decodes its block's entries (CRC32C checked, decompressed,
+batches split, chunks reassembled; a chunked message whose chunks cross the block's end is
+finished by reading on into the ledger's next entries, and skipped by the task that starts in
+its middle). Pushdown: ``ledger_id`` and ``entry_id`` as in ``offloaded-ledger`` (blocks pruned,
+rows exact); ``publish_time`` and ``event_time`` comparisons (time-zone-aware literals)
+skip blocks whose zone maps say no message can match, and filter the rows exactly.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from formats.pulsar import ChunkAssembler, Decryptor, Message, iter_messages
+from offloader.errors import ConfigError
+from offloader.spark.message_rows import (
+    TIME_COLUMNS,
+    TimeBounds,
+    ValueDecoder,
+    messages_batch,
+    schema_ddl,
+    to_micros,
+)
+from offloader.spark.plan import BlockTask, Task
+from offloader.spark.source import (
+    DEFAULT_BATCH_ROWS,
+    OffloadedLedgerReader,
+    PushdownReader,
+    _flag,
+    _int_option,
+)
+from offloader.spark.tasks import read_task
+
+__all__ = ["SOURCE_NAME", "PulsarMessagesSource"]
+
+SOURCE_NAME = "pulsar-messages"
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "=": operator.eq,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+_TIME_OPS = {
+    "EqualTo": "=",
+    "GreaterThan": ">",
+    "GreaterThanOrEqual": ">=",
+    "LessThan": "<",
+    "LessThanOrEqual": "<=",
+}
+
+
+class PulsarMessagesReader(OffloadedLedgerReader):
+    """Plans like ``offloaded-ledger`` (one partition per block) and decodes messages."""
+
+    def __init__(self, options: Any, schema: Any) -> None:
+        super().__init__(options)
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        opts = self.options
+        self.value_format = str(opts.get("value_format") or "binary").lower()
+        self.avro_schema = opts.get("avro_schema") or None
+        ValueDecoder(self.value_format, self.avro_schema)  # options checked on the driver
+        self.message_rows = max(1, _int_option(opts, "batch_rows", DEFAULT_BATCH_ROWS))
+        self.decrypt_pem: bytes | None = None
+        if opts.get("decrypt_key"):
+            try:
+                self.decrypt_pem = Path(str(opts["decrypt_key"])).read_bytes()
+            except OSError as exc:
+                raise ConfigError(
+                    f"decrypt_key: cannot read {opts['decrypt_key']}: {exc}"
+                ) from None
+            Decryptor(self.decrypt_pem)
+        self.times = {name: TimeBounds() for name in TIME_COLUMNS}
+        #: pushed time comparisons ``(column, op, microseconds)``, applied to rows exactly
+        self.time_predicates: tuple[tuple[str, str, int], ...] = ()
+
+    def plan(self) -> list[Task]:
+        return [t for t in super().plan() if self._keeps_task(t)]
+
+    def _keeps_task(self, task: Task) -> bool:
+        """False only when the block's zone map proves no message can pass the time filters."""
+        zone = getattr(task, "zone", None)
+        if zone is None:
+            return True
+        for column, bounds in self.times.items():
+            if bounds.unbounded:
+                continue
+            known, span = zone.range_of(column)
+            if known and (span is None or not bounds.overlaps_ms(*span)):
+                return False
+        return True
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task: Task | None = getattr(partition, "task", None)
+        if task is None:
+            return
+        decryptor = Decryptor(self.decrypt_pem) if self.decrypt_pem else None
+        values = ValueDecoder(self.value_format, self.avro_schema)
+        topic = task.topic
+        chunks = ChunkAssembler(skip_orphans=True)
+        entries: Iterator[Any] = (
+            (ledger, entry, payload)
+            for _t, ledger, entry, payload in read_task(task, self.entry_filter)
+        )
+        if isinstance(task, BlockTask):
+            entries = _with_continuation(task, entries, chunks, self.entry_filter)
+        pending: list[Message] = []
+        for msg in iter_messages(entries, decryptor=decryptor, assembler=chunks):
+            if not self._keeps_row(msg):
+                continue
+            pending.append(msg)
+            if len(pending) >= self.message_rows:
+                yield messages_batch(topic, pending, self.arrow_schema, values)
+                pending = []
+        if pending:
+            yield messages_batch(topic, pending, self.arrow_schema, values)
+
+    def _keeps_row(self, msg: Message) -> bool:
+        """Exactly Spark's comparison of the row's timestamp (NULL matches nothing)."""
+        for column, op, micros in self.time_predicates:
+            ms = msg.publish_time if column == "publish_time" else msg.event_time
+            if ms is None or not _COMPARE[op](ms * 1000, micros):
+                return False
+        return True
+
+
+def _with_continuation(
+    task: BlockTask, entries: Iterator[Any], chunks: ChunkAssembler, entry_filter: Any
+) -> Iterator[Any]:
+    """The block's entries, then, while a chunked message begun in it is incomplete, the
+    ledger's next entries (read through the offloaded ledger's index), up to its end."""
+    yield from entries
+    if not chunks.incomplete:
+        return
+    from offloader.spark.tasks import continuation_entries
+
+    for item in continuation_entries(task):
+        yield item
+        if not chunks.incomplete:
+            return
+
+
+class PulsarMessagesPushdownReader(PulsarMessagesReader):
+    """With ``pushFilters`` (Spark refuses it unless pushdown is enabled)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        rest = []
+        for flt in filters:
+            attribute = tuple(getattr(flt, "attribute", ()))
+            op = _TIME_OPS.get(type(flt).__name__)
+            micros = to_micros(getattr(flt, "value", None))
+            if len(attribute) == 1 and attribute[0] in TIME_COLUMNS and op and micros is not None:
+                # consumed: blocks are skipped by zone maps, rows filtered exactly in read()
+                # (a filter handed back to Spark would not be part of the pushed plan, whose
+                # reader Spark may then reuse for the same query without it)
+                column = attribute[0]
+                self.times = {**self.times, column: self.times[column].and_(op, micros)}
+                self.time_predicates = (*self.time_predicates, (column, op, micros))
+            else:
+                rest.append(flt)
+        yield from PushdownReader.pushFilters(self, rest)  # type: ignore[arg-type]
+
+
+class PulsarMessagesSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("pulsar-messages")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return schema_ddl(dict(self.options))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        if _flag(self.options, "pushdown", default=True):
+            return PulsarMessagesPushdownReader(self.options, schema)
+        return PulsarMessagesReader(self.options, schema)
