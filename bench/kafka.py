@@ -59,16 +59,19 @@ CONCURRENCY = 4
 GOAL_RATIO = 0.9
 
 
-def write_segment(root: Path, size: int, record_size: int = 1024) -> tuple[Path, int]:
-    """A partition dir with one closed segment of about ``size`` bytes (1 MiB batches of
-    ``record_size`` records, copies of one batch with their base offsets patched: the CRC does
-    not cover them) and a tiny active one; returns the .log path and its record count."""
-    directory = root / "bench-0"
+def write_segment(
+    root: Path, size: int, record_size: int = 1024, partition: int = 0
+) -> tuple[Path, int]:
+    """A partition dir ``bench-<partition>`` with one closed segment of about ``size`` bytes
+    (1 MiB batches of ``record_size`` records, copies of one batch with their base offsets
+    patched: the CRC does not cover them) and a tiny active one; returns the .log path and its
+    record count."""
+    directory = root / f"bench-{partition}"
     directory.mkdir(parents=True)
     (directory / "partition.metadata").write_bytes(
         encode_partition_metadata(uuid_to_kafka(uuid.uuid4()))
     )
-    rng = random.Random(5)
+    rng = random.Random(5 + partition)
     per_batch = MiB // record_size
     rows = [
         NewRecord(1_700_000_000_000 + i, None, rng.randbytes(record_size - 20))
