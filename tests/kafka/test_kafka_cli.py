@@ -29,6 +29,7 @@ def _upload(home: Path, store: list[str], root: Path) -> list[dict[str, object]]
     return json_lines(result)
 
 
+@pytest.mark.s3
 def test_cli_upload_status_read_on_s3(
     tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
