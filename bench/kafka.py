@@ -12,6 +12,9 @@ times; the median run is reported (goal: ratio >= 0.9).
 cached after the first); reported: data GETs per fetch (goal 1), p50/p99 latency, and the
 baseline p50 of one raw ranged GET of the same bytes.
 
+Every row carries this process's CPU seconds beside the figures (``client_cpu_s`` for ours,
+``baseline_client_cpu_s`` for the raw boto3 variant; upload: the median run's worker process).
+
     python -m bench kafka [upload|fetch|all] [--servers rgw,moto] [--size 1G] [--moto-size 256M]
                           [--repeat 3] [--fetches 50] [--count 1000] [--fetch-size 64M]
 """
@@ -33,6 +36,7 @@ from typing import Any
 
 from bench import note, report
 from bench.common import (
+    ClientCost,
     empty_bucket,
     endpoint_from_json,
     endpoint_to_json,
@@ -55,16 +59,19 @@ CONCURRENCY = 4
 GOAL_RATIO = 0.9
 
 
-def write_segment(root: Path, size: int, record_size: int = 1024) -> tuple[Path, int]:
-    """A partition dir with one closed segment of about ``size`` bytes (1 MiB batches of
-    ``record_size`` records, copies of one batch with their base offsets patched: the CRC does
-    not cover them) and a tiny active one; returns the .log path and its record count."""
-    directory = root / "bench-0"
+def write_segment(
+    root: Path, size: int, record_size: int = 1024, partition: int = 0
+) -> tuple[Path, int]:
+    """A partition dir ``bench-<partition>`` with one closed segment of about ``size`` bytes
+    (1 MiB batches of ``record_size`` records, copies of one batch with their base offsets
+    patched: the CRC does not cover them) and a tiny active one; returns the .log path and its
+    record count."""
+    directory = root / f"bench-{partition}"
     directory.mkdir(parents=True)
     (directory / "partition.metadata").write_bytes(
         encode_partition_metadata(uuid_to_kafka(uuid.uuid4()))
     )
-    rng = random.Random(5)
+    rng = random.Random(5 + partition)
     per_batch = MiB // record_size
     rows = [
         NewRecord(1_700_000_000_000 + i, None, rng.randbytes(record_size - 20))
@@ -96,11 +103,18 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     settings = KafkaSettings(part_size=PART, concurrency=CONCURRENCY, prefix=f"k{time.time_ns()}")
     with Offloader.from_settings(home, f"s3://{spec['bucket']}", endpoint_url=endpoint.url) as off:
         tier = off.kafka(settings)
+        cost = ClientCost()
         start = time.perf_counter()
         report_ = tier.upload(Path(spec["log_dir"]))
         seconds = time.perf_counter() - start
+        spent = cost.fields()
     assert report_.ok and len(report_.of("uploaded")) == 1, report_
-    return {"seconds": seconds, "bytes": report_.segments[0].size_bytes, "rss_mb": peak_rss_mb()}
+    return {
+        "seconds": seconds,
+        "bytes": report_.segments[0].size_bytes,
+        "rss_mb": peak_rss_mb(),
+        **spent,
+    }
 
 
 def _raw(spec: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +123,7 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     path = Path(spec["log"])
     size = path.stat().st_size
     bucket, key = spec["bucket"], f"raw-{time.time_ns()}"
+    cost = ClientCost()
     start = time.perf_counter()
     upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
     fd = os.open(path, os.O_RDONLY)
@@ -126,8 +141,9 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
         Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
     )
     seconds = time.perf_counter() - start
+    spent = cost.fields()
     os.close(fd)
-    return {"seconds": seconds, "bytes": size, "rss_mb": peak_rss_mb()}
+    return {"seconds": seconds, "bytes": size, "rss_mb": peak_rss_mb(), **spent}
 
 
 def _upload(srv: Any, size: int, repeat: int) -> None:
@@ -160,13 +176,19 @@ def _upload(srv: Any, size: int, repeat: int) -> None:
         goal_ratio=GOAL_RATIO,
         peak_rss_mb=round(ours["rss_mb"], 1),
         baseline_peak_rss_mb=round(raw["rss_mb"], 1),
+        # the measured process alone (the median run's): CPU seconds and page faults
+        client_cpu_s=ours["client_cpu_s"],
+        baseline_client_cpu_s=raw["client_cpu_s"],
+        client_faults=ours["client_faults"],
+        baseline_client_faults=raw["client_faults"],
         best_ratio=round(raw["best_seconds"] / ours["best_seconds"], 4),
         ours_runs_s=ours["runs_seconds"],
         baseline_runs_s=raw["runs_seconds"],
     )
     note(
         f"kafka upload {srv.name}: {record['ours']:.1f} vs {record['baseline']:.1f} MB/s "
-        f"(ratio {record['ratio']})"
+        f"(ratio {record['ratio']}; client CPU {record['client_cpu_s']} s vs "
+        f"{record['baseline_client_cpu_s']} s)"
     )
 
 
@@ -191,23 +213,26 @@ def _fetch(srv: Any, size: int, fetches: int, count: int) -> None:
             rng = random.Random(9)
             list(tier.read("bench", 0, from_offset=0, count=1))  # the .index, once
             latencies, raw_latencies, gets = [], [], []
+            cpu = raw_cpu = 0.0
             for _ in range(fetches):
                 start_offset = rng.randrange(0, records - count)
                 counting.reset_counts()
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 rows = list(tier.read("bench", 0, from_offset=start_offset, count=count))
                 latencies.append(time.perf_counter() - t0)
+                cpu += time.process_time() - c0
                 assert len(rows) == count and rows[0].offset == start_offset
                 gets.append(counting.calls["get_range"] + counting.calls["get"])
                 # baseline: one raw ranged GET of the bytes those records occupy
                 first = (start_offset // 1024) * (seg.size_bytes // (records // 1024))
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 client.get_object(
                     Bucket=bucket,
                     Key=seg.keys["log"],
                     Range=f"bytes={first}-{first + count * 1030}",
                 )["Body"].read()
                 raw_latencies.append(time.perf_counter() - t0)
+                raw_cpu += time.process_time() - c0
     p50 = percentile(latencies, 50) * 1000
     record = report(
         f"kafka.fetch.{srv.name}",
@@ -224,10 +249,14 @@ def _fetch(srv: Any, size: int, fetches: int, count: int) -> None:
         gets_per_fetch_max=max(gets),
         p99_ms=round(percentile(latencies, 99) * 1000, 2),
         baseline_p99_ms=round(percentile(raw_latencies, 99) * 1000, 2),
+        # this process's CPU seconds over all the fetches (ours: GET, decode, rows)
+        client_cpu_s=round(cpu, 3),
+        baseline_client_cpu_s=round(raw_cpu, 3),
     )
     note(
         f"kafka fetch {srv.name}: p50 {record['ours']:.1f} ms, p99 {record['p99_ms']} ms, "
-        f"{record['gets_per_fetch_mean']} GETs per fetch"
+        f"{record['gets_per_fetch_mean']} GETs per fetch; client CPU {record['client_cpu_s']} s "
+        f"vs {record['baseline_client_cpu_s']} s raw"
     )
 
 

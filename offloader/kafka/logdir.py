@@ -46,6 +46,17 @@ class LocalSegment:
 
 
 @dataclass(frozen=True)
+class UnreadablePartition:
+    """A partition directory whose own files could not be read (no ``partition.metadata``,
+    a damaged ``leader-epoch-checkpoint``): reported, and skipped by this pass."""
+
+    topic: str
+    partition: int
+    directory: Path
+    error: str
+
+
+@dataclass(frozen=True)
 class LocalPartition:
     topic: str
     partition: int
@@ -124,9 +135,15 @@ def scan_partition(directory: Path) -> LocalPartition:
     return LocalPartition(topic, partition, directory, topic_id, epochs, tuple(segments))
 
 
-def scan_log_dir(log_dir: Path, topics: str | None = None) -> list[LocalPartition]:
+def scan_log_dir(
+    log_dir: Path,
+    topics: str | None = None,
+    unreadable: list[UnreadablePartition] | None = None,
+) -> list[LocalPartition]:
     """Every partition directory of ``log_dir`` whose topic matches ``topics`` (a regex, full
-    match), sorted by topic and partition. Directories that are not partitions are skipped."""
+    match), sorted by topic and partition. Directories that are not partitions are skipped.
+    With an ``unreadable`` list, a partition whose own files are bad is added to it (and left
+    out) instead of failing the whole scan: one bad directory never hides the others."""
     if not log_dir.is_dir():
         raise ConfigError(f"Kafka log directory {log_dir} does not exist")
     pattern = None
@@ -141,7 +158,7 @@ def scan_log_dir(log_dir: Path, topics: str | None = None) -> list[LocalPartitio
         if not path.is_dir():
             continue
         try:
-            topic, _ = parse_partition_dir(entry)
+            topic, number = parse_partition_dir(entry)
         except KafkaNameError:
             continue
         if pattern is not None and not pattern.fullmatch(topic):
@@ -150,4 +167,11 @@ def scan_log_dir(log_dir: Path, topics: str | None = None) -> list[LocalPartitio
             partitions.append(scan_partition(path))
         except FileNotFoundError:
             continue  # the partition was deleted while we looked
+        except KafkaFormatError as exc:
+            if unreadable is None:
+                raise
+            log.error(
+                "unreadable Kafka partition directory skipped", path=str(path), error=str(exc)
+            )
+            unreadable.append(UnreadablePartition(topic, number, path, str(exc)))
     return sorted(partitions, key=lambda p: (p.topic, p.partition))

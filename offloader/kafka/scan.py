@@ -4,7 +4,9 @@
 :class:`ScanTask` s: one per segment, or one per ``split_bytes`` of a larger segment cut at
 ``.index`` positions (batch boundaries). A :class:`ScanFilter` (from pushed-down filters on
 ``partition``, ``offset`` and ``timestamp``) prunes whole segments by their offset range and
-max timestamp, starts a task at the index position of its first wanted offset, and filters the
+max timestamp, starts a segment's first task at the index position of its first wanted offset
+and, with a lower time bound, no earlier than the batch the ``.timeindex`` names for that time
+(``.timeindex`` -> offset -> ``.index`` -> position, as a fetch by time does), and filters the
 records exactly. :func:`read_task` reads one task with one ranged GET.
 """
 
@@ -124,12 +126,17 @@ def plan_scan(
         if not scan_filter.keeps_segment(seg):
             continue
         lo = scan_filter.offset_range[0]
+        since = scan_filter.time_range[0]
         start = 0
         index = None
-        if lo > seg.base_offset or seg.size_bytes > split_bytes:
+        if lo > seg.base_offset or since > -math.inf or seg.size_bytes > split_bytes:
             index = cache.offset_index(seg)
             if lo > seg.base_offset:
                 start = index.lookup(int(lo))[1]
+            if since > -math.inf:
+                # batches before the one holding the time entry's offset are all older
+                _, at = cache.time_index(seg).lookup(math.floor(since))
+                start = max(start, index.lookup(at)[1])
         positions = index.positions if index is not None else ()
         bounds = _cuts(positions, start, seg.size_bytes, split_bytes)
         for a, b in itertools.pairwise(bounds):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from offloader.kafka.context import KafkaContext
-from offloader.kafka.logdir import scan_log_dir
+from offloader.kafka.logdir import UnreadablePartition, scan_log_dir
 from offloader.kafka.types import PartitionStatus
 from offloader.metadata.kafka_base import COPY_FINISHED, COPY_STARTED
 
@@ -14,8 +14,10 @@ def partition_status(
     ctx: KafkaContext, topic: str | None = None, log_dir: Path | None = None
 ) -> list[PartitionStatus]:
     local: dict[tuple[str, int], tuple[str, int, int | None]] = {}
+    unreadable: list[UnreadablePartition] = []
     if log_dir is not None:
-        for part in scan_log_dir(log_dir, None if topic is None else _literal(topic)):
+        wanted = None if topic is None else _literal(topic)
+        for part in scan_log_dir(log_dir, wanted, unreadable):
             if part.segments:
                 closed = part.closed
                 # offsets of closed segments end where the active one starts
@@ -28,8 +30,9 @@ def partition_status(
                 )
     gaps = ctx.meta.list_gaps(topic)
     records = {(p.topic, p.partition): p for p in ctx.meta.list_partitions(topic)}
+    problems = {(u.topic, u.partition): u.error for u in unreadable}
     out = []
-    for key in sorted(set(records) | set(local)):
+    for key in sorted(set(records) | set(local) | set(problems)):
         record = records.get(key)
         segments = ctx.meta.list_segments(key[0], key[1])
         finished = [s for s in segments if s.state == COPY_FINISHED]
@@ -56,7 +59,7 @@ def partition_status(
                     if (g.topic, g.partition) == key
                 ),
                 in_progress=sum(1 for s in segments if s.state == COPY_STARTED),
-                last_error=record.last_error if record else None,
+                last_error=problems.get(key) or (record.last_error if record else None),
             )
         )
     return out

@@ -43,7 +43,13 @@ from formats.kafka.names import (
 from offloader.crashpoints import crash_point
 from offloader.errors import OffloaderError, StoreError
 from offloader.kafka.context import KafkaContext
-from offloader.kafka.logdir import LocalPartition, LocalSegment, open_segment_file, scan_log_dir
+from offloader.kafka.logdir import (
+    LocalPartition,
+    LocalSegment,
+    UnreadablePartition,
+    open_segment_file,
+    scan_log_dir,
+)
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
 from offloader.kafka.types import SegmentOutcome, UploadReport
 from offloader.logs import get_logger
@@ -373,9 +379,12 @@ def _gap(
 
 
 def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) -> UploadReport:
-    """One pass over the log directory (``topics``: a regex on topic names)."""
+    """One pass over the log directory (``topics``: a regex on topic names). A partition
+    directory that cannot be read is a ``failed`` outcome (and its partition's last error when
+    it is known); the others are uploaded all the same."""
     report = UploadReport()
-    for partition in scan_log_dir(log_dir, topics):
+    unreadable: list[UnreadablePartition] = []
+    for partition in scan_log_dir(log_dir, topics, unreadable):
         try:
             upload_partition(ctx, partition, report)
         except OffloaderError as exc:  # this partition only (a re-created topic, a store error)
@@ -386,4 +395,10 @@ def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) 
                     partition.topic, partition.partition, first, "failed", detail=str(exc)
                 )
             )
+    for bad in unreadable:
+        report.segments.append(
+            SegmentOutcome(bad.topic, bad.partition, 0, "failed", detail=bad.error)
+        )
+        if ctx.meta.get_partition(bad.topic, bad.partition) is not None:
+            ctx.meta.set_partition_error(bad.topic, bad.partition, bad.error, ctx.now_ms())
     return report

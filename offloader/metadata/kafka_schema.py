@@ -1,4 +1,4 @@
-"""The SQLite tables of the Kafka tier (schema version 3 of the metadata database).
+"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database).
 
 Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` to its
 migrations, and :mod:`offloader.metadata.kafka_sqlite` queries the tables.

@@ -17,8 +17,9 @@ ARRAY<STRUCT<key STRING, value BINARY>>``). One Spark partition per segment, or 
 ``split_bytes`` (default 64 MiB) of a bigger one, cut at ``.index`` positions; each task reads
 its bytes with one ranged GET. Filters on ``partition``, ``offset`` and ``timestamp``
 (``=``, ``<``, ``<=``, ``>``, ``>=``, and ``IN`` on partition) are pushed down: segments outside
-them are never planned, a task starts at the index position of its first wanted offset, and rows
-are filtered exactly. Control records (transaction markers) are not returned.
+them are never planned, a task starts at the index position of its first wanted offset (and,
+with a lower time bound, at the batch the ``.timeindex`` locates), and rows are filtered
+exactly. Control records (transaction markers) are not returned.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ four consumption modes across the tier boundary (no gap, no duplicate)."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -125,3 +126,24 @@ def test_bad_requests(uploaded: tuple[KafkaTier, PartitionLayout, Path]) -> None
         tier.read("orders", 0, from_offset=0, mode="sideways")
     with pytest.raises(ObjectNotFound):
         tier.read("nope", 0, from_offset=0)
+
+
+def test_local_segments_staged_or_deleted_under_a_read(
+    uploaded: tuple[KafkaTier, PartitionLayout, Path],
+) -> None:
+    """Kafka renames one segment to ``.deleted`` and removes the next after the read looked at
+    the log directory and before it opened them: the first is read from its ``.deleted`` name,
+    the second from the remote tier; no gap, no duplicate."""
+    tier, layout, root = uploaded
+    expected = _expected(layout)
+    rows = tier.read("orders", 0, from_offset=0, log_dir=root, mode="kafka-preferred")
+    first, second = layout.segments[0][0], layout.segments[1][0]
+    for f in layout.path.glob(f"{first:020d}.*"):
+        os.replace(f, f.with_name(f.name + ".deleted"))
+    for f in layout.path.glob(f"{second:020d}.*"):
+        f.unlink()
+    got = list(rows)
+    assert _rows(got) == expected
+    tiers = {r.offset: r.tier for r in got}
+    assert tiers[first] == "local" and tiers[second] == "remote"
+    assert tiers[layout.segments[2][0]] == "local"

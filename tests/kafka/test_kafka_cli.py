@@ -4,7 +4,13 @@ and a local store; exit codes and one-line errors."""
 from __future__ import annotations
 
 import base64
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +35,7 @@ def _upload(home: Path, store: list[str], root: Path) -> list[dict[str, object]]
     return json_lines(result)
 
 
+@pytest.mark.s3
 def test_cli_upload_status_read_on_s3(
     tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,3 +201,54 @@ def test_service_run_uploads_kafka_log_dirs(tmp_path: Path) -> None:
     assert "kafka" not in text or "uploaded: none" in text
     (home / "offloader.toml").write_text("[kafka]\nlog_dirs = 3\n")
     assert "log_dirs" in one_line_error(run(home, "service", "run", "--once"))
+
+
+def _summaries(proc: subprocess.Popen[str], wanted: int) -> list[dict[str, Any]]:
+    """Read the upload's JSON lines until ``wanted`` pass summaries have been printed."""
+    assert proc.stdout is not None
+    lines: list[dict[str, Any]] = []
+    while sum(1 for line in lines if "partitions" in line) < wanted:
+        text = proc.stdout.readline()
+        assert text, "kafka upload stopped early"
+        lines.append(json.loads(text))
+    return lines
+
+
+def test_upload_without_once_keeps_passing_until_sigterm(tmp_path: Path) -> None:
+    """The sidecar mode: a pass every --interval picks up the segments Kafka rolled since,
+    and SIGTERM ends it cleanly (exit 0) between passes."""
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=300)
+    script = Path(sys.executable).parent / "offloader"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
+    args = ["--home", str(tmp_path / "home"), "--json", "kafka", "upload", "--log-dir", str(root)]
+    proc = subprocess.Popen(
+        [*command, *args, "--interval", "1s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = _summaries(proc, 1)
+        assert [r["base_offset"] for r in first if r.get("outcome") == "uploaded"] == [
+            b for b, _ in layout.segments[:-1]
+        ]
+        # Kafka rolls the active segment: the next pass uploads it, unasked
+        later = write_partition(
+            tmp_path / "more", "orders", 0, records=200, start_offset=layout.next_offset
+        )
+        for f in later.path.iterdir():
+            if f.name.endswith((".log", ".index", ".timeindex", ".snapshot")):
+                os.replace(f, layout.path / f.name)
+        uploaded: list[int] = []
+        while layout.segments[-1][0] not in uploaded:
+            lines = _summaries(proc, 1)
+            uploaded += [r["base_offset"] for r in lines if r.get("outcome") == "uploaded"]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err

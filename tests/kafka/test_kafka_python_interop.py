@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-from kafka.record.memory_records import MemoryRecords
+import struct
 
-from formats.kafka.batch import decode_records, iter_batch_headers, iter_records
-from formats.kafka.encode import NewRecord, encode_batch
+import pytest
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+
+from formats.kafka.batch import CONTROL_COMMIT, decode_records, iter_batch_headers, iter_records
+from formats.kafka.encode import NewRecord, control_record, encode_batch
 from formats.kafka.index import decode_offset_index, decode_time_index
 from tests.kafka.logdir import kafka_python_batch, write_partition
 
@@ -70,3 +72,54 @@ def test_a_whole_partition_from_kafka_python(tmp_path) -> None:  # type: ignore[
         assert count == len(list(iter_batch_headers(log)))
     # data records and commit markers cover the partition's offsets without a gap
     assert markers and sorted(offsets + markers) == list(range(layout.next_offset))
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_we_read_kafka_python_transactional_batches(codec: int) -> None:
+    builder = MemoryRecordsBuilder(
+        magic=2,
+        compression_type=codec,
+        batch_size=1 << 24,
+        offset=0,
+        transactional=True,
+        producer_id=4242,
+        producer_epoch=3,
+        base_sequence=17,
+    )
+    for ts, key, value, headers in ROWS:
+        builder.append(ts, key=key, value=value, headers=headers)
+    builder.close()
+    data = bytearray(builder.buffer())
+    struct.pack_into(">q", data, 0, 900)  # placed by the broker: outside the CRC
+    (header,) = list(iter_batch_headers(data, source="txn.log"))
+    assert header.is_transactional and not header.is_control
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4242, 3, 17)
+    assert header.compression == codec
+    assert [(r.offset, r.key, r.value) for r in decode_records(data, header)] == [
+        (900 + i, k, v) for i, (_, k, v, _) in enumerate(ROWS)
+    ]
+
+
+def test_kafka_python_reads_our_transactional_and_control_batches() -> None:
+    rows = [NewRecord(ts, k, v, tuple(h)) for ts, k, v, h in ROWS[:5]]
+    data = encode_batch(
+        rows, base_offset=10, producer_id=7, producer_epoch=2, base_sequence=0, transactional=True
+    )
+    data += encode_batch(
+        [control_record(CONTROL_COMMIT, coordinator_epoch=3, timestamp=6)],
+        base_offset=15,
+        producer_id=7,
+        producer_epoch=2,
+        transactional=True,
+        control=True,
+    )
+    memory = MemoryRecords(data)
+    txn, commit = memory.next_batch(), memory.next_batch()
+    assert memory.next_batch() is None
+    assert txn is not None and commit is not None
+    assert txn.validate_crc() and commit.validate_crc()
+    assert txn.is_transactional and not txn.is_control_batch
+    assert (txn.producer_id, txn.producer_epoch, txn.base_sequence) == (7, 2, 0)
+    assert [r.offset for r in txn] == list(range(10, 15))
+    assert commit.is_control_batch and commit.is_transactional and commit.producer_id == 7
+    assert commit.base_offset == 15 and commit.records_count == 1

@@ -228,3 +228,28 @@ def test_recreated_topic_fails_its_partition_only(
     assert [(s.topic, s.kind) for s in report.of("failed")] == [("a", "failed")]
     assert "re-created" in (report.of("failed")[0].detail or "")
     assert {s.topic for s in report.of("uploaded")} == {"b"}
+
+
+def test_an_unreadable_partition_directory_fails_only_itself(
+    tmp_path: Path, make_tier: Callable[..., KafkaTier]
+) -> None:
+    root = tmp_path / "logs"
+    bad = write_partition(root, "a", 0, records=300)
+    write_partition(root, "b", 0, records=300)
+    tier = make_tier()
+    assert tier.upload(root).ok  # both known, both uploaded
+    more = write_partition(tmp_path / "more", "a", 1, records=300)
+    os.rename(more.path, root / more.path.name)
+    (bad.path / "partition.metadata").unlink()  # e.g. a log directory from before Kafka 2.8
+    (root / "a-1" / "partition.metadata").unlink()
+    write_partition(root, "c", 0, records=300)
+    report = tier.upload(root)
+    failed = {(s.topic, s.partition): s.detail or "" for s in report.of("failed")}
+    assert set(failed) == {("a", 0), ("a", 1)} and not report.ok
+    assert all("partition.metadata" in d for d in failed.values())
+    assert {s.topic for s in report.of("uploaded")} == {"c"}  # the others go on
+    rows = {(s.topic, s.partition): s for s in tier.status(None, root)}
+    assert "partition.metadata" in (rows[("a", 0)].last_error or "")  # known: its error kept
+    assert "partition.metadata" in (rows[("a", 1)].last_error or "")  # unknown: shown too
+    assert rows[("a", 0)].remote_segments > 0 and rows[("c", 0)].last_error is None
+    assert "partition.metadata" in (tier.ctx.meta.get_partition("a", 0).last_error or "")  # type: ignore[union-attr]

@@ -6,10 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from offloader.api import KafkaSettings, KafkaTier
 from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.logdir import write_partition
 from tests.servers.endpoint import S3Endpoint
+
+pytestmark = pytest.mark.s3
 
 MiB = 1024 * 1024
 

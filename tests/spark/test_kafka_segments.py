@@ -15,12 +15,15 @@ from offloader.spark import register
 from tests.kafka.logdir import write_partition
 from tests.servers.endpoint import S3Endpoint
 
+pytestmark = [pytest.mark.spark, pytest.mark.s3]
+
 
 @pytest.fixture()
-def kafka_home(tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in moto_endpoint.env().items():
+def kafka_home(tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Two partitions uploaded to the current S3 server (moto, and RGW when it runs)."""
+    for key, value in s3_endpoint.env().items():
         monkeypatch.setenv(key, value)
-    bucket = moto_endpoint.new_bucket()
+    bucket = s3_endpoint.new_bucket()
     root = tmp_path / "logs"
     layouts = [
         write_partition(root, "orders", 0, records=500, transactions=True),
@@ -28,7 +31,7 @@ def kafka_home(tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.Mo
     ]
     home = tmp_path / "home"
     store = f"s3://{bucket}/k"
-    with Offloader.from_settings(home, store, endpoint_url=moto_endpoint.url) as off:
+    with Offloader.from_settings(home, store, endpoint_url=s3_endpoint.url) as off:
         assert off.kafka(KafkaSettings()).upload(root).ok
         segments = off.kafka().ctx.meta.list_segments()
     expected = []
@@ -48,7 +51,7 @@ def kafka_home(tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.Mo
                             r.headers,
                         )
                     )
-    return home, store, moto_endpoint.url, segments, sorted(expected)
+    return home, store, s3_endpoint.url, segments, sorted(expected)
 
 
 def test_columns_partitions_and_pushdown(spark: Any, kafka_home: Any) -> None:
@@ -72,13 +75,14 @@ def test_columns_partitions_and_pushdown(spark: Any, kafka_home: Any) -> None:
     got = sorted(
         (
             r.topic, r.partition, r.offset,
-            int(r.timestamp.replace(tzinfo=timezone.utc).timestamp() * 1000)
-            if r.timestamp.tzinfo is None else int(r.timestamp.timestamp() * 1000),
+            # a naive datetime is in this process's local time, as PySpark converts it
+            round(r.timestamp.timestamp() * 1000),
             r.key, r.value, tuple((h.key, h.value) for h in r.headers),
         )
         for r in rows
     )  # fmt: skip
     assert [g[:3] for g in got] == [e[:3] for e in expected]
+    assert [g[3] for g in got] == [e[3] for e in expected]  # timestamps to the millisecond
     assert [g[4:] for g in got] == [e[4:] for e in expected]
     assert {r.timestampType for r in rows} == {0}
     # pushdown: partition and offset prune segments; results exact
