@@ -26,6 +26,11 @@ class MetricsAddress:
         return f"{host}:{self.port}"
 
 
+def _check_host(value: str, host: str) -> None:
+    if any(c.isspace() or c in "/?#@[]" for c in host):
+        raise ConfigError(f"{value!r}: {host!r} is not a host name or address")
+
+
 def parse_metrics_addr(text: str) -> MetricsAddress:
     """``HOST:PORT`` -> :class:`MetricsAddress`; an empty host means every interface."""
     if not isinstance(text, str) or not text.strip():
@@ -40,11 +45,11 @@ def parse_metrics_addr(text: str) -> MetricsAddress:
         host, sep, port_text = value.rpartition(":")
         if not sep:
             raise ConfigError(f"{value!r} has no port; use HOST:PORT, e.g. 127.0.0.1:9108")
+        _check_host(value, host)
         if ":" in host:
             raise ConfigError(f"{value!r}: write an IPv6 host in brackets, e.g. [::1]:9108")
         host = host or "0.0.0.0"
-    if any(c.isspace() or c in "/?#@" for c in host):
-        raise ConfigError(f"{value!r}: {host!r} is not a host name or address")
+    _check_host(value, host)
     if not port_text.isdigit():
         raise ConfigError(f"{value!r}: the port {port_text!r} is not a number")
     port = int(port_text)

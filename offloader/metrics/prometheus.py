@@ -239,7 +239,9 @@ class PrometheusMetrics:
             now = time.monotonic()
             elapsed = max(now - self._last_refresh, 1e-9)
             self._last_refresh = now
-            pending, self._pending = self._pending, defaultdict(lambda: [0, 0])
+            pending = {labels: tuple(sums) for labels, sums in self._pending.items()}
+            for sums in self._pending.values():  # Pulsar's sumThenReset: a quiet topic is 0
+                sums[:] = [0, 0]
         for labels, (offloaded, read) in pending.items():
             self.offload_rate.labels(*labels).set(offloaded / elapsed)
             self.read_offload_rate.labels(*labels).set(read / elapsed)
