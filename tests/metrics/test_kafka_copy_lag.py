@@ -65,7 +65,7 @@ def test_copy_lag_before_and_after_an_upload(
 def test_the_service_pass_publishes_the_lag_of_what_it_could_not_upload(
     setup: tuple[Offloader, Path, dict[tuple[str, int], PartitionLayout]],
 ) -> None:
-    off, root, layouts = setup
+    off, _, layouts = setup
     rt = off.runtime
     assert isinstance(rt.store, MeteredObjectStore)
     refuse = StoreUnavailable("injected: the clicks prefix is down")

@@ -74,8 +74,11 @@ def test_service_serves_metrics_while_it_offloads(
     )  # fmt: skip
     ok(home, "namespaces", "set-offload-threshold", NS, "-s", "0")
     proc = subprocess.Popen(
-        [*offloader_command(), "--home", str(home), "service", "run"]
-        + ["--metrics-addr", "127.0.0.1:0", "--interval", "1s"],
+        [
+            *offloader_command(),
+            *("--home", str(home), "service", "run"),
+            *("--metrics-addr", "127.0.0.1:0", "--interval", "1s"),
+        ],
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
