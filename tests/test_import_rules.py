@@ -74,7 +74,6 @@ CLI_ALLOWED = (
     "offloader.naming",
     "offloader.policies",
     "offloader.metadata.base",
-    "offloader.metrics.addr",
     "formats",
     "cli",
 )
