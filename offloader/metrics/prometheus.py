@@ -11,6 +11,7 @@ lower-case output names publishes Kafka's ``BrokerTopicMetrics`` (``kafka_server
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import defaultdict
@@ -39,6 +40,7 @@ TICK_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 MICROS = 1_000_000
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_labels(topic: str) -> tuple[str, str]:
     """``(namespace, topic)`` as Pulsar labels them; ``unknown`` for what does not parse."""
     if not topic:
@@ -144,6 +146,7 @@ class PrometheusMetrics:
         self._last_refresh = time.monotonic()
         self._lag_labels: set[tuple[str, str]] = set()
         self._kafka_labels: set[tuple[str, str]] = set()
+        self._store_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -192,8 +195,13 @@ class PrometheusMetrics:
     def record_store_request(
         self, backend: str, operation: str, outcome: str, seconds: float
     ) -> None:
-        self.store_requests.labels(backend, operation, outcome).inc()
-        self.store_request_seconds.labels(backend, operation, outcome).observe(seconds)
+        key = (backend, operation, outcome)
+        children = self._store_children.get(key)
+        if children is None:  # label lookups cost more than the update: keep the children
+            children = (self.store_requests.labels(*key), self.store_request_seconds.labels(*key))
+            self._store_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def record_tick(self, seconds: float, ok: bool) -> None:
         self.ticks.labels("ok" if ok else "error").inc()
