@@ -611,8 +611,10 @@ class Offloader:
             for s in report.segments:
                 if s.kind == "uploaded":
                     uploaded.append(f"{s.topic}-{s.partition}@{s.base_offset}")
+                    self._rt.metrics.record_kafka_copy(s.topic, s.size_bytes, True)
                 elif s.kind in ("corrupt", "failed"):
                     errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
+                    self._rt.metrics.record_kafka_copy(s.topic, s.size_bytes, False)
         if broker.kafka_log_dirs and not should_stop():
             try:
                 deleted = self.kafka().apply_retention()

@@ -79,6 +79,10 @@ class Metrics(Protocol):
         directories (partitions not listed are dropped)."""
         ...
 
+    def record_kafka_copy(self, topic: str, size: int, ok: bool) -> None:
+        """One Kafka segment copy to remote storage (KIP-405's RemoteCopy* meters)."""
+        ...
+
     def refresh_rates(self) -> None:
         """Turn the bytes recorded since the last refresh into the ``*_rate`` gauges."""
         ...
@@ -130,6 +134,9 @@ class NullMetrics:
         pass
 
     def set_kafka_copy_lag(self, lags: Iterable[tuple[str, int, int, int]]) -> None:
+        pass
+
+    def record_kafka_copy(self, topic: str, size: int, ok: bool) -> None:
         pass
 
     def refresh_rates(self) -> None:

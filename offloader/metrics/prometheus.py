@@ -119,6 +119,21 @@ class PrometheusMetrics:
             "(KIP-405 RemoteCopyLagSegments)",
             kafka,
         )
+        self.kafka_copy_requests = counter(
+            "kafka_server_brokertopicmetrics_remotecopyrequests",
+            "Segment copies to remote storage (KIP-405 RemoteCopyRequestsPerSec)",
+            ("topic",),
+        )
+        self.kafka_copy_bytes = counter(
+            "kafka_server_brokertopicmetrics_remotecopybytes",
+            "Bytes of segments copied to remote storage (KIP-405 RemoteCopyBytesPerSec)",
+            ("topic",),
+        )
+        self.kafka_copy_errors = counter(
+            "kafka_server_brokertopicmetrics_remotecopyerrors",
+            "Segment copies that failed (KIP-405 RemoteCopyErrorsPerSec)",
+            ("topic",),
+        )
         self.store_requests = counter(
             "offloader_store_requests", "Object store requests", STORE_LABELS
         )
@@ -240,6 +255,13 @@ class PrometheusMetrics:
                 self.kafka_copy_lag_bytes.remove(*gone)
                 self.kafka_copy_lag_segments.remove(*gone)
             self._kafka_labels = seen
+
+    def record_kafka_copy(self, topic: str, size: int, ok: bool) -> None:
+        self.kafka_copy_requests.labels(topic).inc()
+        if ok:
+            self.kafka_copy_bytes.labels(topic).inc(size)
+        else:
+            self.kafka_copy_errors.labels(topic).inc()
 
     def refresh_rates(self) -> None:
         """Pulsar's periodic ``run()``: bytes since the last refresh over the time since it."""

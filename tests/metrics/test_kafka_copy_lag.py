@@ -12,6 +12,7 @@ import pytest
 
 from offloader.api import BrokerSettings, Offloader
 from offloader.errors import StoreUnavailable
+from offloader.metadata.kafka_base import COPY_FINISHED
 from offloader.metrics.prometheus import PrometheusMetrics
 from offloader.store import MeteredObjectStore
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
@@ -19,7 +20,8 @@ from tests.kafka.conftest import SMALL, Clock
 from tests.kafka.logdir import PartitionLayout, write_log_dir
 from tests.metrics.scrape import parse, value
 
-LAG = "kafka_server_brokertopicmetrics_remotecopylag"
+COPY = "kafka_server_brokertopicmetrics_remotecopy"
+LAG = COPY + "lag"
 
 
 def closed_sizes(layout: PartitionLayout) -> list[int]:
@@ -30,6 +32,17 @@ def closed_sizes(layout: PartitionLayout) -> list[int]:
         name = f"{base:020d}.log" + (".deleted" if deleted else "")
         sizes.append((layout.path / name).stat().st_size)
     return sizes
+
+
+def report_segments(off: Offloader) -> list[tuple[str, int]]:
+    """``(topic, size)`` of every segment the Kafka metadata says is remote."""
+    meta = off.kafka().ctx.meta
+    return [
+        (p.topic, seg.size_bytes)
+        for p in meta.list_partitions()
+        for seg in meta.list_segments(p.topic, p.partition)
+        if seg.state == COPY_FINISHED
+    ]
 
 
 @pytest.fixture()
@@ -85,6 +98,15 @@ def test_the_service_pass_publishes_the_lag_of_what_it_could_not_upload(
         assert value(s, LAG + "bytes", **labels) == sum(sizes), (topic, partition)
         assert value(s, LAG + "segments", **labels) == len(sizes)
         assert (LAG + "bytes", frozenset(labels.items())) in s  # published, even when 0
+    copied = {"orders": 0, "audit.log": 0}
+    for outcome in report_segments(off):
+        copied[outcome[0]] += outcome[1]
+    for topic, size in copied.items():
+        assert size > 0
+        assert value(s, COPY + "bytes_total", topic=topic) == size
+        assert value(s, COPY + "errors_total", topic=topic) == 0
+    assert value(s, COPY + "errors_total", topic="clicks") >= 1
+    assert value(s, COPY + "bytes_total", topic="clicks") == 0
     assert value(s, "offloader_service_ticks_total", outcome="error") == 1
     unavailable = {"backend": "file", "outcome": "unavailable"}
     assert (
