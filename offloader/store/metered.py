@@ -151,14 +151,13 @@ class MeteredObjectStore:
         self._call("delete", lambda: self.inner.delete(key))
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        """One ``list`` request per call (its pages included), timed while it pages."""
-        busy = 0.0
-        started = time.perf_counter()
+        """One ``list`` request per call (its pages included), timed while it pages; a caller
+        that stops early ends it as a success."""
+        busy, outcome = 0.0, "success"
         try:
+            started = time.perf_counter()
             it = self.inner.list(prefix)
-            busy += time.perf_counter() - started
             while True:
-                started = time.perf_counter()
                 try:
                     info = next(it)
                 except StopIteration:
@@ -166,13 +165,14 @@ class MeteredObjectStore:
                 finally:
                     busy += time.perf_counter() - started
                 yield info
-        except BaseException as exc:
-            if not isinstance(exc, GeneratorExit):
-                self.metrics.record_store_request(self.backend, "list", outcome_of(exc), busy)
-                raise
-            self.metrics.record_store_request(self.backend, "list", "success", busy)
+                started = time.perf_counter()
+        except GeneratorExit:
             raise
-        self.metrics.record_store_request(self.backend, "list", "success", busy)
+        except BaseException as exc:
+            outcome = outcome_of(exc)
+            raise
+        finally:
+            self.metrics.record_store_request(self.backend, "list", outcome, busy)
 
     def close(self) -> None:
         self.inner.close()

@@ -13,6 +13,7 @@ from offloader.errors import ConfigError, PreconditionFailed
 from offloader.metrics import NO_METRICS, TopicLag
 from offloader.metrics.prometheus import PrometheusMetrics
 from offloader.store import LocalObjectStore, MeteredObjectStore
+from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from tests.metrics.scrape import parse, scrape, total, value
 
 TOPIC = "persistent://tenant/ns/events"
@@ -147,3 +148,23 @@ def test_the_endpoint_on_a_free_port_and_a_port_in_use() -> None:
             start_metrics_server(MetricsAddress("127.0.0.1", server.port))
     finally:
         server.close()
+
+
+def test_a_failing_and_an_abandoned_listing(tmp_path: Path) -> None:
+    from offloader.errors import StoreUnavailable
+
+    m = PrometheusMetrics()
+    inner = LocalObjectStore(tmp_path)
+    for key in ("a/1", "a/2", "a/3"):
+        inner.put(key, b"x", {})
+    plan = FaultPlan().fail("list", StoreUnavailable("injected"), on_call=2)
+    store = MeteredObjectStore(FaultyObjectStore(inner, plan), m)
+    listing = store.list("a/")
+    assert next(listing).key == "a/1"
+    listing.close()  # the caller stopped early: still one successful request
+    with pytest.raises(StoreUnavailable):
+        list(store.list("a/"))
+    s = samples(m)
+    name = "offloader_store_requests_total"
+    assert value(s, name, backend="file", operation="list", outcome="success") == 1
+    assert value(s, name, backend="file", operation="list", outcome="unavailable") == 1
