@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "transform": "bench.transform",
     "kafka": "bench.kafka",
     "kafka_spark": "bench.kafka_spark",
+    "metrics": "bench.metrics",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

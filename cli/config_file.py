@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.config_transform import apply_transform_table
-from offloader.api import BrokerSettings
+from offloader.api import BrokerSettings, MetricsAddress, parse_metrics_addr
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -35,6 +35,8 @@ class FileConfig:
     store: str | None = None
     endpoint_url: str | None = None
     region: str | None = None
+    #: ``metrics_addr = "127.0.0.1:9108"``: where ``service run`` serves metrics
+    metrics_addr: MetricsAddress | None = None
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     #: the file that was read (None: there is none)
     path: Path | None = None
@@ -42,7 +44,7 @@ class FileConfig:
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-_TOP_KEYS = {"store", "endpoint_url", "region", "broker", "transform", "kafka"}
+_TOP_KEYS = {"store", "endpoint_url", "region", "metrics_addr", "broker", "transform", "kafka"}
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
 _TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
@@ -64,11 +66,17 @@ def load_file_config(home: Path) -> FileConfig:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
     strings: dict[str, str | None] = {}
-    for key in ("store", "endpoint_url", "region"):
+    for key in ("store", "endpoint_url", "region", "metrics_addr"):
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string")
         strings[key] = value or None
+    metrics_addr = None
+    if strings["metrics_addr"] is not None:
+        try:
+            metrics_addr = parse_metrics_addr(strings["metrics_addr"])
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: metrics_addr: {exc}") from None
     broker_table = data.get("broker", {})
     if not isinstance(broker_table, dict):
         raise ConfigError(f"{path}: [broker] must be a table")
@@ -86,6 +94,7 @@ def load_file_config(home: Path) -> FileConfig:
         store=strings["store"],
         endpoint_url=strings["endpoint_url"],
         region=strings["region"],
+        metrics_addr=metrics_addr,
         broker=broker,
         path=path,
         broker_table=dict(broker_table),

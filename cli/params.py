@@ -1,4 +1,5 @@
-"""click parameter types for sizes (``10M``), times (``4h``) and positions (``12:0``).
+"""click parameter types for sizes (``10M``), times (``4h``), positions (``12:0``) and the
+metrics endpoint's address (``127.0.0.1:9108``).
 
 A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
 units (:mod:`offloader.units`).
@@ -10,17 +11,19 @@ from typing import Any
 
 import click
 
-from offloader.api import Position
+from offloader.api import MetricsAddress, Position, parse_metrics_addr
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
 __all__ = [
     "DURATION",
     "DURATION_OR_MINUS_ONE",
+    "METRICS_ADDR",
     "POSITION",
     "SIZE",
     "SIZE_OR_MINUS_ONE",
     "DurationParam",
+    "MetricsAddrParam",
     "PositionParam",
     "SizeParam",
 ]
@@ -85,3 +88,22 @@ SIZE_OR_MINUS_ONE = SizeParam(allow_negative=True)
 DURATION = DurationParam()
 DURATION_OR_MINUS_ONE = DurationParam(allow_negative=True)
 POSITION = PositionParam()
+
+
+class MetricsAddrParam(click.ParamType):  # type: ignore[type-arg]
+    """``HOST:PORT`` for the metrics endpoint, e.g. ``127.0.0.1:9108`` (port 0: any free one)."""
+
+    name = "host:port"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> MetricsAddress:
+        if isinstance(value, MetricsAddress):
+            return value
+        try:
+            return parse_metrics_addr(value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+METRICS_ADDR = MetricsAddrParam()

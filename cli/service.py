@@ -19,19 +19,20 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 
+from cli.config_file import load_file_config
 from cli.context import CliContext, pass_cli
-from cli.params import DURATION
+from cli.params import DURATION, METRICS_ADDR
 from cli.render import echo_json
 from cli.settings import broker_options, open_offloader
-from offloader.api import TickReport
-from offloader.errors import OffloadError
+from offloader.api import MetricsAddress, TickReport, start_metrics_server
+from offloader.errors import ConfigError, OffloadError
 from offloader.logs import get_logger
 
 log = get_logger(__name__)
@@ -151,6 +152,12 @@ def _is_idle(report: TickReport) -> bool:
     "also [kafka] log_dirs in offloader.toml).",
 )
 @click.option("--kafka-topics", metavar="REGEX", help="Only these Kafka topics (full match).")
+@click.option(
+    "--metrics-addr",
+    type=METRICS_ADDR,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9108 (port 0: "
+    "a free port, printed at start; also metrics_addr in offloader.toml).",
+)
 @broker_options
 @pass_cli
 def run(
@@ -159,16 +166,21 @@ def run(
     interval: int,
     kafka_log_dirs: tuple[Path, ...],
     kafka_topics: str | None,
+    metrics_addr: MetricsAddress | None,
 ) -> None:
     """Run the background service until SIGTERM or Ctrl-C (or one pass with --once).
 
-    Prints a line for every pass that did something; logs go to stderr.
+    Prints a line for every pass that did something; logs go to stderr. With --metrics-addr
+    it serves Prometheus metrics (Pulsar's brk_ledgeroffloader_* family, offload lag, deletion
+    backlog, Kafka copy lag, object store requests, passes) and prints "metrics: URL" on
+    stderr.
 
     \b
     Examples:
       offloader service run --interval 30s
       offloader --json service run --once
       offloader -v --log-format json service run
+      offloader service run --metrics-addr 127.0.0.1:9108
     """
 
     if interval < 1:
@@ -185,14 +197,29 @@ def run(
         elif once or not _is_idle(report):
             click.echo(tick_text(report))
 
-    with (
-        stop_on_signals(StopFlag()) as flag,
-        open_offloader(
-            cli,
-            kafka_log_dirs=tuple(str(d) for d in kafka_log_dirs),
-            kafka_topics=kafka_topics,
-        ) as offloader,
-    ):
+    address = metrics_addr or load_file_config(cli.home).metrics_addr
+    with ExitStack() as stack:
+        metrics = None
+        if address is not None:
+            try:
+                server = start_metrics_server(address)
+            except ConfigError as exc:
+                if metrics_addr is None:  # from offloader.toml: an operational error
+                    raise
+                raise click.BadParameter(str(exc), param_hint="'--metrics-addr'") from None
+            stack.callback(server.close)
+            metrics = server.metrics
+            click.echo(f"metrics: {server.url}", err=True)
+            log.info("service.metrics", url=server.url)
+        flag = stack.enter_context(stop_on_signals(StopFlag()))
+        offloader = stack.enter_context(
+            open_offloader(
+                cli,
+                kafka_log_dirs=tuple(str(d) for d in kafka_log_dirs),
+                kafka_topics=kafka_topics,
+                metrics=metrics,
+            )
+        )
         log.info("service.start", interval_seconds=interval, once=once)
         offloader.run_service(
             interval_seconds=float(interval),

@@ -8,6 +8,7 @@ configured home needs no ``--store`` on every command::
     store = "s3://my-bucket/offload"      # --store / OFFLOADER_STORE win
     endpoint_url = "http://127.0.0.1:9000"  # --endpoint-url wins; AWS_ENDPOINT_URL if unset
     region = "us-east-1"
+    metrics_addr = "127.0.0.1:9108"         # service run serves metrics; --metrics-addr wins
 
     [broker]
     max_entries_per_ledger = 50000
@@ -49,7 +50,7 @@ from click.core import ParameterSource
 from cli.config_file import FileConfig, apply_broker_values, load_file_config, toml_text
 from cli.context import CliContext
 from cli.params import DURATION, DurationParam, SizeParam
-from offloader.api import BrokerSettings, Offloader
+from offloader.api import BrokerSettings, Metrics, Offloader
 from offloader.config import MIN_S3_BLOCK_SIZE
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.logs import redact
@@ -339,6 +340,7 @@ def open_offloader(
     read_only: bool = False,
     kafka_log_dirs: tuple[str, ...] = (),
     kafka_topics: str | None = None,
+    metrics: Metrics | None = None,
 ) -> Offloader:
     """The :class:`Offloader` of this invocation (use it as a context manager).
 
@@ -346,7 +348,8 @@ def open_offloader(
     verify|orphans|gc``, ``namespaces list|get-*``) refuse a home without a metadata database
     (a mistyped ``--home``) and a configured local store directory that does not exist (a
     mistyped ``--store file:///...``) rather than creating new, empty ones, and open a home
-    that cannot be written (a read-only filesystem) for reading only."""
+    that cannot be written (a read-only filesystem) for reading only. ``metrics``: what the
+    flows record into (``service run --metrics-addr``)."""
     settings = resolve_settings(cli, option_overrides())
     configured = bool(cli.store_url or load_file_config(cli.home).store)
     broker = settings.broker
@@ -363,6 +366,7 @@ def open_offloader(
             broker=broker,
             create_store=not (read_only and configured),
             read_only=read_only,
+            metrics=metrics,
         )
     except ObjectNotFound as exc:  # only a refused missing store directory gets here
         raise ObjectNotFound(

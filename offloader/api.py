@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from formats.index import OffloadIndex
 from offloader.api_types import (
@@ -55,6 +56,7 @@ from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
 from offloader.metadata import check_home, open_kafka_metadata_store, open_metadata_store
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
+from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.rekey import RekeyOutcome, rekey_offloads
@@ -71,10 +73,13 @@ from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
-from offloader.store import open_store
+from offloader.store import MeteredObjectStore, open_store
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
 from offloader.topics.messages import MessageOptions, MessageRecord, decode_records, encode_values
+
+if TYPE_CHECKING:
+    from offloader.metrics.prometheus import MetricsServer
 
 __all__ = [
     "AppliedOffloadPolicies",
@@ -86,6 +91,8 @@ __all__ = [
     "KeyInfo",
     "MessageOptions",
     "MessageRecord",
+    "Metrics",
+    "MetricsAddress",
     "MissingObject",
     "OffloadTrigger",
     "Offloader",
@@ -107,6 +114,8 @@ __all__ = [
     "create_key",
     "decode_stored_data",
     "list_keys",
+    "parse_metrics_addr",
+    "start_metrics_server",
 ]
 
 log = get_logger(__name__)
@@ -138,6 +147,7 @@ class Offloader:
         clock_ms: Callable[[], int] | None = None,
         create_store: bool = True,
         read_only: bool = False,
+        metrics: Metrics | None = None,
     ) -> Offloader:
         """``store_url`` defaults to ``file://<home>/objects``; ``create_store=False`` refuses a
         local store directory that does not exist (``ObjectNotFound``) instead of creating it.
@@ -145,7 +155,10 @@ class Offloader:
         ``read_only`` (commands that only read): the home must exist already (a mistyped home
         is ``NotFound``, not a new empty one), and a home that cannot be written (a read-only
         filesystem) is opened for reading only. Without it, a home that cannot be written is
-        refused up front with a MetadataError saying so."""
+        refused up front with a MetadataError saying so.
+
+        ``metrics`` (a :class:`MetricsServer`'s ``metrics``): what the flows record into; the
+        object store is then wrapped to record every request. None: nothing is recorded."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
         missing_home: NotFound | None = None
@@ -184,6 +197,9 @@ class Offloader:
             raise ConfigError(f"fsync policy {fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
         ledgers = LedgerStore(home_path, fsync=cast(FsyncPolicy, fsync), clock_ms=clock)
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        driver = driver_metadata_for(store, region=region, endpoint_url=endpoint)
+        if metrics is not None:
+            store = MeteredObjectStore(store, metrics)
         runtime = Runtime(
             home=home_path,
             meta=meta,
@@ -191,8 +207,10 @@ class Offloader:
             ledgers=ledgers,
             broker=broker,
             clock_ms=clock,
-            driver=driver_metadata_for(store, region=region, endpoint_url=endpoint),
+            driver=driver,
         )
+        if metrics is not None:
+            runtime.metrics = metrics
         return cls(runtime)
 
     @property
@@ -556,8 +574,11 @@ class Offloader:
     # --- background service ----------------------------------------------------------------
     def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:
         """One pass: rollover by age, thresholds, deletion lag, retention, retries, orphans."""
+        started = time.perf_counter()
         work = service_tick(self._rt, self._service, should_stop)
         uploaded, deleted = self._kafka_pass(work.errors, should_stop or (lambda: False))
+        ok = not (work.errors or work.offload_failures or work.verification_failures)
+        self._rt.metrics.record_tick(time.perf_counter() - started, ok)
         return TickReport(
             kafka_uploaded=tuple(uploaded),
             kafka_deleted=tuple(deleted),
@@ -590,14 +611,28 @@ class Offloader:
             for s in report.segments:
                 if s.kind == "uploaded":
                     uploaded.append(f"{s.topic}-{s.partition}@{s.base_offset}")
+                    self._rt.metrics.record_kafka_copy(s.topic, s.size_bytes, True)
                 elif s.kind in ("corrupt", "failed"):
                     errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
+                    self._rt.metrics.record_kafka_copy(s.topic, s.size_bytes, False)
         if broker.kafka_log_dirs and not should_stop():
             try:
                 deleted = self.kafka().apply_retention()
             except OffloaderError as exc:
                 errors.append(f"kafka retention: {type(exc).__name__}: {exc}")
+        if broker.kafka_log_dirs and self._rt.metrics.enabled:
+            self._publish_kafka_lag(broker.kafka_log_dirs, broker.kafka_topics)
         return uploaded, deleted
+
+    def _publish_kafka_lag(self, log_dirs: Iterable[str], topics: str | None) -> None:
+        """KIP-405's copy lag of every configured log directory, into the metrics."""
+        lags = []
+        for log_dir in log_dirs:
+            try:
+                lags += self.kafka().copy_lag(Path(log_dir), topics)
+            except OffloaderError as exc:
+                log.warning("kafka copy lag not computed", log_dir=log_dir, error=str(exc))
+        self._rt.metrics.set_kafka_copy_lag(lags)
 
     def run_service(
         self,
@@ -632,6 +667,16 @@ def decode_stored_data(
     ``<uuid>-ledger-<id>``, key from the home's key ring)."""
     ring = str(key_ring_path(Path(home).expanduser()))
     return decode_named_object(index, stored, data_object_name, ring)
+
+
+def start_metrics_server(address: MetricsAddress) -> MetricsServer:
+    """Serve a new metrics set over HTTP at ``address`` (port 0: a free port; the server's
+    ``port`` says which); pass its ``metrics`` to :meth:`Offloader.from_settings`. A port in
+    use or an address that cannot be bound is a ``ConfigError``."""
+    # prometheus_client (and its HTTP server) is loaded only by a process that serves metrics
+    from offloader.metrics.prometheus import serve_metrics
+
+    return serve_metrics(address)
 
 
 def list_keys(home: str | Path) -> list[KeyInfo]:

@@ -1,4 +1,6 @@
-"""The parts every lifecycle module shares: stores, clock, broker settings, owner identity.
+"""The parts every lifecycle module shares: stores, clock, broker settings, owner identity,
+and the metrics set the flows record into (:mod:`offloader.metrics`; a no-op unless the service
+exports metrics).
 
 :class:`Runtime` is built once by :meth:`offloader.api.Offloader.from_settings` and handed to
 the managed ledgers, the offload commit protocol, the orphan audit and the service. Times that
@@ -30,6 +32,7 @@ from offloader.metadata.base import (
     MetadataStore,
     OffloadContext,
 )
+from offloader.metrics.base import NO_METRICS, Metrics
 from offloader.policies import NamespacePolicies
 from offloader.store.base import ObjectStore
 
@@ -87,6 +90,8 @@ class Runtime:
     clock_ms: Callable[[], int]
     driver: DriverMetadata
     owner: str = field(default_factory=make_owner_id)
+    #: what the flows record into (``service run --metrics-addr``); a no-op by default
+    metrics: Metrics = NO_METRICS
 
     @property
     def rollover(self) -> RolloverPolicy:

@@ -6,7 +6,8 @@ or interrupted offloads after their backoff), the deletion lag (verify, mark, de
 leftover sweep; then, at most every ``orphan_sweep_interval_seconds``, the orphan audit with
 garbage collection (objects older than ``orphan_min_age_seconds`` only). ``should_stop`` is
 polled between steps, so a SIGTERM stops the service at the next step boundary; a step that
-fails is logged and the tick carries on with the next topic.
+fails is logged and the tick carries on with the next topic. With metrics on, the end of a
+tick publishes every topic's offload lag and deletion backlog and the pass's byte rates.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from offloader.errors import NotFound, OffloaderError
 from offloader.logs import get_logger
+from offloader.metrics import TopicLag, deletion_backlog, offload_lag
 from offloader.offload.orphans import collect_garbage, find_orphans
 from offloader.runtime import Runtime
 from offloader.topics import tasks as topic_tasks
@@ -108,6 +110,7 @@ def tick(rt: Runtime, state: ServiceState, should_stop: StopCheck | None = None)
         except OffloaderError as exc:
             work.errors.append(f"{topic.name}: {type(exc).__name__}: {exc}")
             log.error("service step failed", topic=topic.name, error=str(exc))
+    publish_lags(rt)
     interval = rt.broker.orphan_sweep_interval_seconds
     due = state.last_orphan_sweep is None or (
         time.monotonic() - state.last_orphan_sweep >= interval
@@ -121,6 +124,41 @@ def tick(rt: Runtime, state: ServiceState, should_stop: StopCheck | None = None)
             work.errors.append(f"orphan sweep: {type(exc).__name__}: {exc}")
             log.error("orphan sweep failed", error=str(exc))
     return work
+
+
+def topic_lag(ml: ManagedLedger, now_ms: int) -> TopicLag:
+    """The topic's offload lag and deletion backlog (:mod:`offloader.metrics.lag`)."""
+    records = ml.ledgers()
+    views = [r.view() for r in records]
+    policies = ml.rt.policies(ml.namespace, ml.name)
+    incomplete = {
+        r.ledger_id
+        for r in records
+        if r.state == "CLOSED" and r.offload is not None and not r.offload.complete
+    }
+    pending = offload_lag(views, policies, now_ms, incomplete)
+    backlog = deletion_backlog(views, ml.rt.deletion_lag_ms(policies), now_ms)
+    return TopicLag(pending.count, pending.bytes, backlog.count, backlog.bytes)
+
+
+def publish_lags(rt: Runtime) -> None:
+    """Every topic's lag into ``rt.metrics`` (nothing is read when metrics are off); then the
+    byte rates of the pass."""
+    if not rt.metrics.enabled:
+        return
+    lags: dict[str, TopicLag] = {}
+    now_ms = rt.now_ms()
+    try:
+        for topic in rt.meta.list_topics():
+            try:
+                lags[topic.name] = topic_lag(ManagedLedger(rt, topic.name), now_ms)
+            except NotFound:
+                continue
+    except OffloaderError as exc:
+        log.warning("offload lag not computed", error=str(exc))
+        return
+    rt.metrics.set_topic_lags(lags)
+    rt.metrics.refresh_rates()
 
 
 def run(

@@ -28,12 +28,14 @@ LAYERS: dict[str, int] = {
     "offloader.config": 1,
     "offloader.naming": 1,
     "offloader.policies": 1,
+    "offloader.metrics": 1,  # the metrics set the flows record into, lag computations
     "offloader": 1,  # the package's own __init__
     # backends, each behind its Protocol
     "offloader.store": 2,
     "offloader.metadata": 2,
     "offloader.ledgers": 2,
     "offloader.keyring": 1,
+    "offloader.metrics.prometheus": 2,  # the exporter: a backend of the metrics set
     # what every flow shares
     "offloader.api_types": 3,
     "offloader.runtime": 3,
@@ -84,6 +86,7 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "psycopg": ("offloader.metadata",),
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
+    "prometheus_client": ("offloader.metrics.prometheus",),
 }
 
 
@@ -235,6 +238,8 @@ def test_packages_declare_their_public_surface() -> None:
         ("cli.topics", "from offloader.read.handle import ReadHandle\n", "facade"),
         ("offloader.spark.plan", "from ..service import tick\n", "may not import"),
         ("offloader.metadata.sqlite", "from ..api import Offloader\n", "upward"),
+        ("offloader.service", "import prometheus_client\n", "only offloader.metrics.prometheus"),
+        ("offloader.metrics.lag", "from offloader.store import open_store\n", "upward"),
     ],
 )
 def test_a_planted_violation_is_caught(module: str, source: str, rule: str) -> None:

@@ -13,6 +13,7 @@ from offloader.errors import ConfigError
 from offloader.kafka import fetch, retention, status, upload
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.fetch import READ_MODES, IndexCache
+from offloader.kafka.lag import PartitionCopyLag, copy_lags
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, UploadReport
 from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
@@ -36,6 +37,10 @@ class KafkaTier:
     def upload(self, log_dir: Path, topics: str | None = None) -> UploadReport:
         """One upload pass over a broker's log directory."""
         return upload.upload_log_dir(self.ctx, log_dir, topics)
+
+    def copy_lag(self, log_dir: Path, topics: str | None = None) -> list[PartitionCopyLag]:
+        """Per partition of ``log_dir``: bytes and closed segments not in remote storage yet."""
+        return copy_lags(self.ctx, log_dir, topics)
 
     def status(
         self, topic: str | None = None, log_dir: Path | None = None

@@ -11,6 +11,10 @@
    metadata error the outcome is uncertain and nothing is deleted (as Pulsar): the orphan audit
    finds the objects if the completion was lost.
 
+Pulsar's offloader statistics are recorded into ``rt.metrics``: entry bytes of each completed
+offload, offload errors (and write-to-storage errors when the object store failed), the time
+spent reading the local ledger, and every deletion of offloaded objects.
+
 A failed upload is recorded with ``fail_offload``; the ledger keeps pointing at the failed
 attempt so the next ``begin_offload`` returns it for cleanup, and :func:`retry_due` decides
 when the automatic paths may try again (bounded exponential backoff).
@@ -37,6 +41,7 @@ from offloader.errors import (
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
 from offloader.naming import TopicName
+from offloader.offload.timed_reader import timed_reader
 from offloader.offload.transformed import WriteTransform, resolve_write_transform
 from offloader.offload.writer import offload_ledger
 from offloader.runtime import Runtime
@@ -66,11 +71,15 @@ def delete_objects(rt: Runtime, data: str, index: str) -> None:
     rt.store.delete(data)
 
 
-def clean_attempt(rt: Runtime, attempt_uuid: str, data: str, index: str, reason: str) -> bool:
-    """Delete an attempt's objects and mark it CLEANED; False (logged) if deleting failed."""
+def clean_attempt(
+    rt: Runtime, attempt_uuid: str, data: str, index: str, reason: str, *, topic: str = ""
+) -> bool:
+    """Delete an attempt's objects and mark it CLEANED; False (logged) if deleting failed.
+    Recorded as Pulsar's ``delete_offload_ops`` of ``topic`` (succeed or failed)."""
     try:
         delete_objects(rt, data, index)
     except StoreError as exc:
+        rt.metrics.record_delete_offload_ops(topic, False)
         log.warning(
             "could not delete offloaded objects; the orphan audit will find them",
             uuid=attempt_uuid,
@@ -78,6 +87,7 @@ def clean_attempt(rt: Runtime, attempt_uuid: str, data: str, index: str, reason:
             error=str(exc),
         )
         return False
+    rt.metrics.record_delete_offload_ops(topic, True)
     with contextlib.suppress(OffloadConflict, NotFound):
         rt.meta.mark_attempt_cleaned(attempt_uuid, rt.now_ms())
     log.info("offloaded objects deleted", uuid=attempt_uuid, reason=reason)
@@ -116,13 +126,18 @@ def offload_one(
     crash_point("offload.after_begin")
     if previous is not None:
         clean_attempt(
-            rt, previous.uuid, previous.data_key, previous.index_key, "Previous failed offload"
+            rt,
+            previous.uuid,
+            previous.data_key,
+            previous.index_key,
+            "Previous failed offload",
+            topic=ledger.topic,
         )
     try:
         transform = write_transform_for(rt, ledger.topic)
         with rt.ledgers.open_reader(ledger.topic, ledger_id) as reader:
             result = offload_ledger(
-                reader,
+                timed_reader(reader, rt.metrics, ledger.topic),
                 rt.store,
                 attempt,
                 rt.broker.offload,
@@ -133,6 +148,9 @@ def offload_one(
         index_crc = crc32c(rt.store.get(ikey).data)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
+        rt.metrics.record_offload_error(ledger.topic)
+        if isinstance(exc, StoreError):
+            rt.metrics.record_write_to_storage_error(ledger.topic)
         with contextlib.suppress(MetadataError):
             rt.meta.fail_offload(ledger_id, attempt, rt.now_ms(), error)
         if isinstance(exc, Exception):
@@ -152,6 +170,7 @@ def offload_one(
             index_crc32c=index_crc,
         )
         crash_point("offload.after_complete")
+        rt.metrics.record_offload_bytes(ledger.topic, ledger.size_bytes)
         return completed
     except OffloadConflict as exc:
         log.warning(
@@ -160,7 +179,7 @@ def offload_one(
             uuid=attempt,
             error=str(exc),
         )
-        clean_attempt(rt, attempt, dkey, ikey, "Offload conflict")
+        clean_attempt(rt, attempt, dkey, ikey, "Offload conflict", topic=ledger.topic)
         raise
 
 
@@ -214,5 +233,5 @@ def delete_ledger_objects(rt: Runtime, ledger: LedgerRecord, reason: str) -> boo
             targets[attempt.uuid] = (attempt.data_key, attempt.index_key)
     ok = True
     for attempt_uuid, (dkey, ikey) in targets.items():
-        ok = clean_attempt(rt, attempt_uuid, dkey, ikey, reason) and ok
+        ok = clean_attempt(rt, attempt_uuid, dkey, ikey, reason, topic=ledger.topic) and ok
     return ok

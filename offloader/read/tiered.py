@@ -10,15 +10,26 @@
   store;
 * any other CLOSED ledger: from its local file (``ClosedLedgerReader``); if the file vanished
   meanwhile (the deletion lag ran) the read switches to the object store.
+
+Reads from the object store are recorded into ``rt.metrics`` as Pulsar does: the open (index
+GET) latency, the data latency (time spent reading entries, per read), the bytes read, and
+read errors.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Literal, Protocol
 
-from offloader.errors import EntryOutOfRange, LedgerNotFound, NotFound, ObjectNotFound
+from offloader.errors import (
+    EntryOutOfRange,
+    LedgerNotFound,
+    NotFound,
+    ObjectNotFound,
+    OffloaderError,
+)
 from offloader.ledgers.reader import read_entries
 from offloader.ledgers.scan import read_closed, scan
 from offloader.metadata.base import LedgerRecord
@@ -73,6 +84,8 @@ def _read_offloaded(
     but after its entries were returned (not ``verified``)."""
     assert record.offload is not None
     rt = ml.rt
+    metrics = rt.metrics
+    started = time.perf_counter()
     try:
         handle = ReadHandle.open(
             rt.store,
@@ -82,10 +95,15 @@ def _read_offloaded(
             recorded=RecordedOffload.of(record.offload),
         )
     except ObjectNotFound as exc:
+        metrics.record_read_offload_error(ml.name)
         hint = store_hint(record.offload, rt.store.url)
         if not hint:
             raise
         raise ObjectNotFound(f"{exc}{hint}") from exc
+    except OffloaderError:
+        metrics.record_read_offload_error(ml.name)
+        raise
+    metrics.record_read_offload_index_latency(ml.name, time.perf_counter() - started)
     with handle:
         last_id = handle.last_add_confirmed
         if limit is not None:
@@ -93,8 +111,29 @@ def _read_offloaded(
         if first > last_id:
             return
         verified = handle.verifies_spans
-        for entry in handle.iter_entries(first, last_id):
-            yield entry.entry_id, entry.payload, verified
+        entries = handle.iter_entries(first, last_id)
+        if not metrics.enabled:  # no clock reads per entry
+            for entry in entries:
+                yield entry.entry_id, entry.payload, verified
+            return
+        busy, size = 0.0, 0
+        try:
+            while True:  # timed while reading, not while the caller works on an entry
+                started = time.perf_counter()
+                try:
+                    entry = next(entries)
+                except StopIteration:
+                    break
+                finally:
+                    busy += time.perf_counter() - started
+                size += len(entry.payload)
+                yield entry.entry_id, entry.payload, verified
+        except OffloaderError:
+            metrics.record_read_offload_error(ml.name)
+            raise
+        finally:
+            metrics.record_read_offload_bytes(ml.name, size)
+            metrics.record_read_offload_data_latency(ml.name, busy)
 
 
 def _read_local(ml: TopicLedgers, ledger_id: int, first: int) -> Iterator[tuple[int, bytes]]:

@@ -24,11 +24,13 @@ from offloader.store.base import (
     UploadedPart,
 )
 from offloader.store.local import LocalObjectStore
+from offloader.store.metered import MeteredObjectStore
 
 __all__ = [
     "Buffer",
     "GetResult",
     "LocalObjectStore",
+    "MeteredObjectStore",
     "MultipartUploadInfo",
     "ObjectInfo",
     "ObjectStore",

@@ -372,4 +372,11 @@ def sweep_leftovers(ml: ManagedLedger) -> None:
             record = rt.meta.get_ledger(attempt.ledger_id)
             if record.state != "DELETED" and attempt.state == "STARTED":
                 continue  # superseded while running elsewhere: it cleans up after itself
-        clean_attempt(rt, attempt.uuid, attempt.data_key, attempt.index_key, "Leftover attempt")
+        clean_attempt(
+            rt,
+            attempt.uuid,
+            attempt.data_key,
+            attempt.index_key,
+            "Leftover attempt",
+            topic=ml.name,
+        )
