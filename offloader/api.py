@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import cast
@@ -53,7 +54,13 @@ from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.metadata import check_home, open_kafka_metadata_store, open_metadata_store
+from offloader.metadata import (
+    check_home,
+    cluster_of,
+    is_postgres_url,
+    open_kafka_metadata_store,
+    open_metadata_store,
+)
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
@@ -67,7 +74,7 @@ from offloader.policies import (
 )
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
-from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
+from offloader.runtime import Runtime, broker_id_for, driver_metadata_for, wall_clock_ms
 from offloader.service import ServiceState, TickWork, after_rollover
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
@@ -132,6 +139,7 @@ class Offloader:
         home: str | Path = ".offloader",
         store_url: str | None = None,
         *,
+        metadata_url: str | None = None,
         endpoint_url: str | None = None,
         region: str | None = None,
         broker: BrokerSettings | None = None,
@@ -145,12 +153,18 @@ class Offloader:
         ``read_only`` (commands that only read): the home must exist already (a mistyped home
         is ``NotFound``, not a new empty one), and a home that cannot be written (a read-only
         filesystem) is opened for reading only. Without it, a home that cannot be written is
-        refused up front with a MetadataError saying so."""
+        refused up front with a MetadataError saying so.
+
+        ``metadata_url`` (``postgresql://...``): the metadata store shared by several brokers
+        instead of ``<home>/metadata.db``; the home still holds this broker's local ledgers and
+        its broker id, registered (with a heartbeat) in the shared store."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
         missing_home: NotFound | None = None
+        shared = is_postgres_url(metadata_url)
         try:
-            open_read_only = check_home(home_path, read_only=read_only)
+            # the shared store needs no metadata file in the home (a new broker's is empty)
+            open_read_only = check_home(home_path, read_only=read_only and not shared)
         except NotFound as exc:
             if not (store_url or "").lower().startswith("s3://"):
                 raise
@@ -174,10 +188,25 @@ class Offloader:
             store.close()
             raise missing_home
         try:
-            meta = open_metadata_store(home_path, read_only=open_read_only)
+            if shared and metadata_url is not None:
+                meta = open_metadata_store(metadata_url)
+            else:
+                meta = open_metadata_store(home_path, read_only=open_read_only)
         except BaseException:
             store.close()
             raise
+        cluster = cluster_of(meta)
+        broker_id = ""
+        if shared:
+            try:
+                broker_id = broker_id_for(home_path)
+                cluster.register_broker(
+                    broker_id, socket.gethostname(), str(home_path), (clock_ms or wall_clock_ms)()
+                )
+            except BaseException:
+                meta.close()
+                store.close()
+                raise
         clock = clock_ms or wall_clock_ms
         fsync = broker.fsync
         if fsync not in FSYNC_POLICIES:
@@ -192,6 +221,9 @@ class Offloader:
             broker=broker,
             clock_ms=clock,
             driver=driver_metadata_for(store, region=region, endpoint_url=endpoint),
+            cluster=cluster,
+            broker_id=broker_id,
+            metadata_url=metadata_url if shared and metadata_url is not None else "",
         )
         return cls(runtime)
 
@@ -223,7 +255,7 @@ class Offloader:
         if self._kafka is None:
             self._kafka = KafkaTier(
                 self._rt.store,
-                open_kafka_metadata_store(self._rt.home),
+                open_kafka_metadata_store(self._rt.metadata_location),
                 settings or KafkaSettings(),
                 self._rt.clock_ms,
             )
