@@ -40,6 +40,8 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:namespaces",  # the same group, with the transform commands added
     "cli.transforms:objects",  # the same group, with rekey added
     "cli.kafka:kafka",
+    "cli.cluster:topics",  # the topics group, with unload added
+    "cli.cluster:brokers",
 )
 
 EXIT_OK = 0

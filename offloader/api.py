@@ -62,6 +62,7 @@ from offloader.metadata import (
     open_metadata_store,
 )
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
+from offloader.metadata.cluster_base import LEASE_KAFKA_RETENTION, BrokerRecord
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.rekey import RekeyOutcome, rekey_offloads
@@ -75,7 +76,7 @@ from offloader.policies import (
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
 from offloader.runtime import Runtime, broker_id_for, driver_metadata_for, wall_clock_ms
-from offloader.service import ServiceState, TickWork, after_rollover
+from offloader.service import ServiceState, TickWork, after_rollover, holds_lease
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 from offloader.store import open_store
@@ -85,6 +86,7 @@ from offloader.topics.messages import MessageOptions, MessageRecord, decode_reco
 
 __all__ = [
     "AppliedOffloadPolicies",
+    "BrokerRecord",
     "BrokerSettings",
     "EntryRecord",
     "KafkaRecordRow",
@@ -411,7 +413,44 @@ class Offloader:
             size_bytes=sum(r.size_bytes for r in ledgers),
             offloaded_size_bytes=sum(r.size_bytes for r in ledgers if r.offload_complete),
             local_size_bytes=sum(r.size_bytes for r in ledgers if not r.local_deleted),
+            owner=self.topic_owner(ml.name),
         )
+
+    # --- the cluster (a shared metadata store) ----------------------------------------------
+    @property
+    def broker_id(self) -> str:
+        """This broker's id ("local" on the embedded store: one broker)."""
+        return self._rt.me
+
+    @property
+    def shared_metadata(self) -> bool:
+        """True when the metadata store is shared by several brokers (PostgreSQL)."""
+        return self._rt.cluster.shared
+
+    def topic_owner(self, topic: str) -> str | None:
+        """The id of the broker owning the topic; None when it has no owner (never written, or
+        unloaded) and on the embedded store."""
+        owner = self._rt.cluster.get_topic_owner(str(TopicName.parse(topic)))
+        return None if owner is None else owner.broker_id
+
+    def brokers(self) -> list[BrokerRecord]:
+        """Every broker registered in the shared store (this one only, on the embedded one)."""
+        if not self._rt.cluster.shared:
+            self._rt.cluster.register_broker(
+                self._rt.me, socket.gethostname(), str(self._rt.home), self._rt.now_ms()
+            )
+        return self._rt.cluster.list_brokers()
+
+    def topic_owners(self) -> dict[str, str]:
+        """Owned topics and their owners (empty on the embedded store)."""
+        return {t: o.broker_id for t, o in self._rt.cluster.list_topic_owners().items()}
+
+    def unload_topic(self, topic: str) -> list[int]:
+        """Release this broker's ownership of the topic (``topics unload``): see
+        :meth:`offloader.topics.managed_ledger.ManagedLedger.unload`."""
+        ml = self._ml(topic)
+        self._rt.meta.get_topic(ml.name)
+        return ml.unload()
 
     def roll_over(self, topic: str) -> int | None:
         """Close the current ledger now (if non-empty); returns its id."""
@@ -624,7 +663,11 @@ class Offloader:
                     uploaded.append(f"{s.topic}-{s.partition}@{s.base_offset}")
                 elif s.kind in ("corrupt", "failed"):
                     errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
-        if broker.kafka_log_dirs and not should_stop():
+        if (
+            broker.kafka_log_dirs
+            and not should_stop()
+            and holds_lease(self._rt, LEASE_KAFKA_RETENTION, TickWork())
+        ):
             try:
                 deleted = self.kafka().apply_retention()
             except OffloaderError as exc:

@@ -55,15 +55,20 @@ def make_owner_id() -> str:
 BROKER_ID_FILE = "broker-id"
 
 
+def read_broker_id(home: Path) -> str | None:
+    """The broker id kept in ``<home>/broker-id``, None when the home has none yet."""
+    try:
+        return (home / BROKER_ID_FILE).read_text(encoding="utf-8").strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def broker_id_for(home: Path) -> str:
     """The broker id of ``home``: read from ``<home>/broker-id``, made on first use from the
     host name and a hash of the home's absolute path (``host-1a2b3c4d5e``) and written there, so
     it stays the same when the home is reached by another path or moved with its ledgers."""
     path = home / BROKER_ID_FILE
-    try:
-        existing = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        existing = ""
+    existing = read_broker_id(home)
     if existing:
         return existing
     digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:10]

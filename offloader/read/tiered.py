@@ -10,6 +10,10 @@
   store;
 * any other CLOSED ledger: from its local file (``ClosedLedgerReader``); if the file vanished
   meanwhile (the deletion lag ran) the read switches to the object store.
+
+On a shared metadata store a broker reads other brokers' topics the same way: their
+offloaded ledgers from the object store; a ledger still only in the owner's home stops the read
+with a LedgerNotFound naming the owner, and the owner's current (OPEN) ledger reads as empty.
 """
 
 from __future__ import annotations
@@ -136,6 +140,13 @@ def read_ledger(
         except NotFound:
             return
         if not record.offload_complete:
+            owner = ml.rt.cluster.get_topic_owner(ml.name) if ml.rt.cluster.shared else None
+            if owner is not None and owner.broker_id != ml.rt.me:
+                raise LedgerNotFound(
+                    f"ledger {record.ledger_id} of {ml.name} is not offloaded yet: its only "
+                    f"copy is in the home of broker {owner.broker_id}, which owns the topic "
+                    "(read it there, or once it is offloaded)"
+                ) from None
             raise
         for entry_id, payload, verified in _read_offloaded(ml, record, first, limit):
             yield entry_id, payload, "offloaded", verified
