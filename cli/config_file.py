@@ -47,7 +47,13 @@ class FileConfig:
 _TOP_KEYS = {"store", "metadata", "endpoint_url", "region", "broker", "transform", "kafka"}
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
-_TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
+_TIME_KEYS = {
+    "min_rollover_time",
+    "max_rollover_time",
+    "offload_deletion_lag",
+    "orphan_min_age",
+    "cluster_lease",
+}
 _FSYNC_VALUES = ("always", "batch", "never")
 
 
@@ -185,6 +191,7 @@ def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerS
         ("min_rollover_time", "min_rollover_seconds"),
         ("max_rollover_time", "max_rollover_seconds"),
         ("orphan_min_age", "orphan_min_age_seconds"),
+        ("cluster_lease", "cluster_lease_seconds"),
         ("fsync", "fsync"),
     ):
         if key in values:

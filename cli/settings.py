@@ -20,6 +20,7 @@ configured home needs no ``--store`` on every command::
     max_rollover_time = "4h"
     offload_deletion_lag = "4h"   # broker default when a namespace sets none
     orphan_min_age = "1h"
+    cluster_lease = "60s"         # shared metadata store: lease of a service on cluster work
     fsync = "always"              # always | batch | never
 
 Sizes and times are strings with Pulsar's units (``10M``, ``4h``) or plain integers (bytes,

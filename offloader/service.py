@@ -153,7 +153,8 @@ def tick(rt: Runtime, state: ServiceState, should_stop: StopCheck | None = None)
     due = state.last_orphan_sweep is None or (
         time.monotonic() - state.last_orphan_sweep >= interval
     )
-    if due and not stop() and holds_lease(rt, LEASE_ORPHANS, work):
+    # the lease is renewed every tick by its holder, so it moves only when that service stops
+    if not stop() and holds_lease(rt, LEASE_ORPHANS, work) and due:
         try:
             audit = find_orphans(rt, rt.broker.orphan_min_age_seconds * 1000)
             work.orphans_removed = collect_garbage(rt, audit, dry_run=False)
