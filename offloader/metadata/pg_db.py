@@ -1,9 +1,10 @@
 """The PostgreSQL connection of the metadata store: connect, transactions, migrations, errors.
 
 This module owns how the PostgreSQL backend talks to the server: one ``psycopg`` connection per
-store instance (autocommit mode; every operation opens its own transaction with
-:meth:`PgDatabase.write` or :meth:`PgDatabase.read`), reconnecting at the start of the next
-transaction after the server went away; the schema migrations of
+store instance (autocommit mode; every operation is one explicit ``BEGIN ... COMMIT`` through
+:meth:`PgDatabase.write` or :meth:`PgDatabase.read`), reconnecting when a connection the server
+dropped fails at ``BEGIN`` (nothing was sent: safe to redo on a new connection) or at the next
+transaction after any failure; the schema migrations of
 :mod:`offloader.metadata.pg_schema` (serialized across processes by a transaction-scoped
 advisory lock); and the translation of every ``psycopg`` exception into the
 :class:`~offloader.errors.MetadataError` tree. Together with the other ``pg_*`` modules it is
@@ -166,26 +167,57 @@ class PgDatabase:
     def write(self) -> Iterator[Cursor]:
         """A READ COMMITTED transaction: committed on success, rolled back on any error. The
         body takes the row locks its read-modify-write needs."""
-        with self._transaction(None) as cur:
+        with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as cur:
             yield cur
 
     @contextmanager
     def read(self) -> Iterator[Cursor]:
         """A REPEATABLE READ, READ ONLY transaction: several SELECTs see one snapshot."""
-        with self._transaction("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY") as cur:
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as cur:
             yield cur
 
-    @contextmanager
-    def _transaction(self, setup: str | None) -> Iterator[Cursor]:
-        with self._lock:
+    def _begin(self, begin: str) -> Connection:
+        """The connection, in a new transaction. A connection the server dropped while it was
+        idle (a restart, a failover) fails at ``BEGIN``, before anything was sent: that one is
+        replaced by a new connection once, so a change after a server restart just works."""
+        for attempt in (1, 2):
             conn = self._live()
             try:
-                with conn.transaction(), conn.cursor() as cur:
-                    if setup is not None:
-                        cur.execute(setup)
-                    yield cur
+                conn.execute(begin.encode())
+                return conn
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                conn.close()
+                if attempt == 2:
+                    raise translate_error(exc, self.where, self.busy_timeout_s) from exc
             except psycopg.Error as exc:
                 raise translate_error(exc, self.where, self.busy_timeout_s) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Cursor]:
+        with self._lock:
+            conn = self._begin(begin)
+            committing = False
+            try:
+                with conn.cursor() as cur:
+                    yield cur
+                committing = True
+                conn.execute(b"COMMIT")
+            except BaseException as exc:
+                if not (conn.closed or conn.broken):
+                    try:
+                        conn.execute(b"ROLLBACK")
+                    except psycopg.Error:
+                        conn.close()
+                if isinstance(exc, psycopg.Error):
+                    error = translate_error(exc, self.where, self.busy_timeout_s)
+                    if isinstance(error, MetadataUnavailable) and committing:
+                        error = MetadataUnavailable(
+                            f"metadata server {self.where} went away while a change was being "
+                            "committed: it may or may not have been recorded"
+                        )
+                    raise error from exc
+                raise
 
     # --- migrations -----------------------------------------------------------------------
     def _migrate(self, migrations: Sequence[Sequence[str]]) -> None:

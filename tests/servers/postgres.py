@@ -3,14 +3,17 @@
 :func:`start_postgres` runs ``initdb`` into a temporary directory, starts ``postgres`` with
 ``pg_ctl`` on a free port on 127.0.0.1 (and a Unix socket in the same directory), and stops it
 (``pg_ctl stop -m fast``) and removes the directory at the end. Trust authentication, user
-``postgres``; durability settings are off (``fsync``, ``synchronous_commit``): the server's
-data lives only as long as the test session, and a killed server process still leaves its
-files in the OS page cache.
+``postgres``; ``fsync`` is off (the data lives only as long as the test session, and a killed
+server process still leaves its files in the OS page cache), ``synchronous_commit`` stays on:
+a commit has reached the OS when it returns, so a server killed with ``pg_ctl stop -m
+immediate`` (the restart tests) loses nothing that was committed.
 
 ``initdb`` refuses to run as root, so when the tests run as root the server runs as the
 unprivileged ``postgres`` user that the Debian package creates: the directory is handed to it
-(``chown``) and every server binary runs through ``runuser -u postgres --``. As any other user
-the binaries run directly.
+(``chown``) and every server binary runs through ``runuser -u postgres --`` (util-linux; no
+password, no login shell, the environment kept). The directory must be
+reachable by that user: it is made under the system temporary directory, not under pytest's
+``tmp_path`` (mode 0700, root's). As any other user the binaries run directly.
 
 Each test gets its own schema (:meth:`PgServer.new_url`): ``CREATE SCHEMA`` takes milliseconds,
 a database tens of times longer; the URL selects it with ``options=-csearch_path=...``.
@@ -117,7 +120,7 @@ class PgServer:
     def start(self) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            "-c full_page_writes=off -c max_connections=200"
         )
         result = self.pg_ctl(
             "-w", "-t", "60", "-l", str(self.log), "-o", options, "start", check=False
@@ -136,6 +139,9 @@ class PgServer:
 
 @contextmanager
 def start_postgres(parent: Path | None = None) -> Iterator[PgServer]:
+    """A running server in a new directory under ``parent`` (default: the system temporary
+    directory; as root it must be reachable by the ``postgres`` user, which pytest's own
+    ``tmp_path`` (mode 0700) is not)."""
     binaries = bin_dir()
     if binaries is None:
         raise RuntimeError("PostgreSQL is not installed")
@@ -146,7 +152,7 @@ def start_postgres(parent: Path | None = None) -> Iterator[PgServer]:
         os.chown(root, entry.pw_uid, entry.pw_gid)
     server = PgServer(binaries, root, free_port())
     try:
-        server._run(
+        initdb = server._run(
             str(binaries / "initdb"),
             "-D",
             str(server.data),
@@ -157,7 +163,10 @@ def start_postgres(parent: Path | None = None) -> Iterator[PgServer]:
             "UTF8",
             "--locale=C",
             "--no-sync",
+            check=False,
         )
+        if initdb.returncode != 0:
+            raise RuntimeError(f"initdb failed: {initdb.stderr.strip()[-2000:]}")
         server.start()
         yield server
     finally:
