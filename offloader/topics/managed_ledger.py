@@ -97,11 +97,10 @@ class ManagedLedger:
         if not cluster.shared:
             return
         me = self.rt.me
-        if claim:
-            owner = cluster.claim_topic(self.name, me, self.rt.now_ms()).broker_id
-        else:
-            found = cluster.get_topic_owner(self.name)
-            owner = me if found is None else found.broker_id
+        found = cluster.get_topic_owner(self.name)  # a read; claiming (a write) only if unowned
+        if found is None and claim:
+            found = cluster.claim_topic(self.name, me, self.rt.now_ms())
+        owner = me if found is None else found.broker_id
         if owner != me:
             raise TopicOwnedElsewhere(self.name, owner, me)
 
