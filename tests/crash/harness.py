@@ -35,11 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from formats.errors import InvalidKeyError
+from formats.keys import parse_key
 from offloader import crashpoints
 from offloader.api import Offloader, Position
 from offloader.errors import NotFound, ObjectNotFound
 from offloader.metadata.base import LedgerRecord
 from offloader.policies import READ_PRIORITY_LOCAL_FIRST, READ_PRIORITY_TIERED_FIRST
+from tests.crash import worker
 from tests.crash.worker import NS, TOPIC, TOTAL_ENTRIES, open_offloader, payload, run, sha256_hex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -256,14 +259,35 @@ def local_store_tmp_leftovers(store_url: str) -> list[str]:
     return sorted(found)
 
 
+def _planted_by_others(key: str) -> bool:
+    """A key the worker planted as another client's leftover (gc must leave it alone)."""
+    if key.startswith(worker.FOREIGN_PREFIX):
+        return True
+    try:
+        ledger = parse_key(key).ledger_id
+    except InvalidKeyError:
+        return False
+    return ledger in (worker.FOREIGN_DATA_LEDGER, worker.FOREIGN_UPLOAD_LEDGER)
+
+
 def check_clean_store(off: Offloader, scenario: str) -> None:
-    """After gc: no orphan, no missing object, no multipart upload at all."""
+    """After gc: nothing gc may delete is left, no object is missing, and what others left in
+    the store (the planted foreign objects and upload) is still there, reported, untouched."""
     report = off.orphans(min_age_seconds=0)
-    if not report.clean:
-        raise _fail(scenario, f"orphans after gc: {report}")
+    if report.missing:
+        raise _fail(scenario, f"objects missing after gc: {report.missing}")
+    left = [o for o in report.objects if o.deletable or not _planted_by_others(o.key)]
+    left_uploads = [u for u in report.uploads if u.deletable or not _planted_by_others(u.key)]
+    if left or left_uploads:
+        raise _fail(scenario, f"orphans of ours after gc: {left} {left_uploads}")
+    if not any(o.reason == "unclaimed-uuid" for o in report.objects) or not any(
+        o.reason == "not-an-offload-key" for o in report.objects
+    ):
+        raise _fail(scenario, f"gc deleted objects it does not own: {report.objects}")
     uploads = off.runtime.store.list_multipart_uploads()
-    if uploads:
-        raise _fail(scenario, f"multipart uploads left after the run: {uploads}")
+    ours = [u for u in uploads if not _planted_by_others(u.key)]
+    if ours or not uploads:
+        raise _fail(scenario, f"multipart uploads after the run: {uploads} (foreign one kept?)")
 
 
 # --- scenarios ------------------------------------------------------------------------------

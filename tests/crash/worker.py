@@ -5,8 +5,11 @@ through :class:`offloader.api.Offloader` only, in rounds::
 
     produce (1-3 entries per call) until the topic holds the round's target count
     roll over; offload-prefix (by position, or by size threshold 0)
-    [round 1: plant orphans: an object under an unknown UUID, a key that is no offload key,
-     an abandoned multipart upload]
+    [round 1: before the offload, plant a stalled attempt of this home on the ledger just
+     closed (its data and index objects with our marker and an upload, written after the
+     attempt was cleaned: gc deletes them);
+     after it, plant what others left (an object under an unknown UUID, a key that is no
+     offload key, an upload under an unknown UUID: gc reports them and leaves them alone)]
     deletion lag 0; service tick (verify, mark local_deleted, delete the local copy)
     gc(min_age_seconds=0)
 
@@ -33,11 +36,12 @@ import uuid
 from collections.abc import Callable
 
 from formats.extension import crc32c
-from formats.keys import data_key
+from formats.keys import data_key, index_key, object_user_metadata
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.config import OffloadSettings
-from offloader.errors import AlreadyExists
+from offloader.errors import AlreadyExists, OffloadAlreadyComplete
 from offloader.logs import configure
+from offloader.metadata.base import DriverMetadata
 
 NS = "crash/ns"
 TOPIC = "persistent://crash/ns/t"
@@ -114,14 +118,55 @@ def _produce_up_to(off: Offloader, seed: int, target: int, rng: random.Random, e
         seq += n
 
 
-def _plant_orphans(off: Offloader, seed: int) -> None:
-    """What a lost process could leave: an object under a UUID nobody recorded, an object that
-    is no offload key at all, and an abandoned multipart upload (one part)."""
+#: the software version our lost attempts write (gc deletes only objects with our marker)
+OUR_SOFTWARE = "ledger-offloader-crash-harness"
+#: key parts of what :func:`_plant_foreign` leaves (the harness expects these to survive gc)
+FOREIGN_DATA_LEDGER = 9_999
+FOREIGN_UPLOAD_LEDGER = 9_998
+FOREIGN_PREFIX = "junk/"
+
+
+def _plant_lost_attempt(off: Offloader) -> None:
+    """What a stalled process of this home leaves (only gc can find it): attempt A recorded,
+    then superseded by attempt B and cleaned (marked CLEANED) while A's process was stalled;
+    then A's process wakes up and writes its data and index objects (our marker) and starts
+    another upload of its data. The per-topic sweep skips cleaned attempts and the offload
+    cleans only B."""
+    ledger = off.topic_info(TOPIC).ledgers[-2]  # closed by the roll-over, not yet offloaded
+    meta, store = off.runtime.meta, off.runtime.store
+    driver = DriverMetadata("stalled-process", {})
+    now = off.runtime.now_ms()
+    lid = ledger.ledger_id
+    lost, later = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        for attempt in (lost, later):
+            meta.begin_offload(
+                lid,
+                attempt,
+                driver,
+                now,
+                data_key=data_key(attempt, lid),
+                index_key=index_key(attempt, lid),
+            )
+    except OffloadAlreadyComplete:  # a restarted worker: this round's ledger is offloaded
+        return
+    meta.mark_attempt_cleaned(lost, now)
+    for role, key in (("data", data_key(lost, lid)), ("index", index_key(lost, lid))):
+        metadata = object_user_metadata(role, software_version=OUR_SOFTWARE)
+        store.put(key, f"stalled attempt's {role}".encode(), metadata)
+    upload_id = store.create_multipart_upload(data_key(lost, lid), {})
+    part = b"half a second try of the data"
+    store.upload_part(data_key(lost, lid), upload_id, 1, part, crc32c(part))
+
+
+def _plant_foreign(off: Offloader, seed: int) -> None:
+    """What others sharing the store leave: an object under a UUID nobody recorded here, an
+    object that is no offload key at all, and an abandoned multipart upload (one part)."""
     store = off.runtime.store
     stray = str(uuid.uuid4())
-    store.put(data_key(stray, 9_999), b"lost data object", {})
-    store.put(f"junk/seed-{seed}-{stray[:8]}", b"not an offload key", {})
-    abandoned = data_key(str(uuid.uuid4()), 9_998)
+    store.put(data_key(stray, FOREIGN_DATA_LEDGER), b"lost data object", {})
+    store.put(f"{FOREIGN_PREFIX}seed-{seed}-{stray[:8]}", b"not an offload key", {})
+    abandoned = data_key(str(uuid.uuid4()), FOREIGN_UPLOAD_LEDGER)
     upload_id = store.create_multipart_upload(abandoned, {})
     part = b"half an upload"
     store.upload_part(abandoned, upload_id, 1, part, crc32c(part))
@@ -140,12 +185,14 @@ def run(off: Offloader, seed: int, emit: Emit) -> None:
     for number, target in enumerate(ROUND_TARGETS):
         _produce_up_to(off, seed, target, rng, emit)
         off.roll_over(TOPIC)
+        if number == 1:
+            _plant_lost_attempt(off)
         if number % 2 == 0:
             off.offload_prefix(TOPIC, position=Position(_current_ledger(off), 0))
         else:
             off.offload_prefix(TOPIC, size_threshold=0)
         if number == 1:
-            _plant_orphans(off, seed)
+            _plant_foreign(off, seed)
         off.set_offload_deletion_lag(NS, 0)
         time.sleep(0.002)  # the lag is "now - offloaded > lag": let a millisecond pass
         off.service_tick()

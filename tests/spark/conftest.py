@@ -57,6 +57,7 @@ class Ledger:
     topic: str | None
     payloads: list[bytes]
     blocks: list[tuple[int, int, int, int]]  # (first entry, last entry, start, end)
+    index_size: int = 0  # bytes of the index object, as the metadata records it
 
 
 @dataclass
@@ -134,7 +135,7 @@ def upload_ledger(
     topic = None
     if managed_ledger_name is not None:
         topic = (TOPIC_A if managed_ledger_name == TOPIC_A[1] else TOPIC_B)[0]
-    return Ledger(ledger_id, uid, topic, list(payloads), blocks)
+    return Ledger(ledger_id, uid, topic, list(payloads), blocks, len(encoded.index))
 
 
 def payloads_of(seed: int, count: int, lo: int, hi: int, empty_every: int = 0) -> list[bytes]:

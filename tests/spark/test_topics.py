@@ -61,7 +61,9 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
                 data_key=data_key(up.uuid, lid),
                 index_key=index_key(up.uuid, lid),
             )
-            meta.complete_offload(lid, up.uuid, NOW, data_size=up.blocks[-1][3], index_size=1)
+            meta.complete_offload(
+                lid, up.uuid, NOW, data_size=up.blocks[-1][3], index_size=up.index_size
+            )
             if kind == "offloaded":
                 meta.mark_local_deleted(lid, up.uuid)
                 ledgers.delete_ledger(topic, lid)  # only the object store has it now
