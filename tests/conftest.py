@@ -70,9 +70,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     pg_reason = getattr(terminalreporter.config, "_pg_skip_reason", None)
     if pg_reason:
+        from tests.servers.postgres import DISABLE_ENV
+
+        enable = f"unset {DISABLE_ENV}" if DISABLE_ENV in pg_reason else "sudo make pg-deps"
         terminalreporter.write_line(
-            f"PostgreSQL tests did not run: {pg_reason}. Enable them with: "
-            "sudo make pg-deps && make test",
+            f"PostgreSQL tests did not run: {pg_reason}. Enable them with: {enable} && make test",
             yellow=True,
         )
     reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
