@@ -30,7 +30,18 @@ rgw-deps: ## Install Ceph (mon, osd, radosgw) from Debian when running as root, 
 	  echo "rgw-deps: not root and no radosgw: the RGW tier will not run (run 'sudo make rgw-deps')"; \
 	fi
 
-test: install rgw-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, spark)
+pg-deps: ## Install PostgreSQL from Debian when running as root, for the PostgreSQL metadata tests
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "pg-deps: PostgreSQL already installed"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "pg-deps: installing postgresql (about 20 s)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     postgresql >/dev/null) || echo "pg-deps: install failed; the PostgreSQL tests will not run"; \
+	else \
+	  echo "pg-deps: not root and no PostgreSQL: its tests will not run (run 'sudo make pg-deps')"; \
+	fi
+
+test: install rgw-deps pg-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install ## ruff and mypy
@@ -42,7 +53,7 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format formats offloader cli tests bench
 	$(VENV)/bin/ruff check --fix formats offloader cli tests bench
 
-demo: install ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
+demo: install pg-deps ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
 	$(PY) -m examples.demo --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)
@@ -51,4 +62,4 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps test lint fmt demo bench clean
+.PHONY: help install rgw-deps pg-deps test lint fmt demo bench clean

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "kafka": "bench.kafka",
     "kafka_spark": "bench.kafka_spark",
     "metrics": "bench.metrics",
+    "metadata": "bench.metadata",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

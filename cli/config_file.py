@@ -33,6 +33,8 @@ class FileConfig:
     """What ``offloader.toml`` says (every field optional)."""
 
     store: str | None = None
+    #: the metadata store's URL (``postgresql://...``); None: SQLite under the home
+    metadata: str | None = None
     endpoint_url: str | None = None
     region: str | None = None
     #: ``metrics_addr = "127.0.0.1:9108"``: where ``service run`` serves metrics
@@ -44,10 +46,25 @@ class FileConfig:
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-_TOP_KEYS = {"store", "endpoint_url", "region", "metrics_addr", "broker", "transform", "kafka"}
+_TOP_KEYS = {
+    "store",
+    "metadata",
+    "endpoint_url",
+    "region",
+    "metrics_addr",
+    "broker",
+    "transform",
+    "kafka",
+}
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
-_TIME_KEYS = {"min_rollover_time", "max_rollover_time", "offload_deletion_lag", "orphan_min_age"}
+_TIME_KEYS = {
+    "min_rollover_time",
+    "max_rollover_time",
+    "offload_deletion_lag",
+    "orphan_min_age",
+    "cluster_lease",
+}
 _FSYNC_VALUES = ("always", "batch", "never")
 
 
@@ -66,7 +83,7 @@ def load_file_config(home: Path) -> FileConfig:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
     strings: dict[str, str | None] = {}
-    for key in ("store", "endpoint_url", "region", "metrics_addr"):
+    for key in ("store", "metadata", "endpoint_url", "region", "metrics_addr"):
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string")
@@ -92,6 +109,7 @@ def load_file_config(home: Path) -> FileConfig:
             raise ConfigError(f"{path}: {exc}") from None
     return FileConfig(
         store=strings["store"],
+        metadata=strings["metadata"],
         endpoint_url=strings["endpoint_url"],
         region=strings["region"],
         metrics_addr=metrics_addr,
@@ -191,6 +209,7 @@ def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerS
         ("min_rollover_time", "min_rollover_seconds"),
         ("max_rollover_time", "max_rollover_seconds"),
         ("orphan_min_age", "orphan_min_age_seconds"),
+        ("cluster_lease", "cluster_lease_seconds"),
         ("fsync", "fsync"),
     ):
         if key in values:

@@ -1,8 +1,9 @@
 """The object every command receives: the global options, resolved once.
 
-``offloader [--home DIR] [--store URL] [--endpoint-url URL] [--json] [--log-format text|json]
-[-v|-q]`` are stored here by the top-level group (``cli/main.py``) and reach every command as
-``click.get_current_context().obj`` (use :func:`pass_cli` or :func:`current`).
+``offloader [--home DIR] [--store URL] [--metadata URL] [--endpoint-url URL] [--json]
+[--log-format text|json] [-v|-q]`` are stored here by the top-level group (``cli/main.py``)
+and reach every command as ``click.get_current_context().obj`` (use :func:`pass_cli` or
+:func:`current`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class CliContext:
 
     home: Path = DEFAULT_HOME
     store_url: str | None = None
+    metadata_url: str | None = None
     endpoint_url: str | None = None
     json: bool = False
     log_format: str = "text"

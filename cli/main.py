@@ -40,6 +40,8 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:namespaces",  # the same group, with the transform commands added
     "cli.transforms:objects",  # the same group, with rekey added
     "cli.kafka:kafka",
+    "cli.cluster:topics",  # the topics group, with unload added
+    "cli.cluster:brokers",
 )
 
 EXIT_OK = 0
@@ -162,6 +164,14 @@ def _take_option(args: list[str], name: str, option: click.Option) -> list[str] 
     "$OFFLOADER_STORE, else store in offloader.toml, else file://<home>/objects).",
 )
 @click.option(
+    "--metadata",
+    "metadata_url",
+    metavar="URL",
+    envvar="OFFLOADER_METADATA",
+    help="Metadata store shared by several brokers: postgresql://user@host:port/db (default: "
+    "$OFFLOADER_METADATA, else metadata in offloader.toml, else SQLite in <home>/metadata.db).",
+)
+@click.option(
     "--endpoint-url",
     metavar="URL",
     help="S3 endpoint: MinIO, Ceph RGW, moto (default: endpoint_url in offloader.toml, else "
@@ -185,6 +195,7 @@ def cli(
     ctx: click.Context,
     home: Path,
     store_url: str | None,
+    metadata_url: str | None,
     endpoint_url: str | None,
     json_output: bool,
     log_format: str,
@@ -208,6 +219,7 @@ def cli(
     obj = CliContext(
         home=home,
         store_url=store_url,
+        metadata_url=metadata_url,
         endpoint_url=endpoint_url,
         json=json_output,
         log_format=log_format,

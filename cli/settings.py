@@ -6,6 +6,7 @@ configured home needs no ``--store`` on every command::
 
     # .offloader/offloader.toml
     store = "s3://my-bucket/offload"      # --store / OFFLOADER_STORE win
+    metadata = "postgresql://offloader@db-host:5432/offloader"  # --metadata wins; SQLite if unset
     endpoint_url = "http://127.0.0.1:9000"  # --endpoint-url wins; AWS_ENDPOINT_URL if unset
     region = "us-east-1"
     metrics_addr = "127.0.0.1:9108"         # service run serves metrics; --metrics-addr wins
@@ -20,6 +21,7 @@ configured home needs no ``--store`` on every command::
     max_rollover_time = "4h"
     offload_deletion_lag = "4h"   # broker default when a namespace sets none
     orphan_min_age = "1h"
+    cluster_lease = "60s"         # shared metadata store: lease of a service on cluster work
     fsync = "always"              # always | batch | never
 
 Sizes and times are strings with Pulsar's units (``10M``, ``4h``) or plain integers (bytes,
@@ -180,6 +182,8 @@ class ResolvedSettings:
 
     home: Path
     store_url: str
+    #: the shared metadata store (``postgresql://...``); None: SQLite in the home
+    metadata_url: str | None
     endpoint_url: str | None
     region: str | None
     broker: BrokerSettings
@@ -318,9 +322,26 @@ def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -
     if is_s3:
         _check_block_size(broker, overrides, file_config, _store_origin(cli, file_config))
     broker = replace(broker, offload=broker.offload.replace(enforce_min_block_size=is_s3))
+    metadata_url = cli.metadata_url or file_config.metadata
+    if metadata_url is not None and not metadata_url.lower().startswith(
+        ("postgresql://", "postgres://")
+    ):
+        origin = (
+            _global_origin("metadata_url", "--metadata", "OFFLOADER_METADATA")
+            if cli.metadata_url
+            else _Origin("file", f"metadata in {file_config.path}")
+        )
+        message = (
+            f"metadata store {redact(metadata_url)!r} is not a postgresql:// URL (leave it "
+            "unset for the embedded SQLite store in the home)"
+        )
+        if origin.kind == "option":
+            raise click.BadParameter(message, param_hint="'--metadata'")
+        raise ConfigError(f"{message} (from {origin.text})")
     return ResolvedSettings(
         home=cli.home,
         store_url=store_url,
+        metadata_url=metadata_url,
         endpoint_url=cli.endpoint_url or file_config.endpoint_url,
         region=file_config.region,
         broker=broker,
@@ -361,6 +382,7 @@ def open_offloader(
         return Offloader.from_settings(
             settings.home,
             settings.store_url,
+            metadata_url=settings.metadata_url,
             endpoint_url=settings.endpoint_url,
             region=settings.region,
             broker=broker,

@@ -319,6 +319,7 @@ def info_record(info: TopicInfo) -> dict[str, Any]:
         "size_bytes": info.size_bytes,
         "offloaded_size_bytes": info.offloaded_size_bytes,
         "local_size_bytes": info.local_size_bytes,
+        "owner": info.owner,
         "ledgers": [ledger_record(ledger) for ledger in info.ledgers],
     }
 
@@ -348,6 +349,8 @@ def info(cli: CliContext, topic: str) -> None:
         f"(offloaded {format_size(topic_info.offloaded_size_bytes)}, "
         f"local {format_size(topic_info.local_size_bytes)})"
     )
+    if topic_info.owner is not None:
+        click.echo(f"owner:          broker {topic_info.owner}")
     click.echo("")
     echo_table(
         ("LEDGER", "ENTRIES", "SIZE", "STATE", "OFFLOADED", "LOCAL_DELETED", "UUID"),

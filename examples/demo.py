@@ -12,7 +12,9 @@ namespaces (one with an automatic offload threshold), produces enough data for s
 runs ``offload-prefix`` and an automatic offload, shows ``offload-status`` and ``topics info``,
 reads every entry back from S3 and checks it, verifies the objects' checksums, runs the Spark
 job (``examples/spark_count.py``) when PySpark and Java are available, deletes the local copies
-with a deletion lag of 0 and ends with ``objects orphans`` showing nothing orphaned. It exits 1
+with a deletion lag of 0, shows ``objects orphans`` reporting nothing orphaned, and ends with two
+brokers on one PostgreSQL metadata store (``examples/cluster_demo.py``; skipped, saying why,
+where PostgreSQL cannot run). It exits 1
 as soon as a step fails, and takes well under two minutes.
 """
 
@@ -465,6 +467,7 @@ def orphans(demo: Demo) -> None:
 
 
 def run_demo(demo: Demo, work: Path) -> None:
+    from examples.cluster_demo import cluster_part
     from examples.kafka_demo import kafka_part
 
     configure(demo)
@@ -480,6 +483,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     encrypted_namespace(demo)
     kafka_part(demo, work, check)
     orphans(demo)
+    cluster_part(demo, work, check)
 
 
 def main(argv: list[str] | None = None) -> int:

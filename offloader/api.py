@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -54,8 +55,15 @@ from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.metadata import check_home, open_kafka_metadata_store, open_metadata_store
+from offloader.metadata import (
+    check_home,
+    cluster_of,
+    is_postgres_url,
+    open_kafka_metadata_store,
+    open_metadata_store,
+)
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
+from offloader.metadata.cluster_base import LEASE_KAFKA_RETENTION, BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
@@ -69,8 +77,8 @@ from offloader.policies import (
 )
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
-from offloader.runtime import Runtime, driver_metadata_for, wall_clock_ms
-from offloader.service import ServiceState, TickWork, after_rollover
+from offloader.runtime import Runtime, broker_id_for, driver_metadata_for, wall_clock_ms
+from offloader.service import ServiceState, TickWork, after_rollover, holds_lease
 from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 from offloader.store import MeteredObjectStore, open_store
@@ -83,6 +91,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppliedOffloadPolicies",
+    "BrokerRecord",
     "BrokerSettings",
     "EntryRecord",
     "KafkaRecordRow",
@@ -141,6 +150,7 @@ class Offloader:
         home: str | Path = ".offloader",
         store_url: str | None = None,
         *,
+        metadata_url: str | None = None,
         endpoint_url: str | None = None,
         region: str | None = None,
         broker: BrokerSettings | None = None,
@@ -158,12 +168,18 @@ class Offloader:
         refused up front with a MetadataError saying so.
 
         ``metrics`` (a :class:`MetricsServer`'s ``metrics``): what the flows record into; the
-        object store is then wrapped to record every request. None: nothing is recorded."""
+        object store is then wrapped to record every request. None: nothing is recorded.
+
+        ``metadata_url`` (``postgresql://...``): the metadata store shared by several brokers
+        instead of ``<home>/metadata.db``; the home still holds this broker's local ledgers and
+        its broker id, registered (with a heartbeat) in the shared store."""
         broker = broker or BrokerSettings()
         home_path = Path(home).expanduser().resolve()
         missing_home: NotFound | None = None
+        shared = is_postgres_url(metadata_url)
         try:
-            open_read_only = check_home(home_path, read_only=read_only)
+            # the shared store needs no metadata file in the home (a new broker's is empty)
+            open_read_only = check_home(home_path, read_only=read_only and not shared)
         except NotFound as exc:
             if not (store_url or "").lower().startswith("s3://"):
                 raise
@@ -187,10 +203,25 @@ class Offloader:
             store.close()
             raise missing_home
         try:
-            meta = open_metadata_store(home_path, read_only=open_read_only)
+            if shared and metadata_url is not None:
+                meta = open_metadata_store(metadata_url)
+            else:
+                meta = open_metadata_store(home_path, read_only=open_read_only)
         except BaseException:
             store.close()
             raise
+        cluster = cluster_of(meta)
+        broker_id = ""
+        if shared:
+            try:
+                broker_id = broker_id_for(home_path)
+                cluster.register_broker(
+                    broker_id, socket.gethostname(), str(home_path), (clock_ms or wall_clock_ms)()
+                )
+            except BaseException:
+                meta.close()
+                store.close()
+                raise
         clock = clock_ms or wall_clock_ms
         fsync = broker.fsync
         if fsync not in FSYNC_POLICIES:
@@ -208,6 +239,9 @@ class Offloader:
             broker=broker,
             clock_ms=clock,
             driver=driver,
+            cluster=cluster,
+            broker_id=broker_id,
+            metadata_url=metadata_url if shared and metadata_url is not None else "",
         )
         if metrics is not None:
             runtime.metrics = metrics
@@ -241,7 +275,7 @@ class Offloader:
         if self._kafka is None:
             self._kafka = KafkaTier(
                 self._rt.store,
-                open_kafka_metadata_store(self._rt.home),
+                open_kafka_metadata_store(self._rt.metadata_location),
                 settings or KafkaSettings(),
                 self._rt.clock_ms,
             )
@@ -397,7 +431,44 @@ class Offloader:
             size_bytes=sum(r.size_bytes for r in ledgers),
             offloaded_size_bytes=sum(r.size_bytes for r in ledgers if r.offload_complete),
             local_size_bytes=sum(r.size_bytes for r in ledgers if not r.local_deleted),
+            owner=self.topic_owner(ml.name),
         )
+
+    # --- the cluster (a shared metadata store) ----------------------------------------------
+    @property
+    def broker_id(self) -> str:
+        """This broker's id ("local" on the embedded store: one broker)."""
+        return self._rt.me
+
+    @property
+    def shared_metadata(self) -> bool:
+        """True when the metadata store is shared by several brokers (PostgreSQL)."""
+        return self._rt.cluster.shared
+
+    def topic_owner(self, topic: str) -> str | None:
+        """The id of the broker owning the topic; None when it has no owner (never written, or
+        unloaded) and on the embedded store."""
+        owner = self._rt.cluster.get_topic_owner(str(TopicName.parse(topic)))
+        return None if owner is None else owner.broker_id
+
+    def brokers(self) -> list[BrokerRecord]:
+        """Every broker registered in the shared store (this one only, on the embedded one)."""
+        if not self._rt.cluster.shared:
+            self._rt.cluster.register_broker(
+                self._rt.me, socket.gethostname(), str(self._rt.home), self._rt.now_ms()
+            )
+        return self._rt.cluster.list_brokers()
+
+    def topic_owners(self) -> dict[str, str]:
+        """Owned topics and their owners (empty on the embedded store)."""
+        return {t: o.broker_id for t, o in self._rt.cluster.list_topic_owners().items()}
+
+    def unload_topic(self, topic: str) -> list[int]:
+        """Release this broker's ownership of the topic (``topics unload``): see
+        :meth:`offloader.topics.managed_ledger.ManagedLedger.unload`."""
+        ml = self._ml(topic)
+        self._rt.meta.get_topic(ml.name)
+        return ml.unload()
 
     def roll_over(self, topic: str) -> int | None:
         """Close the current ledger now (if non-empty); returns its id."""
@@ -615,7 +686,11 @@ class Offloader:
                 elif s.kind in ("corrupt", "failed"):
                     errors.append(f"kafka {s.topic}-{s.partition}@{s.base_offset}: {s.detail}")
                     self._rt.metrics.record_kafka_copy(s.topic, s.size_bytes, False)
-        if broker.kafka_log_dirs and not should_stop():
+        if (
+            broker.kafka_log_dirs
+            and not should_stop()
+            and holds_lease(self._rt, LEASE_KAFKA_RETENTION, TickWork())
+        ):
             try:
                 deleted = self.kafka().apply_retention()
             except OffloaderError as exc:

@@ -65,6 +65,10 @@ class BrokerSettings:
     offload_retry_max_seconds: float = 3_600.0
     #: the service runs the orphan audit + gc at most this often
     orphan_sweep_interval_seconds: int = 3_600
+    #: a shared metadata store: how long a ``service run``'s lease on cluster work (orphan
+    #: audit and gc, remote retention, Kafka remote retention) lasts without renewal; another
+    #: live service takes the work over once it expires
+    cluster_lease_seconds: int = 60
     #: offloader.toml's [transform.namespaces]: the transform of namespaces that set none in
     #: the metadata store (spec/transforms.md)
     namespace_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
@@ -96,6 +100,8 @@ class TopicInfo:
     size_bytes: int
     offloaded_size_bytes: int
     local_size_bytes: int
+    #: the broker that owns the topic (shared metadata store); None: unowned, or embedded
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

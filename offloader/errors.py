@@ -57,6 +57,7 @@ __all__ = [
     "LedgerStoreError",
     "MetadataBusy",
     "MetadataError",
+    "MetadataUnavailable",
     "MissingKeyError",
     "NamespaceNotEmpty",
     "NotFound",
@@ -72,6 +73,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
+    "TopicOwnedElsewhere",
     "TransformError",
     "TruncatedError",
     "UnsupportedVersionError",
@@ -166,6 +168,26 @@ class MetadataBusy(MetadataError):
 
 class SchemaVersionError(MetadataError):
     """The metadata database has a schema this version cannot use (written by a newer one)."""
+
+
+class MetadataUnavailable(MetadataError):
+    """The metadata server (PostgreSQL) cannot be reached, or the connection broke during a
+    change: that change was rolled back or never sent (retry it)."""
+
+
+class TopicOwnedElsewhere(MetadataError):
+    """A broker touched the local ledgers of a topic another broker owns (producing, offloading
+    or deleting them); ownership moves only by ``topics unload`` on the owner."""
+
+    def __init__(self, topic: str, owner: str, me: str) -> None:
+        super().__init__(
+            f"topic {topic} is owned by broker {owner}, not by this broker ({me}): only its "
+            f"owner produces to it, offloads or deletes its local ledgers (even while the owner "
+            f"is down); run `offloader topics unload {topic}` on the owner's home to release it"
+        )
+        self.topic = topic
+        self.owner = owner
+        self.me = me
 
 
 class InvalidName(OffloaderError):

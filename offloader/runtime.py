@@ -2,6 +2,10 @@
 and the metrics set the flows record into (:mod:`offloader.metrics`; a no-op unless the service
 exports metrics).
 
+With a shared metadata store several brokers (homes) work on one cluster: each broker's id
+(:func:`broker_id_for`, kept in ``<home>/broker-id``) names it in the store's broker table and
+as the owner of the topics whose ledgers its home holds (:class:`Runtime.cluster`).
+
 :class:`Runtime` is built once by :meth:`offloader.api.Offloader.from_settings` and handed to
 the managed ledgers, the offload commit protocol, the orphan audit and the service. Times that
 the metadata records (ledger creation and close, offload completion, thresholds, deletion lag)
@@ -11,6 +15,7 @@ come from ``clock_ms``, injectable for tests; object ages in the orphan audit us
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -32,6 +37,8 @@ from offloader.metadata.base import (
     MetadataStore,
     OffloadContext,
 )
+from offloader.metadata.cluster_base import ClusterMetadata
+from offloader.metadata.cluster_local import LocalCluster
 from offloader.metrics.base import NO_METRICS, Metrics
 from offloader.policies import NamespacePolicies
 from offloader.store.base import ObjectStore
@@ -45,6 +52,36 @@ def wall_clock_ms() -> int:
 def make_owner_id() -> str:
     """A unique name for this process's offload lock holder (host, pid, random)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+#: the file in a home that holds its broker id
+BROKER_ID_FILE = "broker-id"
+
+
+def read_broker_id(home: Path) -> str | None:
+    """The broker id kept in ``<home>/broker-id``, None when the home has none yet."""
+    try:
+        return (home / BROKER_ID_FILE).read_text(encoding="utf-8").strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def broker_id_for(home: Path) -> str:
+    """The broker id of ``home``: read from ``<home>/broker-id``, made on first use from the
+    host name and a hash of the home's absolute path (``host-1a2b3c4d5e``) and written there, so
+    it stays the same when the home is reached by another path or moved with its ledgers."""
+    path = home / BROKER_ID_FILE
+    existing = read_broker_id(home)
+    if existing:
+        return existing
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:10]
+    host = "".join(c if c.isalnum() or c in "-." else "-" for c in socket.gethostname()) or "host"
+    broker_id = f"{host}-{digest}"
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{BROKER_ID_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(broker_id + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path.read_text(encoding="utf-8").strip()
 
 
 def driver_metadata_for(
@@ -92,6 +129,22 @@ class Runtime:
     owner: str = field(default_factory=make_owner_id)
     #: what the flows record into (``service run --metrics-addr``); a no-op by default
     metrics: Metrics = NO_METRICS
+    #: brokers, topic owners and leases (a LocalCluster for the embedded store: one broker)
+    cluster: ClusterMetadata = field(default_factory=LocalCluster)
+    #: this broker's id (:func:`broker_id_for`; "" in hand-built runtimes: "local")
+    broker_id: str = ""
+    #: where the metadata lives: a ``postgresql://`` URL, or "" for ``<home>/metadata.db``
+    metadata_url: str = ""
+
+    @property
+    def metadata_location(self) -> str:
+        """What :func:`~offloader.metadata.open_metadata_store` opens for this runtime."""
+        return self.metadata_url or str(self.home)
+
+    @property
+    def me(self) -> str:
+        """This broker's id as topic owner ("local" when the runtime was built without one)."""
+        return self.broker_id or "local"
 
     @property
     def rollover(self) -> RolloverPolicy:

@@ -4,7 +4,14 @@ A tick does, per topic: rollover by age (and repair of a tail a crash left), ret
 auto-offload (namespace thresholds, evaluated with Pulsar's algorithm, plus retries of failed
 or interrupted offloads after their backoff), the deletion lag (verify, mark, delete), and the
 leftover sweep; then, at most every ``orphan_sweep_interval_seconds``, the orphan audit with
-garbage collection (objects older than ``orphan_min_age_seconds`` only). ``should_stop`` is
+garbage collection (objects older than ``orphan_min_age_seconds`` only).
+
+On a shared metadata store (several brokers) a tick first renews this broker's heartbeat, then
+does the per-topic steps only for the topics this broker owns (their local ledgers are in its
+home); topics with no owner (unloaded: everything offloaded) get their retention from the
+service holding the ``remote-retention`` lease, and the orphan audit and gc run only in the
+service holding the ``orphan-gc`` lease (:mod:`offloader.metadata.cluster_base`): one live
+service at a time, another once the lease expires. ``should_stop`` is
 polled between steps, so a SIGTERM stops the service at the next step boundary; a step that
 fails is logged and the tick carries on with the next topic. With metrics on, the end of a
 tick publishes every topic's offload lag and deletion backlog and the pass's byte rates.
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 
 from offloader.errors import NotFound, OffloaderError
 from offloader.logs import get_logger
+from offloader.metadata.cluster_base import LEASE_ORPHANS, LEASE_RETENTION, TopicOwner
 from offloader.metrics import TopicLag, deletion_backlog, offload_lag
 from offloader.offload.orphans import collect_garbage, find_orphans
 from offloader.runtime import Runtime
@@ -41,6 +49,10 @@ class TickWork:
     verification_failures: list[tuple[int, str]] = field(default_factory=list)
     trimmed: list[int] = field(default_factory=list)
     orphans_removed: int = 0
+    #: topics skipped because another broker owns them (shared store)
+    foreign_topics: list[str] = field(default_factory=list)
+    #: the leases this tick held (shared store)
+    leases: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -95,16 +107,45 @@ def _deletion_lag(ml: ManagedLedger, work: TickWork, now_ms: int) -> None:
     work.verification_failures += problems
 
 
+def holds_lease(rt: Runtime, name: str, work: TickWork) -> bool:
+    """Take or renew the cluster lease ``name`` for this service (always held on the embedded
+    store, which one broker uses)."""
+    ttl_ms = rt.broker.cluster_lease_seconds * 1000
+    if rt.cluster.try_acquire_lease(name, rt.owner, rt.now_ms(), ttl_ms):
+        if rt.cluster.shared:
+            work.leases.append(name)
+        return True
+    return False
+
+
+def _unowned_retention(ml: ManagedLedger, work: TickWork) -> None:
+    work.trimmed.extend(topic_tasks.trim_for_retention(ml, ml.rt.now_ms()))
+
+
 def tick(rt: Runtime, state: ServiceState, should_stop: StopCheck | None = None) -> TickWork:
-    """One pass over every topic, then (when due) the orphan sweep."""
+    """One pass over every topic this broker owns, then (when due) the orphan sweep."""
     stop = should_stop or (lambda: False)
     work = TickWork()
+    owners: dict[str, TopicOwner] = {}
+    if rt.cluster.shared:
+        rt.cluster.broker_heartbeat(rt.me, rt.now_ms())
+        owners = rt.cluster.list_topic_owners()
+    retention_lease: bool | None = None
     for topic in rt.meta.list_topics():
         if stop():
             return work
         ml = ManagedLedger(rt, topic.name)
+        owner = owners.get(topic.name)
         try:
-            topic_pass(ml, work, stop)
+            if not rt.cluster.shared or (owner is not None and owner.broker_id == rt.me):
+                topic_pass(ml, work, stop)
+            elif owner is not None:
+                work.foreign_topics.append(topic.name)
+            else:
+                if retention_lease is None:
+                    retention_lease = holds_lease(rt, LEASE_RETENTION, work)
+                if retention_lease:
+                    _unowned_retention(ml, work)
         except NotFound:
             continue  # deleted while we worked on it
         except OffloaderError as exc:
@@ -115,7 +156,8 @@ def tick(rt: Runtime, state: ServiceState, should_stop: StopCheck | None = None)
     due = state.last_orphan_sweep is None or (
         time.monotonic() - state.last_orphan_sweep >= interval
     )
-    if due and not stop():
+    # the lease is renewed every tick by its holder, so it moves only when that service stops
+    if not stop() and holds_lease(rt, LEASE_ORPHANS, work) and due:
         try:
             audit = find_orphans(rt, rt.broker.orphan_min_age_seconds * 1000)
             work.orphans_removed = collect_garbage(rt, audit, dry_run=False)

@@ -4,6 +4,10 @@
 ThreadedMotoServer always, and a throwaway Ceph RADOS Gateway (``tests/servers/ceph_rgw.py``)
 when its daemons are installed. When RGW cannot run, its parameter is deselected and the
 terminal summary says so in one line, with the command that enables it (never silently).
+
+``pg_server`` is a throwaway PostgreSQL (``tests/servers/postgres.py``), started once per
+session when a test needs it; tests parametrized with ``"postgresql"`` or marked ``postgres``
+are deselected when it cannot run, with a one-line notice in the summary, as for RGW.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import pytest
 
 from tests.servers.endpoint import S3Endpoint
 from tests.servers.moto_server import start_moto
+from tests.servers.postgres import PgServer, start_postgres
+from tests.servers.postgres import unavailable_reason as _pg_unavailable_reason
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -30,7 +36,20 @@ def _rgw_unavailable_reason() -> str | None:
     return ceph_rgw.unavailable_reason()
 
 
+def _needs_postgres(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    on_pg = callspec is not None and "postgresql" in callspec.params.values()
+    return on_pg or item.get_closest_marker("postgres") is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    pg_reason = _pg_unavailable_reason()
+    config._pg_skip_reason = pg_reason  # type: ignore[attr-defined]
+    if pg_reason is not None:
+        dropped_pg = [item for item in items if _needs_postgres(item)]
+        if dropped_pg:
+            config.hook.pytest_deselected(items=dropped_pg)
+            items[:] = [item for item in items if not _needs_postgres(item)]
     reason = _rgw_unavailable_reason()
     config._rgw_skip_reason = reason  # type: ignore[attr-defined]
     if reason is None:
@@ -49,6 +68,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    pg_reason = getattr(terminalreporter.config, "_pg_skip_reason", None)
+    if pg_reason:
+        from tests.servers.postgres import DISABLE_ENV
+
+        enable = f"unset {DISABLE_ENV}" if DISABLE_ENV in pg_reason else "sudo make pg-deps"
+        terminalreporter.write_line(
+            f"PostgreSQL tests did not run: {pg_reason}. Enable them with: {enable} && make test",
+            yellow=True,
+        )
     reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
     if reason:
         disable_env = "LEDGER_OFFLOADER_NO_RGW"  # tests/servers/ceph_rgw.py's escape hatch
@@ -64,6 +92,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def moto_endpoint() -> Iterator[S3Endpoint]:
     with start_moto() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """A throwaway PostgreSQL server for the whole session (each test takes a schema of its
+    own with ``pg_server.new_url()``)."""
+    with start_postgres() as server:
+        yield server
+
+
+@pytest.fixture()
+def pg_url(pg_server: PgServer) -> str:
+    """A metadata URL on a fresh, empty schema of the session's PostgreSQL server."""
+    return pg_server.new_url()
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,11 @@
 
 The :class:`~offloader.metadata.base.MetadataStore` Protocol and its records are in
 :mod:`offloader.metadata.base`; the embedded SQLite backend is
-:class:`~offloader.metadata.sqlite.SqliteMetadataStore`. :func:`open_metadata_store` opens the
-one under a home directory (``<home>/metadata.db``).
+:class:`~offloader.metadata.sqlite.SqliteMetadataStore`, the shared PostgreSQL one
+:class:`~offloader.metadata.pg_store.PgMetadataStore` (which is also the
+:class:`~offloader.metadata.cluster_base.ClusterMetadata` of the brokers sharing it).
+:func:`open_metadata_store` opens the one a location names: a ``postgresql://`` URL, else the
+SQLite file under a home directory (``<home>/metadata.db``).
 """
 
 from __future__ import annotations
@@ -13,18 +16,31 @@ from pathlib import Path
 
 from offloader.errors import MetadataError, NotFound
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.cluster_base import ClusterMetadata
+from offloader.metadata.cluster_local import LocalCluster
 from offloader.metadata.kafka_base import KafkaMetadataStore
 
 METADATA_FILENAME = "metadata.db"
 
 __all__ = [
     "METADATA_FILENAME",
+    "ClusterMetadata",
     "KafkaMetadataStore",
     "MetadataStore",
     "check_home",
+    "cluster_of",
+    "is_postgres_url",
     "open_kafka_metadata_store",
     "open_metadata_store",
 ]
+
+
+def is_postgres_url(location: object) -> bool:
+    """True for ``postgresql://...`` and ``postgres://...`` (what selects the shared store)."""
+    return isinstance(location, str) and location.lower().startswith(
+        ("postgresql://", "postgres://")
+    )
+
 
 #: the commands that work on a home that cannot be written, for the error that says so
 READ_ONLY_COMMANDS = (
@@ -58,23 +74,41 @@ def check_home(home: Path, *, read_only: bool) -> bool:
     return False
 
 
-def open_metadata_store(home_dir: str | Path, *, read_only: bool = False) -> MetadataStore:
-    """Open (creating and migrating as needed) ``<home_dir>/metadata.db``; with ``read_only``,
-    open an existing one for reading only (see
+def open_metadata_store(location: str | Path, *, read_only: bool = False) -> MetadataStore:
+    """Open (creating and migrating as needed) the store at ``location``: a ``postgresql://``
+    URL (the shared store; ``read_only`` does not apply to it), else a home directory and its
+    ``<home>/metadata.db``, which with ``read_only`` is opened for reading only (see
     :class:`~offloader.metadata.sqlite_schema.Database`)."""
+    if is_postgres_url(location):
+        from offloader.metadata.pg_store import PgMetadataStore
+
+        return PgMetadataStore(str(location))
     from offloader.metadata.sqlite import SqliteMetadataStore
 
-    home = Path(home_dir)
+    home = Path(location)
     if read_only:
         return SqliteMetadataStore(home / METADATA_FILENAME, read_only=True)
     home.mkdir(parents=True, exist_ok=True)
     return SqliteMetadataStore(home / METADATA_FILENAME)
 
 
-def open_kafka_metadata_store(home_dir: str | Path) -> KafkaMetadataStore:
-    """The Kafka tier's metadata in the same ``<home_dir>/metadata.db`` (its own connection)."""
+def open_kafka_metadata_store(location: str | Path) -> KafkaMetadataStore:
+    """The Kafka tier's metadata in the same store as :func:`open_metadata_store` (a
+    ``postgresql://`` URL or ``<home>/metadata.db``), over its own connection."""
+    if is_postgres_url(location):
+        from offloader.metadata.pg_kafka import PgKafkaMetadataStore
+
+        return PgKafkaMetadataStore(str(location))
     from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
 
-    home = Path(home_dir)
+    home = Path(location)
     home.mkdir(parents=True, exist_ok=True)
     return SqliteKafkaMetadataStore(home / METADATA_FILENAME)
+
+
+def cluster_of(meta: MetadataStore) -> ClusterMetadata:
+    """The brokers, owners and leases of ``meta``: the store itself when it is shared
+    (PostgreSQL), else a :class:`~offloader.metadata.cluster_local.LocalCluster` (one broker)."""
+    if isinstance(meta, ClusterMetadata):
+        return meta
+    return LocalCluster()

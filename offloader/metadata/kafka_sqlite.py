@@ -29,10 +29,11 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentRecord,
     RemoteSegmentState,
 )
+from offloader.metadata.sqlite_rows import Row
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
 
 
-def _segment(row: sqlite3.Row) -> RemoteSegmentRecord:
+def segment_record(row: Row) -> RemoteSegmentRecord:
     return RemoteSegmentRecord(
         segment_id=row["segment_id"],
         topic=row["topic"],
@@ -52,7 +53,7 @@ def _segment(row: sqlite3.Row) -> RemoteSegmentRecord:
     )
 
 
-def _partition(row: sqlite3.Row) -> KafkaPartitionRecord:
+def partition_record(row: Row) -> KafkaPartitionRecord:
     return KafkaPartitionRecord(
         row["topic"],
         row["partition"],
@@ -94,7 +95,7 @@ class SqliteKafkaMetadataStore:
                         f"{topic}-{partition} was recorded with topic id {row['topic_id']}, the "
                         f"log directory has {topic_id}: the topic was re-created"
                     )
-                return _partition(row)
+                return partition_record(row)
             conn.execute(
                 "INSERT INTO kafka_partitions (topic, partition, topic_id, watermark, updated_ms)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -108,7 +109,7 @@ class SqliteKafkaMetadataStore:
                 "SELECT * FROM kafka_partitions WHERE topic = ? AND partition = ?",
                 (topic, partition),
             ).fetchone()
-        return None if row is None else _partition(row)
+        return None if row is None else partition_record(row)
 
     def list_partitions(self, topic: str | None = None) -> list[KafkaPartitionRecord]:
         sql = "SELECT * FROM kafka_partitions"
@@ -117,7 +118,7 @@ class SqliteKafkaMetadataStore:
             sql, args = sql + " WHERE topic = ?", (topic,)
         with self._db.read() as conn:
             found = conn.execute(sql + " ORDER BY topic, partition", args).fetchall()
-        return [_partition(row) for row in found]
+        return [partition_record(row) for row in found]
 
     def set_partition_error(
         self, topic: str, partition: int, error: str | None, now_ms: int
@@ -179,7 +180,7 @@ class SqliteKafkaMetadataStore:
         ).fetchone()
         if row is None:
             raise NotFound(f"remote segment {segment_id} does not exist")
-        return _segment(row)
+        return segment_record(row)
 
     def _move(
         self,
@@ -256,7 +257,7 @@ class SqliteKafkaMetadataStore:
         sql += " ORDER BY topic, partition, base_offset, started_ms, segment_id"
         with self._db.read() as conn:
             found = conn.execute(sql, args).fetchall()
-        return [_segment(row) for row in found]
+        return [segment_record(row) for row in found]
 
     # --- gaps and retention ---------------------------------------------------------------
     def record_gap(

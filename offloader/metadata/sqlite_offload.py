@@ -115,7 +115,7 @@ class OffloadTables:
                 )
             found = rows.one(conn, rows.LEDGER_SELECT + " WHERE l.ledger_id = ?", (ledger_id,))
             ledger = rows.ledger_record(found) if found is not None else None
-            reason = _lost_reason(ledger, uuid, ledger_id)
+            reason = lost_reason(ledger, uuid, ledger_id)
             if reason is None and ledger is not None and ledger.offload is not None:
                 if ledger.offload.complete:
                     return ledger.offload  # a repeated complete: already done
@@ -176,7 +176,7 @@ class OffloadTables:
     def mark_local_deleted(self, ledger_id: int, uuid: str) -> LedgerRecord:
         with self._db.write() as conn:
             ledger = rows.get_ledger(conn, ledger_id)
-            reason = _lost_reason(ledger, uuid, ledger_id)
+            reason = lost_reason(ledger, uuid, ledger_id)
             if reason is not None:
                 raise OffloadConflict(reason)
             if not ledger.offload_complete:
@@ -335,7 +335,7 @@ class OffloadTables:
         return OffloadLock(row["topic"], row["owner"], row["acquired_ms"], row["heartbeat_ms"])
 
 
-def _lost_reason(ledger: LedgerRecord | None, uuid: str, ledger_id: int) -> str | None:
+def lost_reason(ledger: LedgerRecord | None, uuid: str, ledger_id: int) -> str | None:
     """Why ``uuid`` no longer owns the ledger's offload, or None when it still does."""
     if ledger is None:
         return f"ledger {ledger_id} no longer exists; offload {uuid} is not claimed"

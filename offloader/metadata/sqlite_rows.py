@@ -1,7 +1,8 @@
-"""Rows to records for the SQLite metadata store, and the lookups every transaction uses.
+"""Rows to records for the metadata stores, and the SQLite lookups every transaction uses.
 
 This module owns the mapping between the tables of :mod:`offloader.metadata.sqlite_schema` and
-the records of :mod:`offloader.metadata.base` (JSON for driver properties and block checksums).
+the records of :mod:`offloader.metadata.base` (JSON for driver properties and block checksums);
+the PostgreSQL backend maps its rows with the same functions.
 The lookups take a connection inside an open transaction and raise NotFound.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from offloader.errors import NotFound
 from offloader.metadata.base import (
@@ -30,6 +32,15 @@ SELECT l.ledger_id, l.topic, l.entries, l.size_bytes, l.created_ms, l.closed_ms,
 FROM ledgers AS l LEFT JOIN offload_attempts AS a ON a.uuid = l.offload_uuid
 """
 ATTEMPT_SELECT = "SELECT * FROM offload_attempts"
+
+
+class Row(Protocol):
+    """A result row by column name: ``sqlite3.Row`` here, a dict in the PostgreSQL backend
+    (which shares the record mapping below)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
 POLICY_COLUMNS = (
     "offload_threshold_bytes",
     "offload_threshold_seconds",
@@ -48,20 +59,20 @@ def driver_json(driver: DriverMetadata) -> str:
     return json.dumps(dict(driver.properties), sort_keys=True)
 
 
-def _driver(row: sqlite3.Row) -> DriverMetadata:
+def _driver(row: Row) -> DriverMetadata:
     return DriverMetadata(row["driver_name"], json.loads(row["driver_properties"]))
 
 
-def namespace_record(row: sqlite3.Row) -> NamespaceRecord:
+def namespace_record(row: Row) -> NamespaceRecord:
     policies = NamespacePolicies(**{column: row[column] for column in POLICY_COLUMNS})
     return NamespaceRecord(row["name"], policies, row["created_ms"])
 
 
-def topic_record(row: sqlite3.Row) -> TopicRecord:
+def topic_record(row: Row) -> TopicRecord:
     return TopicRecord(row["name"], row["namespace"], row["created_ms"])
 
 
-def ledger_record(row: sqlite3.Row) -> LedgerRecord:
+def ledger_record(row: Row) -> LedgerRecord:
     offload = None
     if row["offload_uuid"] is not None:
         crcs = row["block_crc32c"]
@@ -90,7 +101,7 @@ def ledger_record(row: sqlite3.Row) -> LedgerRecord:
     )
 
 
-def attempt_record(row: sqlite3.Row) -> OffloadAttempt:
+def attempt_record(row: Row) -> OffloadAttempt:
     return OffloadAttempt(
         uuid=row["uuid"],
         ledger_id=row["ledger_id"],

@@ -14,6 +14,10 @@
 Reads from the object store are recorded into ``rt.metrics`` as Pulsar does: the open (index
 GET) latency, the data latency (time spent reading entries, per read), the bytes read, and
 read errors.
+
+On a shared metadata store a broker reads other brokers' topics the same way: their
+offloaded ledgers from the object store; a ledger still only in the owner's home stops the read
+with a LedgerNotFound naming the owner, and the owner's current (OPEN) ledger reads as empty.
 """
 
 from __future__ import annotations
@@ -175,6 +179,13 @@ def read_ledger(
         except NotFound:
             return
         if not record.offload_complete:
+            owner = ml.rt.cluster.get_topic_owner(ml.name) if ml.rt.cluster.shared else None
+            if owner is not None and owner.broker_id != ml.rt.me:
+                raise LedgerNotFound(
+                    f"ledger {record.ledger_id} of {ml.name} is not offloaded yet: its only "
+                    f"copy is in the home of broker {owner.broker_id}, which owns the topic "
+                    "(read it there, or once it is offloaded)"
+                ) from None
             raise
         for entry_id, payload, verified in _read_offloaded(ml, record, first, limit):
             yield entry_id, payload, "offloaded", verified

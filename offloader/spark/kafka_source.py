@@ -6,6 +6,7 @@
     register(spark)
     df = (spark.read.format("kafka-segments")
           .option("home", "/var/offloader")             # the metadata (remote segments)
+          .option("metadata", "postgresql://...")       # optional: a shared metadata store
           .option("store", "s3://bucket/prefix")        # default file://<home>/objects
           .option("endpoint", "http://127.0.0.1:9000")  # optional; also region
           .option("topics", "orders,clicks")            # optional: all topics
@@ -120,6 +121,8 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
         if not home:
             raise ConfigError(f"{KAFKA_SOURCE_NAME}: option home (the offloader home) is required")
         self.home = Path(str(home)).expanduser().resolve()
+        #: the shared metadata store (every broker's remote segments), else the home's
+        self.metadata = str(self.options.get("metadata") or self.home)
         store = self.options.get("store") or f"file://{self.home}/objects"
         self.spec = StoreSpec(
             str(store), self.options.get("endpoint") or None, self.options.get("region") or None
@@ -152,7 +155,9 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> Sequence[InputPartition]:
         store = self.spec.open()
-        ctx = KafkaContext(store, open_kafka_metadata_store(self.home), KafkaSettings(), lambda: 0)
+        ctx = KafkaContext(
+            store, open_kafka_metadata_store(self.metadata), KafkaSettings(), lambda: 0
+        )
         try:
             tasks = plan_scan(
                 ctx, IndexCache(store), self.topics, self.scan_filter, self.split_bytes

@@ -31,11 +31,13 @@ from formats.transform import TransformSection, transform_of
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
 from offloader.keyring import key_ring_path
-from offloader.logs import redact
+from offloader.logs import get_logger, redact
 from offloader.read.objects import BlockRef, RecordedOffload, block_refs, load_index
 from offloader.spark.entry_filter import EntryFilter
 from offloader.store import open_store
 from offloader.store.base import GetResult, ObjectStore
+
+log = get_logger(__name__)
 
 __all__ = [
     "AWS_ENV_PREFIXES",
@@ -284,29 +286,39 @@ def plan_topics(
     endpoint_url: str | None = None,
     region: str | None = None,
     entry_filter: EntryFilter | None = None,
+    metadata: str | None = None,
 ) -> list[Task]:
     """Tasks for every closed ledger of ``topics``, whichever tier holds it.
 
-    The metadata store under ``home`` lists each topic's ledgers (in id order). A ledger whose
-    offload is complete is read from the object store its offload context names (``store_url``
-    / ``endpoint_url`` override those, e.g. to reach the same bucket through another endpoint):
+    The metadata store under ``home`` (or the shared one ``metadata`` names, a
+    ``postgresql://`` URL: every broker's topics) lists each topic's ledgers (in id order). A
+    ledger whose offload is complete is read from the object store its offload context names
+    (``store_url`` / ``endpoint_url`` override those, e.g. to reach the same bucket through
+    another endpoint):
     one task per block. A closed ledger not (completely) offloaded is read from the local
     ledger store under ``home``: one task per ``max_block_size`` bytes of entries. Open ledgers
-    (the one being written) and empty ledgers are skipped.
+    (the one being written) and empty ledgers are skipped. On a shared store, a topic another
+    broker owns contributes its offloaded ledgers only: the others are in the owner's home
+    (they are skipped, with a warning naming the owner).
     """
-    from offloader.metadata import open_metadata_store
+    from offloader.metadata import cluster_of, open_metadata_store
     from offloader.naming import TopicName
+    from offloader.runtime import read_broker_id
 
     settings = settings or OffloadSettings()
     if settings.key_ring is None:  # transformed ledgers: the home's key ring
         settings = settings.replace(key_ring=str(key_ring_path(Path(home))))
     flt = entry_filter or EntryFilter()
     names = [str(TopicName.parse(t)) for t in topics]
-    meta = open_metadata_store(home)
+    meta = open_metadata_store(metadata or home)
     try:
         records = [(name, meta.list_ledgers(name)) for name in names]
+        cluster = cluster_of(meta)
+        owners = cluster.list_topic_owners() if cluster.shared else {}
     finally:
         meta.close()
+    me = read_broker_id(Path(home))
+    foreign = {name: o.broker_id for name, o in owners.items() if o.broker_id != me}
     remote: dict[StoreSpec, list[tuple[int, str, str | None]]] = {}
     recorded: dict[int, RecordedOffload] = {}
     order: list[tuple[str, int]] = []
@@ -328,6 +340,14 @@ def plan_topics(
                 known = RecordedOffload.of(ctx)
                 if known is not None:
                     recorded[rec.ledger_id] = known
+            elif rec.entries > 0 and name in foreign:
+                log.warning(
+                    "ledger not offloaded yet: it is in its owner's home, not read",
+                    topic=name,
+                    ledger_id=rec.ledger_id,
+                    owner=foreign[name],
+                )
+                continue
             elif rec.entries > 0:
                 local[(name, rec.ledger_id)] = list(_local_tasks(home, name, rec, settings))
             order.append((name, rec.ledger_id))

@@ -58,6 +58,7 @@ def plan(
     region: str | None = None,
     home: str | None = None,
     entry_filter: EntryFilter | None = None,
+    metadata: str | None = None,
 ) -> list[Task]:
     """The tasks (one per block, or per chunk of a local ledger) of a source, pruned."""
     settings = settings or OffloadSettings()
@@ -74,6 +75,7 @@ def plan(
             endpoint_url=endpoint_url,
             region=region,
             entry_filter=entry_filter,
+            metadata=metadata,
         )
     if all(isinstance(i, tuple | list) and len(i) == 2 for i in items):
         spec = StoreSpec(
@@ -123,6 +125,7 @@ def offloaded_rdd(
     endpoint_url: str | None = None,
     region: str | None = None,
     home: str | None = None,
+    metadata: str | None = None,
     ledger_ids: Iterable[int] | None = None,
     entry_range: tuple[int, int] | None = None,
     get_counter: Any = None,
@@ -132,6 +135,8 @@ def offloaded_rdd(
     ``ledger_ids`` / ``entry_range`` (inclusive) restrict the read: blocks that cannot hold a
     matching entry are not fetched, and entries outside the range are dropped. ``settings``
     gives the read buffer (``read_buffer_size``, 1 MiB) and the S3 client's timeouts.
+    ``metadata`` (a ``postgresql://`` URL): topics are looked up in the shared store, so
+    every broker's offloaded ledgers are read.
     Corrupt blocks fail the job with the typed error (``ChecksumMismatchError`` ...).
     """
     flt = EntryFilter.from_options(ledger_ids, entry_range)
@@ -144,5 +149,6 @@ def offloaded_rdd(
         region=region,
         home=home,
         entry_filter=flt,
+        metadata=metadata,
     )
     return tasks_rdd(sc, tasks, flt, get_counter=get_counter)

@@ -9,6 +9,7 @@
           .option("ledgers", "12:6f1c...,13:0a9e...")     # or .option("discover", "true")
           .load())                                        # or .option("topics", "t1,t2")
                                                           #    .option("home", "/var/offloader")
+                                                          #    .option("metadata", "postgresql://...")
 
 Schema ``topic STRING, ledger_id LONG, entry_id LONG, payload BINARY``; one partition per data
 block (local ledgers of a topic: one per ``max_block_size`` bytes of entries). A task fetches
@@ -183,6 +184,7 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
                 endpoint_url=endpoint,
                 region=region,
                 entry_filter=flt,
+                metadata=opts.get("metadata") or None,
             )
         if not store:
             raise ConfigError(f"{SOURCE_NAME}: option store (s3://bucket[/prefix]) is required")

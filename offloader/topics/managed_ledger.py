@@ -29,7 +29,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from offloader.crashpoints import crash_point
-from offloader.errors import LedgerClosedError, LedgerNotFound, LedgerStoreError
+from offloader.errors import (
+    InvalidLedgerState,
+    LedgerClosedError,
+    LedgerNotFound,
+    LedgerStoreError,
+    TopicOwnedElsewhere,
+)
 from offloader.ledgers import LedgerWriter
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord
@@ -78,6 +84,25 @@ class ManagedLedger:
     def ledgers(self, *, include_deleted: bool = False) -> list[LedgerRecord]:
         """The topic's ledgers, ascending (NotFound if the topic does not exist)."""
         return self.rt.meta.list_ledgers(self.name, include_deleted=include_deleted)
+
+    # --- ownership (a shared metadata store: several brokers) -------------------------------
+    def check_owner(self, *, claim: bool = True) -> None:
+        """Refuse (:class:`TopicOwnedElsewhere`, naming the owner) unless this broker owns the
+        topic: its home holds the topic's local ledgers, so only it produces to the topic,
+        rolls it over, offloads or deletes its local ledgers, even while it is down.
+        ``claim``: a topic without an owner becomes this broker's (its first writer);
+        without it an unowned topic is allowed through unclaimed (work on what is remote
+        only). The embedded store has one broker, which owns everything."""
+        cluster = self.rt.cluster
+        if not cluster.shared:
+            return
+        me = self.rt.me
+        found = cluster.get_topic_owner(self.name)  # a read; claiming (a write) only if unowned
+        if found is None and claim:
+            found = cluster.claim_topic(self.name, me, self.rt.now_ms())
+        owner = me if found is None else found.broker_id
+        if owner != me:
+            raise TopicOwnedElsewhere(self.name, owner, me)
 
     def _lock(self, timeout: float = 10.0) -> AbstractContextManager[None]:
         return topic_write_lock(self.rt.lock_dir, self.name, timeout=timeout)
@@ -182,6 +207,7 @@ class ManagedLedger:
         when ``ledgers_closed`` is not empty."""
         rt = self.rt
         rt.meta.ensure_topic(self.name, rt.now_ms())
+        self.check_owner()
         policy = rt.rollover
         closed: list[int] = []
         count = total = 0
@@ -248,6 +274,7 @@ class ManagedLedger:
         """Close the current ledger now if it is non-empty (or, with ``only_if_due``, only if
         the rollover policy says it is full: the age check of the service) and open the
         next; the closed ledger's id, else None. Also repairs a tail left by a crash."""
+        self.check_owner()
         with self._lock(timeout):
             records = self.ledgers()
             last = records[-1] if records else None
@@ -271,6 +298,32 @@ class ManagedLedger:
             if last is not None:  # CLOSED, no successor (a crash after the close)
                 self._release(self._new_ledger())
             return None
+
+    def unload(self) -> list[int]:
+        """Release this broker's ownership of the topic (``topics unload``): roll the current
+        ledger over (a new, empty current ledger, as Pulsar offloads every ledger but the
+        current one), then give the topic up, so that another broker may own it (it writes
+        the empty current ledger's file in its own home). Refused (InvalidLedgerState) while a
+        closed, non-empty ledger is not offloaded (its only copy is in this home: offload it
+        first, then unload again), and (TopicOwnedElsewhere) on a broker that does not own the
+        topic. Returns the ids of the offloaded ledgers, readable by every broker."""
+        self.check_owner(claim=False)
+        self.roll_over()
+        with self._lock():
+            records = self.ledgers()
+            local_only = [
+                r.ledger_id
+                for r in records
+                if r.state == "CLOSED" and r.entries > 0 and not r.offload_complete
+            ]
+            if local_only:
+                raise InvalidLedgerState(
+                    f"topic {self.name} still has ledger(s) {local_only} only in this broker's "
+                    "home: offload them first (`offloader topics offload-prefix`), then unload"
+                )
+            self.rt.cluster.release_topic(self.name, self.rt.me)
+        log.info("topic unloaded: ownership released", topic=self.name, broker=self.rt.me)
+        return [r.ledger_id for r in records if r.offload_complete]
 
 
 def _partial_produce(

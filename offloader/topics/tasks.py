@@ -210,6 +210,7 @@ def offload_prefix(
     before the position ``size_threshold`` gives); see the module docstring."""
     if (position is None) == (size_threshold is None):
         raise OffloadError("give exactly one of a position or a size threshold")
+    ml.check_owner()
     records = ml.ledgers()
     if size_threshold is not None:
         target = size_threshold_position([r.view() for r in records], size_threshold)
@@ -247,6 +248,7 @@ def _check_position(
 def auto_offload(ml: ManagedLedger, now_ms: int) -> OffloadRun:
     """The namespace thresholds plus due retries; nothing while another process offloads."""
     rt = ml.rt
+    ml.check_owner()
 
     def candidates() -> list[int]:
         records = ml.ledgers()
@@ -276,6 +278,7 @@ def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list
     """The deletion lag: ``(deleted, problems)``; a ledger whose objects fail verification
     keeps its local copy and is listed in ``problems``."""
     rt = ml.rt
+    ml.check_owner()
     records = ml.ledgers()
     lag = rt.deletion_lag_ms(rt.policies(ml.namespace, ml.name))
     due = ledgers_due_for_local_deletion([r.view() for r in records], lag, now_ms)
@@ -323,8 +326,10 @@ def delete_local_copies(ml: ManagedLedger, now_ms: int) -> tuple[list[int], list
 
 def trim_for_retention(ml: ManagedLedger, now_ms: int) -> list[int]:
     """Retention: delete the oldest ledgers the policy no longer keeps (metadata first, then
-    the local file and every object they ever had)."""
+    the local file and every object they ever had). On a topic without an owner (unloaded:
+    every ledger is offloaded) any broker may trim; never on another broker's topic."""
     rt = ml.rt
+    ml.check_owner(claim=False)
     records = ml.ledgers()
     policies = rt.policies(ml.namespace, ml.name)
     trimmed: list[int] = []
@@ -343,6 +348,7 @@ def delete_topic(ml: ManagedLedger) -> list[LedgerRecord]:
     """Delete the topic: metadata (one transaction), local files, then every object of every
     ledger (a crash in between leaves only objects the orphan audit reports)."""
     rt = ml.rt
+    ml.check_owner(claim=False)
     with ml._lock():
         records = rt.meta.delete_topic(ml.name)
         rt.ledgers.delete_topic(ml.topic)

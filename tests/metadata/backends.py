@@ -1,8 +1,9 @@
 """The MetadataStore backends the contract suite runs against, by name.
 
-A backend is a name, a way to pick a fresh location under a temporary directory, and a way to
-open a store at a location. Locations are strings so worker processes (spawned, not forked) can
-open their own store. A new backend (PostgreSQL, ...) plugs in by adding an entry here.
+A backend is a name, a way to pick a fresh location (from the test's request and temporary
+directory), and a way to open a store at a location. Locations are strings so worker processes
+(spawned, not forked) can open their own store: a file path for SQLite, a URL on a fresh schema
+of the session's throwaway server (the ``pg_url`` fixture) for PostgreSQL.
 """
 
 from __future__ import annotations
@@ -11,27 +12,36 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
+from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+from offloader.metadata.pg_kafka import PgKafkaMetadataStore
+from offloader.metadata.pg_store import PgMetadataStore
 from offloader.metadata.sqlite import SqliteMetadataStore
 
 
 @dataclass(frozen=True)
 class Backend:
     name: str
-    new_location: Callable[[Path], str]
+    new_location: Callable[[pytest.FixtureRequest, Path], str]
     open: Callable[[str], MetadataStore]
+    open_kafka: Callable[[str], KafkaMetadataStore]
 
 
-def _sqlite_location(tmp_path: Path) -> str:
+def _sqlite_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "metadata.db")
 
 
-def _sqlite_open(location: str) -> MetadataStore:
-    return SqliteMetadataStore(location)
+def _pg_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    url: str = request.getfixturevalue("pg_url")
+    return url
 
 
 BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend("sqlite", _sqlite_location, _sqlite_open),
+    "sqlite": Backend("sqlite", _sqlite_location, SqliteMetadataStore, SqliteKafkaMetadataStore),
+    "postgresql": Backend("postgresql", _pg_location, PgMetadataStore, PgKafkaMetadataStore),
 }
 
 

@@ -1,12 +1,12 @@
-"""The KafkaMetadataStore contract: every backend (SQLite now, PostgreSQL later) passes it.
+"""The KafkaMetadataStore contract: every backend (SQLite, PostgreSQL) passes it.
 
-Backends plug in through ``KAFKA_BACKENDS`` below (a name and a way to open a fresh store).
+Backends plug in through ``tests/metadata/backends.py`` (a name, a fresh location, an opener).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,18 +24,16 @@ from offloader.metadata.kafka_base import (
 from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
 from offloader.metadata.sqlite import SqliteMetadataStore
 from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from tests.metadata.backends import BACKENDS
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 OTHER_ID = "AQEBAQEBAQEBAQEBAQEBAQ"
 
-KAFKA_BACKENDS: dict[str, Callable[[Path], KafkaMetadataStore]] = {
-    "sqlite": lambda tmp: SqliteKafkaMetadataStore(tmp / "metadata.db"),
-}
 
-
-@pytest.fixture(params=sorted(KAFKA_BACKENDS))
+@pytest.fixture(params=sorted(BACKENDS))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KafkaMetadataStore]:
-    opened = KAFKA_BACKENDS[request.param](tmp_path)
+    backend = BACKENDS[request.param]
+    opened = backend.open_kafka(backend.new_location(request, tmp_path))
     yield opened
     opened.close()
 

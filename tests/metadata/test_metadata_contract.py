@@ -39,7 +39,7 @@ DRIVER = DriverMetadata(
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     name: str = request.param
-    return name, BACKENDS[name].new_location(tmp_path)
+    return name, BACKENDS[name].new_location(request, tmp_path)
 
 
 @pytest.fixture

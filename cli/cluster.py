@@ -1,0 +1,93 @@
+"""``offloader topics unload`` and ``offloader brokers list``: several brokers on one store.
+
+With a shared metadata store (``--metadata postgresql://...``) every home is a broker with an
+id (kept in ``<home>/broker-id``) and a heartbeat; a topic is owned by the broker whose home
+holds its ledgers. ``topics unload TOPIC`` (on the owner) releases that ownership once every
+ledger is offloaded, so another broker may own the topic; ``brokers list`` shows the brokers,
+their last heartbeat and how many topics each owns.
+
+JSON (``--json``): ``{topic, unloaded: true, broker, offloaded_ledgers}``; one line per broker
+``{broker_id, host, home, started_ms, heartbeat_ms, topics, me}``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.render import echo_json, echo_table
+from cli.settings import open_offloader
+from cli.topics import topics
+
+
+@topics.command()
+@click.argument("topic")
+@pass_cli
+def unload(cli: CliContext, topic: str) -> None:
+    """Release this broker's ownership of TOPIC (shared metadata store).
+
+    Closes the current ledger and gives the topic up, so that another broker may produce to
+    it. Refused while a ledger is only in this broker's home (offload it first), and on a
+    broker that does not own the topic. The offloaded ledgers stay readable everywhere.
+
+    \b
+    Example:
+      offloader --metadata postgresql://db/offloader topics unload persistent://public/default/t1
+    """
+    with open_offloader(cli) as offloader:
+        offloaded = offloader.unload_topic(topic)
+        me = offloader.broker_id
+    if cli.json:
+        echo_json({"topic": topic, "unloaded": True, "broker": me, "offloaded_ledgers": offloaded})
+    else:
+        click.echo(f"Unloaded {topic} from broker {me} ({len(offloaded)} offloaded ledger(s))")
+
+
+@click.group()
+def brokers() -> None:
+    """The brokers sharing the metadata store (--metadata postgresql://...)."""
+
+
+@brokers.command("list")
+@pass_cli
+def list_brokers(cli: CliContext) -> None:
+    """List the brokers: id, host, home, last heartbeat, topics owned.
+
+    \b
+    Example:
+      offloader --metadata postgresql://db/offloader brokers list
+    """
+    with open_offloader(cli) as offloader:
+        found = offloader.brokers()
+        owned = Counter(offloader.topic_owners().values())
+        me = offloader.broker_id
+    if cli.json:
+        for b in found:
+            echo_json(
+                {
+                    "broker_id": b.broker_id,
+                    "host": b.host,
+                    "home": b.home,
+                    "started_ms": b.started_ms,
+                    "heartbeat_ms": b.heartbeat_ms,
+                    "topics": owned.get(b.broker_id, 0),
+                    "me": b.broker_id == me,
+                }
+            )
+        return
+    echo_table(
+        ("BROKER", "HOST", "HOME", "HEARTBEAT_MS", "TOPICS", "ME"),
+        [
+            (
+                b.broker_id,
+                b.host,
+                b.home,
+                b.heartbeat_ms,
+                owned.get(b.broker_id, 0),
+                "*" if b.broker_id == me else "",
+            )
+            for b in found
+        ],
+    )
