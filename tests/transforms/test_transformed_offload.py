@@ -66,8 +66,10 @@ def test_round_trip_and_format_markers(off: Offloader, policy: TransformPolicy) 
     off.set_offload_transform(NS, policy)
     payloads = json_payloads(300) + random_payloads(300)
     _produce_and_offload(off, payloads)
-    got = [e.payload for e in off.read(TOPIC, count=600)]
-    assert got == payloads
+    records = list(off.read(TOPIC, count=600))
+    assert [e.payload for e in records] == payloads
+    # every chunk is checked (CRC32C, GCM tag) before its entries are returned
+    assert {(e.tier, e.verified) for e in records} == {("offloaded", True)}
     store = off.runtime.store
     for ledger in (0, 1):
         uuid, _ = _offloaded(off, ledger)
