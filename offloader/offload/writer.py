@@ -329,7 +329,7 @@ class _Offload:
                 _checksum_and_upload, store, self.dkey, upload_id, plan, block, cuts[n]
             )
             in_flight[future] = (writer, plan.size)
-            self._record_zone(block, plan)  # read-only, while the part uploads
+            self.record_zone(block, plan)  # read-only, while the part uploads
         while in_flight:
             harvest(block=True)
         self.pool.shutdown(wait=True)
@@ -358,7 +358,7 @@ class _Offload:
             for p in self.plans
         ]
 
-    def _record_zone(self, block: memoryview, plan: BlockPlan) -> None:
+    def record_zone(self, block: memoryview, plan: BlockPlan) -> None:
         """The block's zone map (min/max publish and event time of its Pulsar messages); the
         ledger gets none when its first block's entries are not Pulsar message entries."""
         if self.zones is None:
