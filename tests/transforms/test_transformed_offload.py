@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from formats.errors import UnsupportedVersionError
 from formats.extension import TAG_TRANSFORM
@@ -98,7 +99,12 @@ def test_a_random_single_entry_read_costs_one_data_get(off: Offloader) -> None:
     _create_key(off)
     off.set_offload_transform(NS, ZSTD_AES)
     payloads = json_payloads(300)
-    _produce_and_offload(off, payloads)
+    with capture_logs() as logs:
+        _produce_and_offload(off, payloads)
+    (done,) = [e for e in logs if e["event"] == "offload finished"]
+    assert done["stored_size"] < 0.4 * done["data_size"]  # the data size is the original's
+    expected = done["data_size"] / 1e6 / max(done["seconds"], 1e-3)
+    assert done["mb_per_s"] == pytest.approx(expected, rel=0.2, abs=0.2)
     uuid, ledger = _offloaded(off)
     counting = CountingStore(off.runtime.store)
     settings = off.runtime.broker.offload
