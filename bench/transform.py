@@ -6,6 +6,8 @@ On one S3 server (moto in its own process by default; ``--server rgw`` for Ceph 
   original bytes) of a ledger of 1 KiB JSON-like (compressible) or random (incompressible)
   entries, transformed vs plain (goal on random: ratio >= 0.8); ``stored_ratio`` is the stored
   size over the plain size (aim on JSON: < 0.4);
+* every row carries the client's CPU seconds (``client_cpu_s``, ``baseline_client_cpu_s``; per
+  read in milliseconds for random reads), measured with ``time.process_time`` around each run;
 * ``transform.random_read``: random single-entry reads of the JSON ledger, each through a fresh
   ReadHandle: data GETs per read (goal 1) and data bytes per read, transformed vs plain;
 * ``transform.sequential_read.json|random``: every entry of the ledger through one ReadHandle
@@ -139,11 +141,13 @@ def main(argv: list[str]) -> int:
             ("random", SyntheticLedger(1, count, ENTRY)),
             ("json", JsonLedger(1, count)),
         ):
-            plain_s, ours_s, cpu = [], [], []
+            plain_s, ours_s, cpu, plain_cpu = [], [], [], []
             for _ in range(args.repeat):
+                before = time.process_time()
                 seconds, uuids[f"{kind}.plain"], plain_size = _offload(
                     store, ledger, settings, None
                 )
+                plain_cpu.append(time.process_time() - before)
                 plain_s.append(seconds)
                 before = time.process_time()
                 seconds, uuids[f"{kind}.ours"], stored = _offload(
@@ -159,18 +163,24 @@ def main(argv: list[str]) -> int:
                 "MB/s",
                 stored_ratio=round(stored / plain_size, 4),
                 client_cpu_s=round(statistics.median(cpu), 3),
+                baseline_client_cpu_s=round(statistics.median(plain_cpu), 3),
                 goal=">= 0.8 (random)" if kind == "random" else "stored_ratio < 0.4",
                 **common,
             )
         picks = random.Random(11).sample(range(count), min(args.reads, count))
-        per_read: dict[str, tuple[float, float]] = {}
+        per_read: dict[str, tuple[float, float, float]] = {}
         for variant in ("plain", "ours"):
             counting = _Counting(store)
+            before = time.process_time()
             for entry in picks:
                 uuid = uuids[f"json.{variant}"]
                 with ReadHandle.open(cast(ObjectStore, counting), 1, uuid, settings) as handle:
                     handle.read_entry(entry)
-            per_read[variant] = (counting.gets / len(picks), counting.bytes / len(picks))
+            per_read[variant] = (
+                counting.gets / len(picks),
+                counting.bytes / len(picks),
+                (time.process_time() - before) / len(picks),
+            )
         report(
             "transform.random_read",
             per_read["ours"][0],
@@ -179,22 +189,28 @@ def main(argv: list[str]) -> int:
             higher_is_better=False,
             bytes_per_read=round(per_read["ours"][1]),
             plain_bytes_per_read=round(per_read["plain"][1]),
+            client_cpu_ms_per_read=round(per_read["ours"][2] * 1000, 3),
+            baseline_client_cpu_ms_per_read=round(per_read["plain"][2] * 1000, 3),
             goal="1 GET",
             **common,
         )
         for kind in ("json", "random"):
             runs: dict[str, list[float]] = {"plain": [], "ours": []}
+            cpus: dict[str, list[float]] = {"plain": [], "ours": []}
             for _ in range(args.repeat):
                 for variant in ("plain", "ours"):
-                    start = time.perf_counter()
+                    start, before = time.perf_counter(), time.process_time()
                     with ReadHandle.open(store, 1, uuids[f"{kind}.{variant}"], settings) as h:
                         total = sum(len(e.payload) for e in h.iter_entries(0, count - 1))
                     runs[variant].append(total / 1e6 / (time.perf_counter() - start))
+                    cpus[variant].append(time.process_time() - before)
             report(
                 f"transform.sequential_read.{kind}",
                 statistics.median(runs["ours"]),
                 statistics.median(runs["plain"]),
                 "MB/s",
+                client_cpu_s=round(statistics.median(cpus["ours"]), 3),
+                baseline_client_cpu_s=round(statistics.median(cpus["plain"]), 3),
                 goal=">= 0.8",
                 **common,
             )

@@ -18,12 +18,18 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.render import plural
 from formats.block import iter_block_entries
-from formats.errors import ChecksumMismatchError, FormatError, IndexInconsistentError
+from formats.errors import (
+    ChecksumMismatchError,
+    FormatError,
+    IndexInconsistentError,
+    WrongKeyError,
+)
 from formats.extension import crc32c
 from formats.index import OffloadIndex, decode_index
 from formats.transform import TransformSection, transform_of
 from formats.transform.section import CHUNK_ZSTD
 from offloader.api import decode_stored_data
+from offloader.errors import KeyRingError
 from offloader.units import format_size
 
 
@@ -285,14 +291,27 @@ def inspect(
       offloader objects inspect --data 1f0c...-ledger-7 --index 1f0c...-ledger-7-index
       offloader objects inspect --data L.data --index L.index --entries --json
     """
-    report = check_pair(
-        index_path.read_bytes(),
-        data_path.read_bytes(),
-        index_label=f"index {index_path}",
-        data_label=f"data {data_path}",
-        decode=lambda index, stored: decode_stored_data(app.home, index, stored, data_path.name),
-    )
     as_json = app.json or json_output
+    index_bytes = index_path.read_bytes()
+
+    def decode(index: OffloadIndex, stored: bytes) -> bytes | None:
+        return decode_stored_data(app.home, index, stored, data_path.name)
+
+    try:
+        report = check_pair(
+            index_bytes,
+            data_path.read_bytes(),
+            index_label=f"index {index_path}",
+            data_label=f"data {data_path}",
+            decode=decode,
+        )
+    except (KeyRingError, WrongKeyError):
+        # the chunks cannot be decoded, but the index still says which transform they have
+        section = transform_of(decode_index(index_bytes).extension)
+        if section is not None:
+            record = {"type": "transform", **_transform_record(section)}
+            app.emit(record, _transform_text(section), json_output=as_json)
+        raise
     if as_json:
         app.emit(_index_record(report), "", json_output=True)
     else:

@@ -241,6 +241,7 @@ def upload_transformed(
             starts = _EntryStarts(framed, plan.first_entry_id, plan.last_entry_id + 1)
             hints = _hints(block, starts, transform.chunk_size)
         pending.append((pool.submit(_transform_block, encoder, n, block, hints), writer, plan.size))
+        job.record_zone(block, plan)  # read-only, while the block is transformed
     while pending:
         take_transformed()
     if joined:

@@ -211,10 +211,11 @@ def offload_ledger(
         ledger_id=ledger_id,
         uuid=uuid,
         data_size=total,
+        stored_size=stored_size,
         index_size=index_size,
         blocks=len(plans),
         seconds=round(elapsed, 3),
-        mb_per_s=round(result.mb_per_s, 1),
+        mb_per_s=round(total / 1e6 / elapsed, 1),  # of the ledger's bytes, however stored
     )
     return result
 
@@ -329,7 +330,7 @@ class _Offload:
                 _checksum_and_upload, store, self.dkey, upload_id, plan, block, cuts[n]
             )
             in_flight[future] = (writer, plan.size)
-            self._record_zone(block, plan)  # read-only, while the part uploads
+            self.record_zone(block, plan)  # read-only, while the part uploads
         while in_flight:
             harvest(block=True)
         self.pool.shutdown(wait=True)
@@ -358,7 +359,7 @@ class _Offload:
             for p in self.plans
         ]
 
-    def _record_zone(self, block: memoryview, plan: BlockPlan) -> None:
+    def record_zone(self, block: memoryview, plan: BlockPlan) -> None:
         """The block's zone map (min/max publish and event time of its Pulsar messages); the
         ledger gets none when its first block's entries are not Pulsar message entries."""
         if self.zones is None:

@@ -60,7 +60,7 @@ from offloader.logs import get_logger
 from offloader.read.objects import RecordedOffload, load_index
 from offloader.read.offsets_cache import OffsetsCache
 from offloader.read.ranged_stream import RangedStream
-from offloader.read.transformed import data_view
+from offloader.read.transformed import TransformedObjectView, data_view
 from offloader.store.base import ObjectStore
 
 __all__ = ["Entry", "ReadHandle"]
@@ -119,6 +119,9 @@ class ReadHandle:
         #: the span CRC32Cs (None: the object has none, only blocks read whole are checked)
         self._spans = None if emulate_pulsar else SpanChecks.of(index)
         self._verified_spans: set[int] = set()
+        #: a transformed object: every chunk is checked (CRC32C, AES-GCM tag) before any of
+        #: its bytes is used, so every entry returned was checked before it was returned
+        self._chunks_checked = isinstance(store, TransformedObjectView)
 
     @classmethod
     def open(
@@ -211,11 +214,12 @@ class ReadHandle:
 
     @property
     def verifies_spans(self) -> bool:
-        """True when the object records span CRC32Cs: every entry this handle returns was in
-        a span whose CRC32C was checked before it was returned. False (an object written by
+        """True when every entry this handle returns was checked before it was returned: the
+        object records span CRC32Cs (each span checked), or it is transformed (each chunk's
+        CRC32C and AES-GCM tag checked as it is decoded). False (an object written by
         Pulsar, or by an older version of ours): only blocks read whole are checked, at
         their end, after their entries were returned."""
-        return self._spans is not None
+        return self._spans is not None or self._chunks_checked
 
     @property
     def data_gets(self) -> int:

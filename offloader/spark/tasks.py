@@ -165,10 +165,12 @@ def read_task(
 
 def continuation_entries(task: BlockTask) -> Iterator[tuple[int, int, bytes]]:
     """``(ledger_id, entry_id, payload)`` of the entries after ``task``'s block, to the end of
-    its ledger (a chunked Pulsar message begun in the block is finished from these)."""
+    its ledger (a chunked Pulsar message begun in the block is finished from these); a
+    transformed ledger's later blocks are read through its decoding view, as the block was."""
     store = executor_store(task.store)
     ref = task.ref
     index = load_index(store, ref.ledger_id, ref.uuid)
+    blocks = task_store(task, store)
     for later in block_refs(index, ref.ledger_id, ref.uuid)[ref.block + 1 :]:
-        for entry in read_block(store, later, read_buffer=task.store.settings.read_buffer_size):
+        for entry in read_block(blocks, later, read_buffer=task.store.settings.read_buffer_size):
             yield (later.ledger_id, entry.entry_id, bytes(entry.payload))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from formats.errors import CorruptDataError, FormatError, TruncatedError, UnsupportedVersionError
-from formats.extension import TAG_ZONE_MAPS
+from formats.extension import TAG_TRANSFORM, TAG_ZONE_MAPS
 from formats.index import decode_index
 from formats.pulsar import Encryptor, OutgoingMessage, encode_chunks, encode_entry, generate_rsa_pem
 from formats.pulsar.zone_maps import (
@@ -109,3 +109,28 @@ def test_writer_records_zone_maps_for_pulsar_entries_only(tmp_path: Path) -> Non
         spans = [z.publish for z in zones if z is not None and z.publish is not None]
         assert spans == sorted(spans)
     assert with_zones >= 1 and without >= 1
+
+
+def test_transformed_ledgers_get_zone_maps_too(tmp_path: Path) -> None:
+    """A compressed + encrypted namespace's ledgers of Pulsar messages carry their zone maps
+    (the pulsar-messages source skips their blocks as it does plain ones)."""
+    home = tmp_path / "home"
+    ok(home, "namespaces", "create", "t/ns")
+    ok(home, "keys", "create", "k1")
+    ok(home, "namespaces", "set-offload-transform", "t/ns", "--compression", "zstd",
+       "--encryption", "aes-256-gcm")  # fmt: skip
+    ok(home, "topics", "produce", "t/ns/m", "--synthetic", "300", "--size", "30",
+       "--format", "pulsar", "--batch-size", "5", "--max-entries-per-ledger", "30",
+       "--min-rollover-time", "0", "--max-block-size", "2K")  # fmt: skip
+    ok(home, "topics", "offload-prefix", "t/ns/m", "--size-threshold", "0",
+       "--max-block-size", "2K")  # fmt: skip
+    bodies = _indexes(home)
+    assert len(bodies) >= 2
+    for body in bodies:
+        index = decode_index(memoryview(body))
+        assert index.extension is not None
+        assert index.extension.section(TAG_TRANSFORM) is not None
+        section = index.extension.section(TAG_ZONE_MAPS)
+        assert section is not None
+        zones = decode_zone_maps(section.payload, len(index.entries))
+        assert len(zones) > 1 and all(z is not None and z.publish is not None for z in zones)

@@ -47,5 +47,11 @@ def test_inspect_says_which_transform(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "stored name" in line
     ring = json.loads((home / "keys").read_text())
     (home / "keys").unlink()
-    line = one_line_error(run(home, *args))
+    missing = run(home, *args)
+    line = one_line_error(missing)
     assert "'k1'" in line and ring["keys"][0]["key"] not in line
+    # without the key the chunks cannot be decoded, but inspect still says which transform
+    assert missing.stdout.startswith("transform: zstd+aes-256-gcm, key k1;")
+    (record,) = json_lines(run(home, "--json", *args))
+    assert record["type"] == "transform" and record["key_id"] == "k1"
+    assert ring["keys"][0]["key"] not in json.dumps(record)

@@ -12,7 +12,7 @@ from formats.index import decode_index
 from formats.keys import data_key, index_key
 from formats.transform import transform_of
 from offloader.api import Offloader, Position, TransformPolicy, create_key
-from offloader.errors import MetadataError, MissingKeyError
+from offloader.errors import ChecksumMismatchError, MetadataError, MissingKeyError
 from tests.cli.helpers import json_lines, ok
 from tests.transforms.helpers import NS, TOPIC, broker, json_payloads
 
@@ -88,6 +88,8 @@ def test_rekey_interrupted_before_the_record_is_finished_by_a_rerun(
     monkeypatch.setattr(meta, "record_index_rewrite", real)
     assert _key_ids(off) == {0: "k2", 1: "k1"}  # the first index was rewritten
     assert not all(r.ok for r in off.verify(checksums=True))  # its record is stale
+    with pytest.raises(ChecksumMismatchError, match="not the index this ledger was offloaded"):
+        list(off.read(TOPIC, count=300))  # refused loudly until the re-run, never misread
     outcomes = off.rekey("k2")
     assert [o.action for o in outcomes] == ["recorded", "rekeyed"]
     assert all(r.ok for r in off.verify(checksums=True))

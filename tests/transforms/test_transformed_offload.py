@@ -5,12 +5,15 @@ tampering, wrong and missing keys, the already-compressed rule, verification."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 from formats.errors import UnsupportedVersionError
 from formats.extension import TAG_TRANSFORM
@@ -66,8 +69,10 @@ def test_round_trip_and_format_markers(off: Offloader, policy: TransformPolicy) 
     off.set_offload_transform(NS, policy)
     payloads = json_payloads(300) + random_payloads(300)
     _produce_and_offload(off, payloads)
-    got = [e.payload for e in off.read(TOPIC, count=600)]
-    assert got == payloads
+    records = list(off.read(TOPIC, count=600))
+    assert [e.payload for e in records] == payloads
+    # every chunk is checked (CRC32C, GCM tag) before its entries are returned
+    assert {(e.tier, e.verified) for e in records} == {("offloaded", True)}
     store = off.runtime.store
     for ledger in (0, 1):
         uuid, _ = _offloaded(off, ledger)
@@ -96,7 +101,18 @@ def test_a_random_single_entry_read_costs_one_data_get(off: Offloader) -> None:
     _create_key(off)
     off.set_offload_transform(NS, ZSTD_AES)
     payloads = json_payloads(300)
-    _produce_and_offload(off, payloads)
+    # info lines too, whatever level an earlier CLI test configured structlog with
+    wrapper_class = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            _produce_and_offload(off, payloads)
+    finally:
+        structlog.configure(wrapper_class=wrapper_class)
+    (done,) = [e for e in logs if e["event"] == "offload finished"]
+    assert done["stored_size"] < 0.4 * done["data_size"]  # the data size is the original's
+    expected = done["data_size"] / 1e6 / max(done["seconds"], 1e-3)
+    assert done["mb_per_s"] == pytest.approx(expected, rel=0.2, abs=0.2)
     uuid, ledger = _offloaded(off)
     counting = CountingStore(off.runtime.store)
     settings = off.runtime.broker.offload
