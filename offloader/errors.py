@@ -72,6 +72,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
+    "TopicBusy",
     "TransformError",
     "TruncatedError",
     "UnsupportedVersionError",
@@ -191,6 +192,10 @@ class LedgerExistsError(LedgerStoreError):
 
 class LedgerNotClosedError(LedgerStoreError):
     """Reading as closed a ledger that has no valid close footer (recover it first)."""
+
+
+class TopicBusy(LedgerStoreError):
+    """Another process holds the topic's writer lock (:mod:`offloader.topics.lock`)."""
 
 
 class CorruptLedgerError(LedgerStoreError):

@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from offloader.errors import NotFound, OffloaderError
+from offloader.errors import NotFound, OffloaderError, TopicBusy
 from offloader.logs import get_logger
 from offloader.offload.orphans import collect_garbage, find_orphans
 from offloader.runtime import Runtime
 from offloader.topics import tasks as topic_tasks
-from offloader.topics.lock import TopicBusy
 from offloader.topics.managed_ledger import ManagedLedger
 
 log = get_logger(__name__)

@@ -80,9 +80,10 @@ CLI_ALLOWED = (
 )
 
 #: third-party SDKs and the one place each may be imported (formats/ may import none of them)
+_S3_MODULES = ("offloader.store.s3", "offloader.store.s3_client", "offloader.store.s3_errors")
 SDK_OWNERS: dict[str, tuple[str, ...]] = {
-    "boto3": ("offloader.store",),
-    "botocore": ("offloader.store",),
+    "boto3": _S3_MODULES,
+    "botocore": _S3_MODULES,
     "sqlite3": ("offloader.metadata",),
     "psycopg": ("offloader.metadata",),
     "pyspark": ("offloader.spark",),
@@ -232,7 +233,8 @@ def test_packages_declare_their_public_surface() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "rule"),
     [
-        ("formats.block", "import boto3\n", "only offloader.store may import boto3"),
+        ("formats.block", "import boto3\n", "only offloader.store.s3, "),
+        ("offloader.store.local", "import botocore\n", "only offloader.store.s3, "),
         ("formats.index", "from offloader.errors import X\n", "formats/ is pure"),
         ("offloader.read.handle", "from offloader.offload.writer import x\n", "upward"),
         ("offloader.read.tiered", "from offloader.topics import ManagedLedger\n", "upward"),
@@ -374,3 +376,37 @@ def test_a_planted_cycle_is_caught() -> None:
     assert import_cycles(import_graph(planted)) == [
         ["offloader.spark.a", "offloader.spark.b", "offloader.spark.c"]
     ]
+
+
+# --- the one exception tree --------------------------------------------------------------------
+#: the modules that define exception classes: the tree's root and codec errors, each codec
+#: family's errors (subclasses of FormatError), and the engine's errors
+ERROR_MODULES = (
+    "formats.errors",
+    "formats.pulsar.errors",
+    "formats.kafka.errors",
+    "offloader.errors",
+)
+#: internal signals raised and caught inside one flow, never seen by a caller
+INTERNAL_SIGNALS = {"offloader.kafka.segments.SegmentGone"}
+
+
+def test_exceptions_live_in_the_one_tree() -> None:
+    import importlib
+    import inspect
+
+    from offloader.errors import OffloaderError
+
+    misplaced = []
+    for module, _, _ in project_modules():
+        loaded = importlib.import_module(module)
+        for name, cls in inspect.getmembers(loaded, inspect.isclass):
+            if not issubclass(cls, BaseException) or cls.__module__ != module:
+                continue
+            if f"{module}.{name}" in INTERNAL_SIGNALS:
+                continue
+            if module not in ERROR_MODULES:
+                misplaced.append(f"{module}.{name} is defined outside {', '.join(ERROR_MODULES)}")
+            elif not issubclass(cls, OffloaderError):
+                misplaced.append(f"{module}.{name} does not derive from OffloaderError")
+    assert misplaced == [], "\n".join(misplaced)
