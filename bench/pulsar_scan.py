@@ -17,7 +17,11 @@ uncompressed, publish times 1 ms apart per entry; zone maps in the index) to mot
   (2 threads), measured in the same run; goal: scan <= 1.15 x (floor + download). CPU is
   counted two ways: this process tree (``*_tree_cpu_s``: the S3 server, Spark's JVM and its
   Python workers, nothing else; the figure the goal is judged on, since other programs on a
-  shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat).
+  shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat);
+* memory (``pulsar_worker_memory``): what one task of each source holds at its peak, run in
+  this process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
+  Arrow's memory pool), against the goal's bound: the block buffers (two blocks) plus one
+  decompressed Pulsar batch.
 
     python -m bench pulsar_scan [--s3 moto|rgw] [--total 32M] [--block 1M] [--ledgers 2]
                                 [--batch 100] [--message 200] [--window 0.1] [--repeat 3]
@@ -284,6 +288,7 @@ def main(argv: list[str]) -> int:
             "are the same in both",
             server=args.s3,
         )
+        _memory(options, spark, args)
         floors = _floors(spark, all_blocks, messages, args, int(base.value))
         spark.stop()
         client = endpoint.client()
@@ -347,3 +352,63 @@ def _floors(
     messages_floor()  # warm: every worker builds its block once
     entries_floor()
     return _best(args.repeat, messages_floor), _best(args.repeat, entries_floor)
+
+
+def _task_peak(reader: Any, task: Any) -> tuple[int, int]:
+    """``(peak bytes, rows)`` of one task read in this process, each Arrow batch dropped as a
+    worker drops it once sent."""
+    import gc
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from offloader.spark.source import TaskPartition
+
+    gc.collect()
+    pool = pa.default_memory_pool()
+    arrow_before = pool.bytes_allocated()
+    tracemalloc.start()
+    rows = arrow_peak = 0
+    try:
+        for batch in reader.read(TaskPartition(task)):
+            rows += batch.num_rows
+            arrow_peak = max(arrow_peak, pool.bytes_allocated() - arrow_before)
+            del batch
+        python_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return python_peak + arrow_peak, rows
+
+
+def _memory(options: dict[str, str], spark: Any, args: argparse.Namespace) -> None:
+    """Peak memory of one block's task, ``pulsar-messages`` and ``offloaded-ledger``."""
+    from offloader.spark.message_rows import schema_ddl
+    from offloader.spark.messages import PulsarMessagesReader
+    from offloader.spark.source import OffloadedLedgerReader
+
+    schema = spark.createDataFrame([], schema_ddl(options)).schema
+    messages_reader = PulsarMessagesReader(options, schema)
+    entries_reader = OffloadedLedgerReader(options)
+    task = messages_reader.plan()[1]  # a full block in the middle of a ledger
+    block = task.ref.end - task.ref.start
+    for reader in (messages_reader, entries_reader):  # warm: imports, buffers, clients
+        _task_peak(reader, task)
+    ours, rows = _task_peak(messages_reader, task)
+    raw, _ = _task_peak(entries_reader, task)
+    one_batch = args.batch * (args.message + 32)  # a decompressed batch: values + metadata
+    bound = 2 * block + one_batch
+    report(
+        "pulsar_worker_memory",
+        ours / 2**20,
+        bound / 2**20,
+        "MiB",
+        higher_is_better=False,
+        rows=rows,
+        block_bytes=block,
+        one_decompressed_batch_bytes=one_batch,
+        goal_met=ours <= bound,
+        offloaded_ledger_task_mib=round(raw / 2**20, 3),
+        batch_rows=messages_reader.message_rows,
+        baseline_is="the goal's bound: two block buffers + one decompressed batch",
+        what="peak Python (tracemalloc) + Arrow pool bytes of one block's task, in this process",
+    )
