@@ -19,7 +19,7 @@ uncompressed, publish times 1 ms apart per entry; zone maps in the index) to mot
   Python workers, nothing else; the figure the goal is judged on, since other programs on a
   shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat);
 * memory (``pulsar_worker_memory``): what one task of each source holds at its peak, run in
-  this process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
+  a child process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
   Arrow's memory pool), against the goal's bound: the block buffers (two blocks) plus one
   decompressed Pulsar batch.
 
@@ -380,21 +380,41 @@ def _task_peak(reader: Any, task: Any) -> tuple[int, int]:
     return python_peak + arrow_peak, rows
 
 
-def _memory(options: dict[str, str], spark: Any, args: argparse.Namespace) -> None:
-    """Peak memory of one block's task, ``pulsar-messages`` and ``offloaded-ledger``."""
-    from offloader.spark.message_rows import schema_ddl
+def _child_peaks(options: dict[str, str], schema_json: str, task: Any) -> tuple[int, int, int]:
+    """In a fresh interpreter (no S3 server, no Spark in it): ``(pulsar-messages peak, rows,
+    offloaded-ledger peak)`` of one task, each after a warm-up read of the same task."""
+    import json
+
+    from pyspark.sql.types import StructType
+
     from offloader.spark.messages import PulsarMessagesReader
     from offloader.spark.source import OffloadedLedgerReader
 
-    schema = spark.createDataFrame([], schema_ddl(options)).schema
+    schema = StructType.fromJson(json.loads(schema_json))
     messages_reader = PulsarMessagesReader(options, schema)
     entries_reader = OffloadedLedgerReader(options)
-    task = messages_reader.plan()[1]  # a full block in the middle of a ledger
-    block = task.ref.end - task.ref.start
     for reader in (messages_reader, entries_reader):  # warm: imports, buffers, clients
         _task_peak(reader, task)
     ours, rows = _task_peak(messages_reader, task)
     raw, _ = _task_peak(entries_reader, task)
+    return ours, rows, raw
+
+
+def _memory(options: dict[str, str], spark: Any, args: argparse.Namespace) -> None:
+    """Peak memory of one block's task, ``pulsar-messages`` and ``offloaded-ledger``, measured
+    in a child process as a Python worker would run it (an in-process moto would count too)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from offloader.spark.message_rows import schema_ddl
+    from offloader.spark.messages import PulsarMessagesReader
+
+    schema = spark.createDataFrame([], schema_ddl(options)).schema
+    messages_reader = PulsarMessagesReader(options, schema)
+    task = messages_reader.plan()[1]  # a full block in the middle of a ledger
+    block = task.ref.end - task.ref.start
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ours, rows, raw = pool.submit(_child_peaks, options, schema.json(), task).result()
     one_batch = args.batch * (args.message + 32)  # a decompressed batch: values + metadata
     bound = 2 * block + one_batch
     report(
@@ -410,5 +430,5 @@ def _memory(options: dict[str, str], spark: Any, args: argparse.Namespace) -> No
         offloaded_ledger_task_mib=round(raw / 2**20, 3),
         batch_rows=messages_reader.message_rows,
         baseline_is="the goal's bound: two block buffers + one decompressed batch",
-        what="peak Python (tracemalloc) + Arrow pool bytes of one block's task, in this process",
+        what="peak Python (tracemalloc) + Arrow pool bytes of one block's task, in a child process",
     )
