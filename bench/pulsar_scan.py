@@ -10,7 +10,18 @@ uncompressed, publish times 1 ms apart per entry; zone maps in the index) to mot
   ratio in MB/s of data-object bytes (goal >= 0.5), with the machine's busy CPU seconds;
 * window: ``count(*)`` of messages in ``--window`` (a fraction of the publish-time range) with
   zone maps, against the full scan: blocks (= ranged GETs, one per block) and bytes the plan
-  fetches, and seconds.
+  fetches, and seconds;
+* CPU (``pulsar_messages_cpu``, ``offloaded_ledger_cpu``): each scan's CPU seconds against
+  Spark's in-memory floor for the same rows (``bench/pulsar_memory.py`` for messages,
+  ``bench/spark_memory.py`` for entries) plus a raw boto3 download of the same data objects
+  (2 threads), measured in the same run; goal: scan <= 1.15 x (floor + download). CPU is
+  counted two ways: this process tree (``*_tree_cpu_s``: the S3 server, Spark's JVM and its
+  Python workers, nothing else; the figure the goal is judged on, since other programs on a
+  shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat);
+* memory (``pulsar_worker_memory``): what one task of each source holds at its peak, run in
+  a child process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
+  Arrow's memory pool), against the goal's bound: the block buffers (two blocks) plus one
+  decompressed Pulsar batch.
 
     python -m bench pulsar_scan [--s3 moto|rgw] [--total 32M] [--block 1M] [--ledgers 2]
                                 [--batch 100] [--message 200] [--window 0.1] [--repeat 3]
@@ -22,11 +33,15 @@ import argparse
 import contextlib
 import datetime as dt
 import os
+import time
 import uuid as uuid_mod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from bench import note, report
-from bench.spark import _best, _server, _session
+from bench.common import machine_cpu_seconds, settle, tree_cpu_seconds
+from bench.spark import _server, _session
 from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
@@ -35,7 +50,76 @@ from offloader.store import open_store
 from offloader.units import parse_size
 
 GOAL_RATIO = 0.5
+GOAL_CPU = 1.15  # scan CPU <= 1.15 x (Spark's in-memory floor + the raw download)
 T0 = 1_700_000_000_000
+
+
+@dataclass(frozen=True)
+class Run:
+    """The best (fastest) of several runs: seconds, busy CPU seconds of the whole machine and
+    of this process tree, and the run's value."""
+
+    seconds: float
+    cpu_s: float | None
+    tree_cpu_s: float | None
+    value: Any
+
+
+def _delta(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else round(after - before, 2)
+
+
+def _best(repeat: int, fn: Any) -> Run:
+    best: Run | None = None
+    for _ in range(repeat):
+        settle()
+        machine, tree = machine_cpu_seconds(), tree_cpu_seconds()
+        start = time.perf_counter()
+        value = fn()
+        seconds = time.perf_counter() - start
+        run = Run(
+            seconds,
+            _delta(machine, machine_cpu_seconds()),
+            _delta(tree, tree_cpu_seconds()),
+            value,
+        )
+        if best is None or seconds < best.seconds:
+            best = run
+    assert best is not None
+    return best
+
+
+def _cpu_goal(name: str, scan: Run, floor: Run, download: Run, **extra: Any) -> None:
+    """One CPU row: the scan's tree CPU against floor + download (lower is better)."""
+    parts = (scan.tree_cpu_s, floor.tree_cpu_s, download.tree_cpu_s)
+    if any(p is None for p in parts):
+        note(f"{name}: no /proc here, no CPU figures")
+        return
+    ours, fl, dl = (float(p) for p in parts)  # type: ignore[arg-type]
+    machine = (scan.cpu_s, floor.cpu_s, download.cpu_s)
+    report(
+        name,
+        ours,
+        fl + dl,
+        "cpu_s",
+        higher_is_better=False,
+        scan_tree_cpu_s=ours,
+        floor_tree_cpu_s=fl,
+        download_tree_cpu_s=dl,
+        goal=GOAL_CPU,
+        goal_met=ours <= GOAL_CPU * (fl + dl),
+        scan_cpu_s=machine[0],
+        floor_cpu_s=machine[1],
+        download_cpu_s=machine[2],
+        machine_ratio=round(machine[0] / (machine[1] + machine[2]), 4)
+        if None not in machine and (machine[1] or 0) + (machine[2] or 0) > 0  # type: ignore[operator]
+        else None,
+        scan_s=round(scan.seconds, 3),
+        floor_s=round(floor.seconds, 3),
+        download_s=round(download.seconds, 3),
+        baseline_is="Spark's in-memory floor for the same rows + raw boto3 download (2 threads)",
+        **extra,
+    )
 
 
 def _upload(endpoint: Any, bucket: str, args: argparse.Namespace) -> tuple[list[str], int, int]:
@@ -158,8 +242,10 @@ def main(argv: list[str]) -> int:
             msgs_per_s=round(messages / ours.seconds),
             ours_s=round(ours.seconds, 3),
             ours_cpu_s=ours.cpu_s,
+            ours_tree_cpu_s=ours.tree_cpu_s,
             baseline_s=round(base.seconds, 3),
             baseline_cpu_s=base.cpu_s,
+            baseline_tree_cpu_s=base.tree_cpu_s,
             baseline_is="offloaded-ledger scan of the same objects",
             goal=GOAL_RATIO,
             server=args.s3,
@@ -194,11 +280,155 @@ def main(argv: list[str]) -> int:
             full_bytes=all_bytes,
             bytes_ratio=round(fetched / all_bytes, 4),
             ours_cpu_s=timed.cpu_s,
+            ours_tree_cpu_s=timed.tree_cpu_s,
             baseline_cpu_s=full.cpu_s,
+            baseline_tree_cpu_s=full.tree_cpu_s,
             baseline_is="count(*) of every message (full scan)",
             gets_note="one streamed ranged GET per planned block; index GETs (one per ledger) "
             "are the same in both",
             server=args.s3,
         )
+        _memory(options, spark, args)
+        floors = _floors(spark, all_blocks, messages, args, int(base.value))
         spark.stop()
+        client = endpoint.client()
+        keys = [data_key(uid, int(lid)) for lid, _, uid in (p.partition(":") for p in pairs)]
+
+        def download() -> int:
+            def one(key: str) -> int:
+                return len(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+            with ThreadPoolExecutor(2) as pool:
+                return sum(pool.map(one, keys))
+
+        raw = _best(args.repeat, download)
+        assert raw.value == data_bytes, (raw.value, data_bytes)
+        _cpu_goal("pulsar_messages_cpu", ours, floors[0], raw, server=args.s3, rows=messages)
+        entries = len_entries(messages, args.batch)
+        _cpu_goal("offloaded_ledger_cpu", base, floors[1], raw, server=args.s3, rows=entries)
     return 0
+
+
+def len_entries(messages: int, batch: int) -> int:
+    return messages // batch
+
+
+def _floors(
+    spark: Any, blocks: int, messages: int, args: argparse.Namespace, payload_bytes: int
+) -> tuple[Run, Run]:
+    """Spark's in-memory floors: the messages' rows, then the entries' rows (same counts and
+    value sizes as the scans, the same query)."""
+    from pyspark.sql import functions as F
+
+    from bench.pulsar_memory import NAME as MESSAGES
+    from bench.pulsar_memory import MemoryMessagesSource
+    from bench.spark_memory import NAME as ENTRIES
+    from bench.spark_memory import MemoryLedgerSource
+
+    spark.dataSource.register(MemoryMessagesSource)
+    spark.dataSource.register(MemoryLedgerSource)
+    entries = len_entries(messages, args.batch)
+
+    def messages_floor() -> int:
+        df = (
+            spark.read.format(MESSAGES)
+            .option("blocks", blocks)
+            .option("messages", -(-messages // blocks))
+            .option("message", args.message)
+            .load()
+        )
+        return int(df.agg(F.sum(F.length("value"))).collect()[0][0])
+
+    def entries_floor() -> int:
+        df = (
+            spark.read.format(ENTRIES)
+            .option("blocks", blocks)
+            .option("rows", -(-entries // blocks))
+            .option("entry", payload_bytes // entries)
+            .load()
+        )
+        return int(df.agg(F.sum(F.length("payload"))).collect()[0][0])
+
+    messages_floor()  # warm: every worker builds its block once
+    entries_floor()
+    return _best(args.repeat, messages_floor), _best(args.repeat, entries_floor)
+
+
+def _task_peak(reader: Any, task: Any) -> tuple[int, int]:
+    """``(peak bytes, rows)`` of one task read in this process, each Arrow batch dropped as a
+    worker drops it once sent."""
+    import gc
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from offloader.spark.source import TaskPartition
+
+    gc.collect()
+    pool = pa.default_memory_pool()
+    arrow_before = pool.bytes_allocated()
+    tracemalloc.start()
+    rows = arrow_peak = 0
+    try:
+        for batch in reader.read(TaskPartition(task)):
+            rows += batch.num_rows
+            arrow_peak = max(arrow_peak, pool.bytes_allocated() - arrow_before)
+            del batch
+        python_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return python_peak + arrow_peak, rows
+
+
+def _child_peaks(options: dict[str, str], schema_json: str, task: Any) -> tuple[int, int, int]:
+    """In a fresh interpreter (no S3 server, no Spark in it): ``(pulsar-messages peak, rows,
+    offloaded-ledger peak)`` of one task, each after a warm-up read of the same task."""
+    import json
+
+    from pyspark.sql.types import StructType
+
+    from offloader.spark.messages import PulsarMessagesReader
+    from offloader.spark.source import OffloadedLedgerReader
+
+    schema = StructType.fromJson(json.loads(schema_json))
+    messages_reader = PulsarMessagesReader(options, schema)
+    entries_reader = OffloadedLedgerReader(options)
+    for reader in (messages_reader, entries_reader):  # warm: imports, buffers, clients
+        _task_peak(reader, task)
+    ours, rows = _task_peak(messages_reader, task)
+    raw, _ = _task_peak(entries_reader, task)
+    return ours, rows, raw
+
+
+def _memory(options: dict[str, str], spark: Any, args: argparse.Namespace) -> None:
+    """Peak memory of one block's task, ``pulsar-messages`` and ``offloaded-ledger``, measured
+    in a child process as a Python worker would run it (an in-process moto would count too)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from offloader.spark.message_rows import schema_ddl
+    from offloader.spark.messages import PulsarMessagesReader
+
+    schema = spark.createDataFrame([], schema_ddl(options)).schema
+    messages_reader = PulsarMessagesReader(options, schema)
+    task = messages_reader.plan()[1]  # a full block in the middle of a ledger
+    block = task.ref.end - task.ref.start
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ours, rows, raw = pool.submit(_child_peaks, options, schema.json(), task).result()
+    one_batch = args.batch * (args.message + 32)  # a decompressed batch: values + metadata
+    bound = 2 * block + one_batch
+    report(
+        "pulsar_worker_memory",
+        ours / 2**20,
+        bound / 2**20,
+        "MiB",
+        higher_is_better=False,
+        rows=rows,
+        block_bytes=block,
+        one_decompressed_batch_bytes=one_batch,
+        goal_met=ours <= bound,
+        offloaded_ledger_task_mib=round(raw / 2**20, 3),
+        batch_rows=messages_reader.message_rows,
+        baseline_is="the goal's bound: two block buffers + one decompressed batch",
+        what="peak Python (tracemalloc) + Arrow pool bytes of one block's task, in a child process",
+    )

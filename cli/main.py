@@ -30,6 +30,8 @@ from offloader.logs import configure, redact
 #: every command group, in ``--help`` order: "module:attribute"
 COMMANDS: tuple[str, ...] = (
     "cli.topics:topics",
+    "cli.topics_produce:topics",  # the same group, with produce added
+    "cli.topics_read:topics",  # the same group, with read added
     "cli.topic_policies:topics",  # the same group, with the topic offload policies added
     "cli.namespaces:namespaces",
     "cli.objects:objects",

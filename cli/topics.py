@@ -26,43 +26,26 @@ JSON objects (``--json``, one per line):
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import random
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from cli.context import CliContext, pass_cli
 from cli.params import POSITION, SIZE
 from cli.render import (
-    PAYLOAD_TEXT_LIMIT,
     Progress,
     echo_json,
     echo_table,
-    plural,
     progress_enabled,
-    safe_bytes,
 )
 from cli.settings import (
     offload_options,
     open_offloader,
-    option_overrides,
-    read_options,
-    resolve_settings,
-    rollover_options,
 )
-from cli.topics_messages import message_options, read_messages
 from offloader.api import (
-    EntryRecord,
     OffloadTrigger,
     Position,
-    ProduceResult,
     TopicInfo,
 )
 from offloader.errors import OffloadError
@@ -94,183 +77,6 @@ def topics() -> None:
       offloader topics offload-prefix my-topic --size-threshold 1M
       offloader topics info my-topic
     """
-
-
-# --- produce -------------------------------------------------------------------------------
-#: random filler is drawn this many bytes at a time
-_FILLER_CHUNK = 16 * 1024 * 1024
-
-
-def synthetic_payloads(count: int, size: int, seed: int = 0) -> Iterator[bytes]:
-    """``count`` deterministic payloads of ``size`` bytes: ``entry-<n> `` then random bytes."""
-    rng = random.Random(seed)
-    need = size + 4096
-    if need <= _FILLER_CHUNK:
-        filler = rng.randbytes(need)
-    else:  # randbytes(n) overflows a C int above 256 MiB: draw it in chunks
-        filler = b"".join(
-            rng.randbytes(min(_FILLER_CHUNK, need - at)) for at in range(0, need, _FILLER_CHUNK)
-        )
-    for n in range(count):
-        header = f"entry-{n:010d} ".encode()[:size]
-        offset = (n * 131) % 4096
-        yield header + filler[offset : offset + size - len(header)]
-
-
-def line_payloads(stream: IO[bytes]) -> Iterator[bytes]:
-    """One payload per line, without its ``\\n``."""
-    for line in stream:
-        yield line[:-1] if line.endswith(b"\n") else line
-
-
-def _counted(payloads: Iterator[bytes], progress: Progress) -> Iterator[bytes]:
-    for payload in payloads:
-        yield payload
-        progress.advance(len(payload))
-
-
-def _produce_record(result: ProduceResult) -> dict[str, Any]:
-    return {
-        "topic": result.topic,
-        "entries": result.entries,
-        "bytes": result.bytes,
-        "first": None if result.first is None else str(result.first),
-        "last": None if result.last is None else str(result.last),
-        "ledgers_closed": list(result.ledgers_closed),
-        "ledgers_offloaded": list(result.ledgers_offloaded),
-    }
-
-
-@topics.command()
-@click.argument("topic")
-@click.option(
-    "--file",
-    "file_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Read entries from this file, one per line (without its newline).",
-)
-@click.option(
-    "--synthetic",
-    type=click.IntRange(min=1),
-    metavar="COUNT",
-    help="Produce COUNT generated entries of --size bytes instead of reading input.",
-)
-@click.option(
-    "--size",
-    type=SIZE,
-    default="1K",
-    show_default=True,
-    help="Entry size for --synthetic (e.g. 512, 4K); only with --synthetic.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["raw", "pulsar"]),
-    default="raw",
-    show_default=True,
-    help="raw: each input is one entry as is. pulsar: each input is one message value, "
-    "written in Pulsar's entry format (metadata, checksum, batches, compression), as a "
-    "Pulsar producer would.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1, max=100_000),
-    help="With --format pulsar: messages per entry (a batch; 1 = non-batched entries). Default 1.",
-)
-@click.option(
-    "--compression",
-    type=click.Choice(["none", "lz4", "zlib", "zstd", "snappy"]),
-    help="With --format pulsar: compress each entry's payload with this codec. Default none.",
-)
-@click.option("--key", help="With --format pulsar: the key of every message.")
-@click.option(
-    "--property",
-    "properties",
-    multiple=True,
-    metavar="K=V",
-    help="With --format pulsar: a property of every message (repeatable).",
-)
-@rollover_options
-@offload_options
-@pass_cli
-def produce(
-    cli: CliContext,
-    topic: str,
-    file_path: Path | None,
-    synthetic: int | None,
-    size: int,
-    fmt: str,
-    batch_size: int | None,
-    compression: str | None,
-    key: str | None,
-    properties: tuple[str, ...],
-) -> None:
-    """Append entries to TOPIC, rolling ledgers over and auto-offloading as configured.
-
-    Entries come from standard input (one per line, without its newline), from --file, or
-    are generated with --synthetic. The topic is created if its namespace exists.
-
-    \b
-    Examples:
-      printf 'hello\\nworld\\n' | offloader topics produce persistent://public/default/t1
-      offloader topics produce t1 --file events.txt
-      offloader topics produce t1 --synthetic 100000 --size 4K --max-entries-per-ledger 20000
-      offloader topics produce t1 --synthetic 10000 --size 200 --format pulsar \\
-          --batch-size 100 --compression lz4 --key sensor-1 --property site=lab
-    """
-    options = message_options(fmt, batch_size, compression, key, properties)
-    if file_path is not None and synthetic is not None:
-        raise click.UsageError("use either --file or --synthetic, not both")
-    size_source = click.get_current_context().get_parameter_source("size")
-    if synthetic is None and size_source not in (None, ParameterSource.DEFAULT):
-        raise click.UsageError(
-            "--size only applies to --synthetic: entries from standard input or --file keep "
-            "their own length"
-        )
-    if synthetic is not None:
-        offload = resolve_settings(cli, option_overrides()).broker.offload
-        if size > offload.max_entry_size:
-            raise click.BadParameter(
-                f"{size} bytes is above the largest entry a {offload.max_block_size}-byte block "
-                f"holds ({offload.max_entry_size} bytes): such an entry could never be "
-                "offloaded; use a larger --max-block-size or a smaller --size",
-                param_hint="'--size'",
-            )
-    enabled = progress_enabled(cli)
-    messages: int | None = None
-    with open_offloader(cli) as offloader, Progress("produce", enabled=enabled) as progress:
-
-        def write(payloads: Iterator[bytes]) -> ProduceResult:
-            nonlocal messages
-            if options is None:
-                return offloader.produce(topic, payloads)
-            result, messages = offloader.produce_messages(topic, payloads, options)
-            return result
-
-        if synthetic is not None:
-            progress.total = synthetic * size
-            result = write(_counted(synthetic_payloads(synthetic, size), progress))
-        elif file_path is not None:
-            progress.total = file_path.stat().st_size
-            with file_path.open("rb") as stream:
-                result = write(_counted(line_payloads(stream), progress))
-        else:
-            result = write(_counted(line_payloads(sys.stdin.buffer), progress))
-    if cli.json:
-        record = _produce_record(result)
-        if messages is not None:
-            record["messages"] = messages
-        echo_json(record)
-        return
-    span = "" if result.first is None else f": {result.first} .. {result.last}"
-    what = plural(result.entries, "entry", "entries")
-    if messages is not None:
-        what = f"{plural(messages, 'message', 'messages')} in {what}"
-    click.echo(f"Produced {what} ({format_size(result.bytes)}) to {result.topic}{span}")
-    if result.ledgers_closed:
-        click.echo("Ledgers closed: " + ", ".join(map(str, result.ledgers_closed)))
-    if result.ledgers_offloaded:
-        click.echo("Offloaded automatically: " + ", ".join(map(str, result.ledgers_offloaded)))
 
 
 # --- list / info / delete ------------------------------------------------------------------
@@ -500,107 +306,3 @@ def offload_status(cli: CliContext, topic: str, wait_complete: bool) -> None:
         click.echo(STATUS_TEXT[status.status].format(topic=status.topic))
     if status.status == "ERROR":
         raise OffloadError(f"Error offloading: {status.last_error}")
-
-
-# --- read ----------------------------------------------------------------------------------
-def entry_record(entry: EntryRecord, *, payload: bool) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "topic": entry.topic,
-        "ledger_id": entry.ledger_id,
-        "entry_id": entry.entry_id,
-        "length": len(entry.payload),
-        "sha256": hashlib.sha256(entry.payload).hexdigest(),
-        "tier": entry.tier,
-        "verified": entry.verified,
-    }
-    if payload:
-        record["payload_b64"] = base64.b64encode(entry.payload).decode("ascii")
-    return record
-
-
-def entry_text(entry: EntryRecord, *, payload: bool) -> str:
-    position = f"{entry.ledger_id}:{entry.entry_id}"
-    digest = hashlib.sha256(entry.payload).hexdigest()
-    line = f"{position:>14}  {len(entry.payload):>9}  {digest}  {entry.tier:<9}"
-    if payload:
-        line += "  " + safe_bytes(entry.payload)
-    return line.rstrip()
-
-
-@topics.command()
-@click.argument("topic")
-@click.option(
-    "--from",
-    "start",
-    type=POSITION,
-    help="First position to read, LEDGER:ENTRY (default: the topic's first entry); the "
-    "ledger must be one of the topic's.",
-)
-@click.option("-n", "--count", type=click.IntRange(min=0), help="Read at most N entries.")
-@click.option(
-    "--payload",
-    is_flag=True,
-    help="Also print payloads: in text, printable ASCII as is and other bytes escaped "
-    f"(\\n, \\xNN), at most the first {PAYLOAD_TEXT_LIMIT} bytes of each; with --json, "
-    "whole, in base64.",
-)
-@click.option(
-    "--decode",
-    type=click.Choice(["pulsar"]),
-    help="Decode entries as Pulsar messages: one line (or JSON object) per message with its "
-    "id LEDGER:ENTRY:PARTITION:BATCH_INDEX, key, properties, publish and event time and "
-    "value (escaped text; value_b64 with --json). --count then counts messages.",
-)
-@click.option(
-    "--decrypt-key",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --decode pulsar: a PEM file with the RSA private key of encrypted messages "
-    "(without it they are shown flagged, value as stored).",
-)
-@read_options
-@pass_cli
-def read(
-    cli: CliContext,
-    topic: str,
-    start: Position | None,
-    count: int | None,
-    payload: bool,
-    decode: str | None,
-    decrypt_key: Path | None,
-) -> None:
-    """Read TOPIC's entries from whichever tier holds them (local disk or S3).
-
-    Text: position, length, SHA-256 and tier per entry. --json: one object per entry
-    with ledger_id, entry_id, length, sha256, tier, verified (and payload_b64 with --payload).
-    Exits 1 if the topic does not exist or --from names a ledger it does not have.
-
-    \b
-    Examples:
-      offloader topics read persistent://public/default/t1 --from 12:0 --count 10
-      offloader --json topics read t1 --payload | jq -r .payload_b64
-      offloader topics read t1 --decode pulsar --count 20
-    """
-    if decrypt_key is not None and decode is None:
-        raise click.UsageError("--decrypt-key only applies to --decode pulsar")
-    if decode is not None:
-        if payload:
-            raise click.UsageError("--payload does not apply to --decode (values are shown)")
-        read_messages(cli, topic, start, count, decrypt_key)
-        return
-    enabled = progress_enabled(cli)
-    with (
-        open_offloader(cli, read_only=True) as offloader,
-        Progress("read", enabled=enabled) as progress,
-    ):
-        # a missing topic or a --from in a ledger it lacks fails here, before any output
-        entries = offloader.read(topic, start=start, count=count)
-        if enabled and start is None and count is None:
-            progress.total = offloader.topic_info(topic).size_bytes
-        if not cli.json:
-            click.echo(f"{'POSITION':>14}  {'LENGTH':>9}  {'SHA256':<64}  TIER")
-        for entry in entries:
-            if cli.json:
-                echo_json(entry_record(entry, payload=payload))
-            else:
-                click.echo(entry_text(entry, payload=payload))
-            progress.advance(len(entry.payload))

@@ -73,6 +73,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
+    "TopicBusy",
     "TopicOwnedElsewhere",
     "TransformError",
     "TruncatedError",
@@ -213,6 +214,10 @@ class LedgerExistsError(LedgerStoreError):
 
 class LedgerNotClosedError(LedgerStoreError):
     """Reading as closed a ledger that has no valid close footer (recover it first)."""
+
+
+class TopicBusy(LedgerStoreError):
+    """Another process holds the topic's writer lock (:mod:`offloader.topics.lock`)."""
 
 
 class CorruptLedgerError(LedgerStoreError):

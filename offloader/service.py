@@ -23,14 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from offloader.errors import NotFound, OffloaderError
+from offloader.errors import NotFound, OffloaderError, TopicBusy
 from offloader.logs import get_logger
 from offloader.metadata.cluster_base import LEASE_ORPHANS, LEASE_RETENTION, TopicOwner
 from offloader.metrics import TopicLag, deletion_backlog, offload_lag
 from offloader.offload.orphans import collect_garbage, find_orphans
 from offloader.runtime import Runtime
 from offloader.topics import tasks as topic_tasks
-from offloader.topics.lock import TopicBusy
 from offloader.topics.managed_ledger import ManagedLedger
 
 log = get_logger(__name__)

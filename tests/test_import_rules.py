@@ -51,7 +51,8 @@ LAYERS: dict[str, int] = {
     "cli": 9,
 }
 
-#: same-layer pairs that must not import each other (importer prefix, imported prefix)
+#: pairs that must not import each other although the layers allow it (importer prefix, imported
+#: prefix): same-layer neighbours, and the lower flows ARCHITECTURE.md keeps out of spark/
 SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.store", "offloader.metadata"),
     ("offloader.store", "offloader.ledgers"),
@@ -61,6 +62,8 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.ledgers", "offloader.metadata"),
     ("offloader.spark", "offloader.service"),
     ("offloader.service", "offloader.spark"),
+    ("offloader.spark", "offloader.offload"),
+    ("offloader.spark", "offloader.topics"),
 }
 
 #: what the front end may import of the engine: the facade and value modules only
@@ -79,9 +82,10 @@ CLI_ALLOWED = (
 )
 
 #: third-party SDKs and the one place each may be imported (formats/ may import none of them)
+_S3_MODULES = ("offloader.store.s3", "offloader.store.s3_client", "offloader.store.s3_errors")
 SDK_OWNERS: dict[str, tuple[str, ...]] = {
-    "boto3": ("offloader.store",),
-    "botocore": ("offloader.store",),
+    "boto3": _S3_MODULES,
+    "botocore": _S3_MODULES,
     "sqlite3": ("offloader.metadata",),
     "psycopg": ("offloader.metadata",),
     "pyspark": ("offloader.spark",),
@@ -213,22 +217,27 @@ def test_every_module_has_a_layer_and_a_docstring() -> None:
 
 
 def test_packages_declare_their_public_surface() -> None:
-    for package in ("offload", "read", "topics", "spark", "store", "metadata", "ledgers"):
-        tree = ast.parse((ROOT / "offloader" / package / "__init__.py").read_text())
+    """Every package's ``__init__`` has a docstring and ``__all__`` (ARCHITECTURE.md)."""
+    packages = [path for module, path, is_package in project_modules() if is_package]
+    assert len(packages) > 10
+    for init in packages:
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{init.relative_to(ROOT)} has no docstring"
         names = {
             t.id
             for n in tree.body
-            if isinstance(n, ast.Assign)
-            for t in n.targets
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
             if isinstance(t, ast.Name)
         }
-        assert "__all__" in names, f"offloader/{package}/__init__.py has no __all__"
+        assert "__all__" in names, f"{init.relative_to(ROOT)} has no __all__"
 
 
 @pytest.mark.parametrize(
     ("module", "source", "rule"),
     [
-        ("formats.block", "import boto3\n", "only offloader.store may import boto3"),
+        ("formats.block", "import boto3\n", "only offloader.store.s3, "),
+        ("offloader.store.local", "import botocore\n", "only offloader.store.s3, "),
         ("formats.index", "from offloader.errors import X\n", "formats/ is pure"),
         ("offloader.read.handle", "from offloader.offload.writer import x\n", "upward"),
         ("offloader.read.tiered", "from offloader.topics import ManagedLedger\n", "upward"),
@@ -240,6 +249,8 @@ def test_packages_declare_their_public_surface() -> None:
         ("offloader.metadata.sqlite", "from ..api import Offloader\n", "upward"),
         ("offloader.service", "import prometheus_client\n", "only offloader.metrics.prometheus"),
         ("offloader.metrics.lag", "from offloader.store import open_store\n", "upward"),
+        ("offloader.spark.messages", "from offloader.topics.messages import x\n", "may not"),
+        ("offloader.spark.tasks", "from offloader.offload.writer import x\n", "may not"),
     ],
 )
 def test_a_planted_violation_is_caught(module: str, source: str, rule: str) -> None:
@@ -251,3 +262,156 @@ def test_allowed_imports_pass() -> None:
     assert check_module("offloader.offload.verification", "from offloader.read import x\n") == []
     assert check_module("cli.main", "from offloader.api import Offloader\nimport click\n") == []
     assert check_module("offloader.spark.rdd", "from pyspark import RDD\n") == []
+
+
+# --- import cycles ------------------------------------------------------------------------------
+def _runtime_source(source: str) -> str:
+    """``source`` without its ``if TYPE_CHECKING:`` blocks (imports there never run)."""
+    tree = ast.parse(source)
+
+    class _Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+            if "TYPE_CHECKING" in ast.unparse(node.test):
+                return node.orelse
+            self.generic_visit(node)
+            return node
+
+    return ast.unparse(_Drop().visit(tree))
+
+
+def import_graph(modules: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports when it runs (module-level and function-level
+    imports, ``TYPE_CHECKING`` ones left out). A module's own parent packages are no edge: they
+    are initialised before the module runs."""
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in modules.items():
+        edges: set[str] = set()
+        for imported, _ in imports_of(_runtime_source(source), module, is_package):
+            target = imported
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module and not module.startswith(target + "."):
+                edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def _tree_sources() -> dict[str, tuple[str, bool]]:
+    return {m: (path.read_text(), is_pkg) for m, path, is_pkg in project_modules()}
+
+
+def test_no_import_cycle_between_modules() -> None:
+    cycles = import_cycles(import_graph(_tree_sources()))
+    assert cycles == [], "modules that import each other: " + "; ".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_no_import_cycle_between_packages() -> None:
+    """Each layer's parts (``_prefix`` of LAYERS) as one node, ``TYPE_CHECKING`` imports too."""
+    modules = _tree_sources()
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in modules.items():
+        mine = _prefix(module, LAYERS)
+        assert mine is not None
+        for imported, _ in imports_of(source, module, is_package):
+            theirs = _prefix(imported, LAYERS) if imported.split(".")[0] in PACKAGES else None
+            if theirs is not None and theirs != mine:
+                graph.setdefault(mine, set()).add(theirs)
+    cycles = import_cycles(graph)
+    assert cycles == [], "packages that import each other: " + "; ".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_a_planted_cycle_is_caught() -> None:
+    planted = {
+        "offloader.spark.a": ("from offloader.spark.b import x\n", False),
+        "offloader.spark.b": ("def f():\n    from offloader.spark.c import y\n", False),
+        "offloader.spark.c": ("import offloader.spark.a\n", False),
+        "offloader.spark.d": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from offloader.spark.a import x\nfrom offloader.spark import e\n",
+            False,
+        ),
+        "offloader.spark": ("from offloader.spark.d import z\n", True),
+    }
+    assert import_cycles(import_graph(planted)) == [
+        ["offloader.spark.a", "offloader.spark.b", "offloader.spark.c"]
+    ]
+
+
+# --- the one exception tree --------------------------------------------------------------------
+#: the modules that define exception classes: the tree's root and codec errors, each codec
+#: family's errors (subclasses of FormatError), and the engine's errors
+ERROR_MODULES = (
+    "formats.errors",
+    "formats.pulsar.errors",
+    "formats.kafka.errors",
+    "offloader.errors",
+)
+#: internal signals raised and caught inside one flow, never seen by a caller
+INTERNAL_SIGNALS = {"offloader.kafka.segments.SegmentGone"}
+
+
+def test_exceptions_live_in_the_one_tree() -> None:
+    import importlib
+    import inspect
+
+    from offloader.errors import OffloaderError
+
+    misplaced = []
+    for module, _, _ in project_modules():
+        loaded = importlib.import_module(module)
+        for name, cls in inspect.getmembers(loaded, inspect.isclass):
+            if not issubclass(cls, BaseException) or cls.__module__ != module:
+                continue
+            if f"{module}.{name}" in INTERNAL_SIGNALS:
+                continue
+            if module not in ERROR_MODULES:
+                misplaced.append(f"{module}.{name} is defined outside {', '.join(ERROR_MODULES)}")
+            elif not issubclass(cls, OffloaderError):
+                misplaced.append(f"{module}.{name} does not derive from OffloaderError")
+    assert misplaced == [], "\n".join(misplaced)

@@ -8,3 +8,6 @@ every codec of :mod:`formats.kafka.codecs`), :mod:`formats.kafka.encode` writes 
 :mod:`formats.kafka.errors` classes (part of the project's one tree). ``spec/kafka-segments.md``
 writes the layouts down.
 """
+
+#: nothing is re-exported: import the module that owns what you need (``formats.kafka.batch``...)
+__all__: list[str] = []

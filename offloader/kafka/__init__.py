@@ -8,3 +8,24 @@ by offset or time, :mod:`~offloader.kafka.status` reports per partition, and
 formats are in :mod:`formats.kafka`; the metadata behind
 :class:`~offloader.metadata.kafka_base.KafkaMetadataStore`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offloader.kafka.settings import KafkaSettings
+    from offloader.kafka.tier import KafkaTier
+
+__all__ = ["KafkaSettings", "KafkaTier"]
+
+_WHERE = {"KafkaSettings": "settings", "KafkaTier": "tier"}
+
+
+def __getattr__(name: str) -> Any:
+    """Load ``name`` from its module on first use (importing a part loads no other)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'offloader.kafka' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"offloader.kafka.{module}"), name)

@@ -10,6 +10,9 @@ The only package that imports pyspark. Its parts:
 * ``session``: a loopback ``local_session`` and the ``AWS_*`` environment of the workers.
 * ``rdd``: :func:`offloaded_rdd`, one partition per block.
 * ``source``: the ``offloaded-ledger`` DataFrame source (PySpark's Python Data Source API).
+* ``messages`` and ``message_rows``: the ``pulsar-messages`` source (decoded Pulsar messages).
+* ``kafka_source``: the ``kafka-segments`` source.
+* ``sources``: :func:`register`, which registers the three sources with a session.
 
 May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers`` and
 ``read``. Must not import ``offload``, ``topics``, ``api`` or ``service``. The names below are
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from offloader.spark.rdd import DISCOVER, offloaded_rdd, plan, tasks_rdd
     from offloader.spark.session import local_session, propagate_aws_env
-    from offloader.spark.source import register
+    from offloader.spark.sources import register
 
 __all__ = [
     "DISCOVER",
@@ -43,7 +46,7 @@ _WHERE = {
     "tasks_rdd": "rdd",
     "local_session": "session",
     "propagate_aws_env": "session",
-    "register": "source",
+    "register": "sources",
 }
 
 

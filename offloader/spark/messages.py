@@ -2,7 +2,7 @@
 
 ::
 
-    register(spark)     # offloader.spark.source.register registers both sources
+    register(spark)     # offloader.spark.register registers every source
     df = (spark.read.format("pulsar-messages")
           .option("store", "s3://bucket").option("discover", "true")   # as offloaded-ledger
           .option("value_format", "json").option("schema", "sensor STRING, value DOUBLE")

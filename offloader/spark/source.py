@@ -57,7 +57,6 @@ from offloader.errors import ConfigError
 from offloader.read.objects import read_block_packed
 from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import COLUMNS, EntryFilter
-from offloader.spark.kafka_source import KafkaSegmentsSource
 from offloader.spark.plan import (
     BlockTask,
     LocalLedgerTask,
@@ -68,10 +67,9 @@ from offloader.spark.plan import (
     plan_pairs,
     plan_topics,
 )
-from offloader.spark.session import propagate_aws_env
 from offloader.spark.tasks import CountingStore, executor_store, read_local_task, task_store
 
-__all__ = ["SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource", "register"]
+__all__ = ["PUSHDOWN_CONF", "SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource"]
 
 SOURCE_NAME = "offloaded-ledger"
 SCHEMA = "topic STRING, ledger_id LONG, entry_id LONG, payload BINARY"
@@ -343,16 +341,3 @@ def batch_bounds(ends: Sequence[int], max_rows: int, max_bytes: int) -> Iterator
         stop = max(stop, at + 1)
         yield at, stop
         at = stop
-
-
-def register(spark: Any) -> None:
-    """Register the sources (``offloaded-ledger``, ``pulsar-messages`` and ``kafka-segments``)
-    and enable Python filter pushdown for this session; copies the driver's ``AWS_*``
-    environment to the Python workers (register again after changing it)."""
-    from offloader.spark.messages import PulsarMessagesSource
-
-    spark.conf.set(PUSHDOWN_CONF, "true")
-    propagate_aws_env(spark.sparkContext)
-    spark.dataSource.register(OffloadedLedgerSource)
-    spark.dataSource.register(PulsarMessagesSource)
-    spark.dataSource.register(KafkaSegmentsSource)

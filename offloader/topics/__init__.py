@@ -9,8 +9,9 @@ May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers``
 ``offload`` and ``read``. Must not import ``spark``, ``api`` or ``service``.
 """
 
+from offloader.errors import TopicBusy
 from offloader.topics import tasks
-from offloader.topics.lock import TopicBusy, topic_write_lock
+from offloader.topics.lock import topic_write_lock
 from offloader.topics.managed_ledger import ManagedLedger, ProduceOutcome
 
 __all__ = ["ManagedLedger", "ProduceOutcome", "TopicBusy", "tasks", "topic_write_lock"]

@@ -18,13 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from offloader.errors import LedgerStoreError
+from offloader.errors import TopicBusy
 
 POLL_SECONDS = 0.05
-
-
-class TopicBusy(LedgerStoreError):
-    """Another process holds the topic's writer lock."""
 
 
 def _lock_path(lock_dir: Path, topic: str) -> Path:

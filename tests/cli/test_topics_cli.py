@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cli.render import Progress
-from cli.topics import synthetic_payloads
+from cli.topics_produce import synthetic_payloads
 from offloader.api import Offloader, OffloadTrigger, Position
 from offloader.metadata.base import TopicOffloadStatus
 from tests.cli.helpers import json_lines, ok, one_line_error, run
@@ -87,7 +87,7 @@ def test_produce_to_unknown_namespace_is_one_line_error(home: Path) -> None:
 
 
 def test_produce_progress_bar_on_a_terminal(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("cli.topics.progress_enabled", lambda cli: True)
+    monkeypatch.setattr("cli.topics_produce.progress_enabled", lambda cli: True)
     monkeypatch.setattr(Progress, "DELAY", 0.0)
     result = ok(home, "topics", "produce", TOPIC, "--synthetic", "200", "--size", "1K", *SMALL)
     assert "produce [" in result.stderr and "KiB/s" in result.stderr

@@ -134,3 +134,36 @@ def test_transformed_ledgers_get_zone_maps_too(tmp_path: Path) -> None:
         assert section is not None
         zones = decode_zone_maps(section.payload, len(index.entries))
         assert len(zones) > 1 and all(z is not None and z.publish is not None for z in zones)
+
+
+def test_pulsar_reader_reads_an_object_with_zone_maps(tmp_path: Path) -> None:
+    """The writer's zone maps live where Pulsar's reader does not look: read the same ledger
+    with Pulsar's algorithm (no extension used) and with ours, entry by entry and streamed."""
+    from formats.keys import index_key
+    from offloader.ledgers.base import InMemoryLedger
+    from offloader.offload.writer import offload_ledger
+    from offloader.read.handle import ReadHandle
+    from offloader.store.local import LocalObjectStore
+    from tests.offload.conftest import settings_for
+
+    uuid = "0b7e2c1d-9a3f-4e55-8c1a-2f6b3d4c5e6f"
+    payloads = [entry(1_000 + i, 2_000 + i, None) for i in range(400)]
+    store = LocalObjectStore(tmp_path / "objects")
+    settings = settings_for("file", 4096, write_index_extension=True)
+    offload_ledger(InMemoryLedger(9, payloads), store, uuid, settings)
+    index = decode_index(memoryview(bytes(store.get(index_key(uuid, 9)).data)))
+    assert index.extension is not None
+    section = index.extension.section(TAG_ZONE_MAPS)
+    assert section is not None and len(index.entries) > 3
+    zones = decode_zone_maps(section.payload, len(index.entries))
+    assert zones[0] == BlockZone((1_000, 1_000 + index.entries[1].entry_id - 1),
+                                 (2_000, 2_000 + index.entries[1].entry_id - 1))  # fmt: skip
+    for emulate in (True, False):
+        with ReadHandle.open(store, 9, uuid, settings, emulate_pulsar=emulate) as handle:
+            assert handle.has_extension is not emulate
+            assert [handle.read_entry(i) for i in (0, 137, 399)] == [
+                payloads[0], payloads[137], payloads[399]
+            ]  # fmt: skip
+            streamed = [bytes(e.payload) for e in handle.iter_entries(0, 399)]
+            assert streamed == payloads
+    store.close()
