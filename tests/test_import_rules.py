@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "offloader.service": 7,
     # the facade, then the front end
     "offloader.api": 8,
+    "offloader.facade": 8,  # the parts the facade is made of
     "cli": 9,
 }
 

@@ -1,0 +1,72 @@
+"""The core every part of the facade stands on: the :class:`Runtime`, closing, the Kafka tier
+opened on first use, managed ledgers by topic name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from offloader.kafka.settings import KafkaSettings
+from offloader.kafka.tier import KafkaTier
+from offloader.metadata import (
+    open_kafka_metadata_store,
+)
+from offloader.naming import NamespaceName, TopicName
+from offloader.runtime import Runtime
+from offloader.service import ServiceState
+from offloader.topics.managed_ledger import ManagedLedger
+
+if TYPE_CHECKING:
+    pass
+
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class FacadeBase:
+    """The state :class:`offloader.api.Offloader` and its parts share."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        """Prefer :meth:`offloader.api.Offloader.from_settings`; tests may build a
+        :class:`Runtime` by hand (for example around a
+        :class:`~offloader.store.faulty.FaultyObjectStore`)."""
+        self._rt = runtime
+        self._service = ServiceState()
+        self._closed = False
+        self._kafka: KafkaTier | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The parts (stores, clock, settings) this facade drives."""
+        return self._rt
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._kafka is not None:
+                self._kafka.close()
+            self._rt.meta.close()
+        finally:
+            self._rt.store.close()
+
+    def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
+        """The Kafka tier (segments of broker log directories) on this store and home; opened
+        on first use, closed with this facade. ``settings`` apply when it is first opened."""
+        if self._kafka is None:
+            self._kafka = KafkaTier(
+                self._rt.store,
+                open_kafka_metadata_store(self._rt.metadata_location),
+                settings or KafkaSettings(),
+                self._rt.clock_ms,
+            )
+        return self._kafka
+
+    def _ml(self, topic: str) -> ManagedLedger:
+        return ManagedLedger(self._rt, TopicName.parse(topic))
+
+    def list_topics(self, namespace: str | None = None) -> list[str]:
+        if namespace is not None:
+            namespace = str(NamespaceName.parse(namespace))
+        return [t.name for t in self._rt.meta.list_topics(namespace)]
