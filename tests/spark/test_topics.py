@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from formats.extension import crc32c
 from formats.keys import data_key, index_key
 from offloader.config import OffloadSettings
 from offloader.ledgers import LedgerStore
@@ -61,7 +62,14 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
                 data_key=data_key(up.uuid, lid),
                 index_key=index_key(up.uuid, lid),
             )
-            meta.complete_offload(lid, up.uuid, NOW, data_size=up.blocks[-1][3], index_size=1)
+            meta.complete_offload(
+                lid,
+                up.uuid,
+                NOW,
+                data_size=up.blocks[-1][3],
+                index_size=len(up.index),
+                index_crc32c=crc32c(up.index),
+            )
             if kind == "offloaded":
                 meta.mark_local_deleted(lid, up.uuid)
                 ledgers.delete_ledger(topic, lid)  # only the object store has it now
