@@ -4,10 +4,13 @@ Run as ``python -m tests.crash.worker HOME STORE_URL SEED``. The workload (:func
 through :class:`offloader.api.Offloader` only, in rounds::
 
     produce (1-3 entries per call) until the topic holds the round's target count
-    roll over; offload-prefix (by position, or by size threshold 0)
-    [round 1: plant orphans: an object under an unknown UUID, a key that is no offload key,
-     an abandoned multipart upload]
+    roll over
+    [round 1: record an attempt superseded as by an offload killed right after it began]
+    offload-prefix (by position, or by size threshold 0)
+    [round 1: plant objects this installation did not write: an object under an unknown UUID,
+     a key that is no offload key, another client's multipart upload; gc must leave them]
     deletion lag 0; service tick (verify, mark local_deleted, delete the local copy)
+    [round 1: plant a late write of a cleaned attempt: an object and an upload gc deletes]
     gc(min_age_seconds=0)
 
 then one last produce and ``DONE``. Every step is idempotent by construction: a produce step
@@ -33,7 +36,7 @@ import uuid
 from collections.abc import Callable
 
 from formats.extension import crc32c
-from formats.keys import data_key
+from formats.keys import ROLE_DATA, data_key, index_key, object_user_metadata
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.config import OffloadSettings
 from offloader.errors import AlreadyExists
@@ -114,9 +117,51 @@ def _produce_up_to(off: Offloader, seed: int, target: int, rng: random.Random, e
         seq += n
 
 
+def _record_lost_attempt(off: Offloader) -> None:
+    """What an offload of this installation killed right after recording its attempt leaves: a
+    superseded attempt of the last closed ledger not yet offloaded (its objects, if any, are
+    the service's leftover sweep's to delete)."""
+    rt = off.runtime
+    pending = [
+        r.ledger_id
+        for r in off.topic_info(TOPIC).ledgers
+        if r.state == "CLOSED" and not r.offload_complete
+    ]
+    if not pending:
+        return
+    ledger_id = pending[-1]
+    for attempt in (str(uuid.uuid4()), str(uuid.uuid4())):  # the second supersedes the first
+        rt.meta.begin_offload(
+            ledger_id,
+            attempt,
+            rt.driver,
+            rt.now_ms(),
+            data_key=data_key(attempt, ledger_id),
+            index_key=index_key(attempt, ledger_id),
+        )
+
+
+def _plant_late_write(off: Offloader) -> None:
+    """A write of a dead attempt of this installation that landed after its attempt was
+    cleaned: a data object with our marker in its metadata and a multipart upload (one part).
+    Provably ours (its UUID is in the attempt history), so gc deletes them, reaching its crash
+    points."""
+    rt = off.runtime
+    cleaned = rt.meta.list_attempts(topic=TOPIC, states=("CLEANED",))
+    if not cleaned:
+        return
+    key = cleaned[0].data_key
+    ours = object_user_metadata(ROLE_DATA, software_version=rt.broker.offload.software_version)
+    rt.store.put(key, b"a late write of a dead attempt", ours)
+    upload_id = rt.store.create_multipart_upload(key, ours)
+    part = b"half an upload"
+    rt.store.upload_part(key, upload_id, 1, part, crc32c(part))
+
+
 def _plant_orphans(off: Offloader, seed: int) -> None:
-    """What a lost process could leave: an object under a UUID nobody recorded, an object that
-    is no offload key at all, and an abandoned multipart upload (one part)."""
+    """What another writer sharing the store leaves, which this installation never wrote: an
+    object under a UUID nobody recorded here, an object that is no offload key at all, and
+    another client's multipart upload (one part). gc reports them and leaves them alone."""
     store = off.runtime.store
     stray = str(uuid.uuid4())
     store.put(data_key(stray, 9_999), b"lost data object", {})
@@ -140,6 +185,8 @@ def run(off: Offloader, seed: int, emit: Emit) -> None:
     for number, target in enumerate(ROUND_TARGETS):
         _produce_up_to(off, seed, target, rng, emit)
         off.roll_over(TOPIC)
+        if number == 1:
+            _record_lost_attempt(off)
         if number % 2 == 0:
             off.offload_prefix(TOPIC, position=Position(_current_ledger(off), 0))
         else:
@@ -149,6 +196,8 @@ def run(off: Offloader, seed: int, emit: Emit) -> None:
         off.set_offload_deletion_lag(NS, 0)
         time.sleep(0.002)  # the lag is "now - offloaded > lag": let a millisecond pass
         off.service_tick()
+        if number == 1:
+            _plant_late_write(off)
         off.gc(min_age_seconds=0)
     _produce_up_to(off, seed, TOTAL_ENTRIES, rng, emit)
 
