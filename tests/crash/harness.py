@@ -35,14 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from formats.errors import InvalidKeyError
-from formats.keys import parse_key
 from offloader import crashpoints
 from offloader.api import Offloader, Position
 from offloader.errors import NotFound, ObjectNotFound
 from offloader.metadata.base import LedgerRecord
 from offloader.policies import READ_PRIORITY_LOCAL_FIRST, READ_PRIORITY_TIERED_FIRST
-from tests.crash import worker
 from tests.crash.worker import NS, TOPIC, TOTAL_ENTRIES, open_offloader, payload, run, sha256_hex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -259,35 +256,28 @@ def local_store_tmp_leftovers(store_url: str) -> list[str]:
     return sorted(found)
 
 
-def _planted_by_others(key: str) -> bool:
-    """A key the worker planted as another client's leftover (gc must leave it alone)."""
-    if key.startswith(worker.FOREIGN_PREFIX):
-        return True
-    try:
-        ledger = parse_key(key).ledger_id
-    except InvalidKeyError:
-        return False
-    return ledger in (worker.FOREIGN_DATA_LEDGER, worker.FOREIGN_UPLOAD_LEDGER)
+#: what the workload plants that this installation did not write (tests.crash.worker
+#: ``_plant_orphans``): gc must report it and leave it alone (issue 21, item 7)
+FOREIGN_REASONS = frozenset({"unclaimed-uuid", "not-an-offload-key", "foreign-upload"})
+
+
+def _planted(key: str) -> bool:
+    return key.endswith(("-ledger-9999", "-ledger-9998")) or key.startswith("junk/seed-")
 
 
 def check_clean_store(off: Offloader, scenario: str) -> None:
-    """After gc: nothing gc may delete is left, no object is missing, and what others left in
-    the store (the planted foreign objects and upload) is still there, reported, untouched."""
+    """After gc: no orphan of this installation, no missing object, no multipart upload but
+    the foreign one planted; what the workload planted as another writer's is still there."""
     report = off.orphans(min_age_seconds=0)
-    if report.missing:
-        raise _fail(scenario, f"objects missing after gc: {report.missing}")
-    left = [o for o in report.objects if o.deletable or not _planted_by_others(o.key)]
-    left_uploads = [u for u in report.uploads if u.deletable or not _planted_by_others(u.key)]
-    if left or left_uploads:
-        raise _fail(scenario, f"orphans of ours after gc: {left} {left_uploads}")
-    if not any(o.reason == "unclaimed-uuid" for o in report.objects) or not any(
-        o.reason == "not-an-offload-key" for o in report.objects
-    ):
-        raise _fail(scenario, f"gc deleted objects it does not own: {report.objects}")
-    uploads = off.runtime.store.list_multipart_uploads()
-    ours = [u for u in uploads if not _planted_by_others(u.key)]
-    if ours or not uploads:
-        raise _fail(scenario, f"multipart uploads after the run: {uploads} (foreign one kept?)")
+    left = [(o.key, o.reason, o.deletable) for o in (*report.objects, *report.uploads)]
+    ours = [o for o in left if o[2] or o[1] not in FOREIGN_REASONS or not _planted(o[0])]
+    if ours or report.missing:
+        raise _fail(scenario, f"orphans after gc: {report}")
+    if {reason for _, reason, _ in left} != FOREIGN_REASONS:
+        raise _fail(scenario, f"gc deleted objects it did not write: {report}")
+    uploads = [u.key for u in off.runtime.store.list_multipart_uploads()]
+    if not uploads or not all(_planted(key) for key in uploads):
+        raise _fail(scenario, f"multipart uploads after the run: {uploads}")
 
 
 # --- scenarios ------------------------------------------------------------------------------

@@ -4,13 +4,13 @@ Run as ``python -m tests.crash.worker HOME STORE_URL SEED``. The workload (:func
 through :class:`offloader.api.Offloader` only, in rounds::
 
     produce (1-3 entries per call) until the topic holds the round's target count
-    roll over; offload-prefix (by position, or by size threshold 0)
-    [round 1: before the offload, plant a stalled attempt of this home on the ledger just
-     closed (its data and index objects with our marker and an upload, written after the
-     attempt was cleaned: gc deletes them);
-     after it, plant what others left (an object under an unknown UUID, a key that is no
-     offload key, an upload under an unknown UUID: gc reports them and leaves them alone)]
+    roll over
+    [round 1: record an attempt superseded as by an offload killed right after it began]
+    offload-prefix (by position, or by size threshold 0)
+    [round 1: plant objects this installation did not write: an object under an unknown UUID,
+     a key that is no offload key, another client's multipart upload; gc must leave them]
     deletion lag 0; service tick (verify, mark local_deleted, delete the local copy)
+    [round 1: plant a late write of a cleaned attempt: an object and an upload gc deletes]
     gc(min_age_seconds=0)
 
 then one last produce and ``DONE``. Every step is idempotent by construction: a produce step
@@ -36,12 +36,11 @@ import uuid
 from collections.abc import Callable
 
 from formats.extension import crc32c
-from formats.keys import data_key, index_key, object_user_metadata
+from formats.keys import ROLE_DATA, data_key, index_key, object_user_metadata
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.config import OffloadSettings
-from offloader.errors import AlreadyExists, OffloadAlreadyComplete
+from offloader.errors import AlreadyExists
 from offloader.logs import configure
-from offloader.metadata.base import DriverMetadata
 
 NS = "crash/ns"
 TOPIC = "persistent://crash/ns/t"
@@ -118,55 +117,56 @@ def _produce_up_to(off: Offloader, seed: int, target: int, rng: random.Random, e
         seq += n
 
 
-#: the software version our lost attempts write (gc deletes only objects with our marker)
-OUR_SOFTWARE = "ledger-offloader-crash-harness"
-#: key parts of what :func:`_plant_foreign` leaves (the harness expects these to survive gc)
-FOREIGN_DATA_LEDGER = 9_999
-FOREIGN_UPLOAD_LEDGER = 9_998
-FOREIGN_PREFIX = "junk/"
-
-
-def _plant_lost_attempt(off: Offloader) -> None:
-    """What a stalled process of this home leaves (only gc can find it): attempt A recorded,
-    then superseded by attempt B and cleaned (marked CLEANED) while A's process was stalled;
-    then A's process wakes up and writes its data and index objects (our marker) and starts
-    another upload of its data. The per-topic sweep skips cleaned attempts and the offload
-    cleans only B."""
-    ledger = off.topic_info(TOPIC).ledgers[-2]  # closed by the roll-over, not yet offloaded
-    meta, store = off.runtime.meta, off.runtime.store
-    driver = DriverMetadata("stalled-process", {})
-    now = off.runtime.now_ms()
-    lid = ledger.ledger_id
-    lost, later = str(uuid.uuid4()), str(uuid.uuid4())
-    try:
-        for attempt in (lost, later):
-            meta.begin_offload(
-                lid,
-                attempt,
-                driver,
-                now,
-                data_key=data_key(attempt, lid),
-                index_key=index_key(attempt, lid),
-            )
-    except OffloadAlreadyComplete:  # a restarted worker: this round's ledger is offloaded
+def _record_lost_attempt(off: Offloader) -> None:
+    """What an offload of this installation killed right after recording its attempt leaves: a
+    superseded attempt of the last closed ledger not yet offloaded (its objects, if any, are
+    the service's leftover sweep's to delete)."""
+    rt = off.runtime
+    pending = [
+        r.ledger_id
+        for r in off.topic_info(TOPIC).ledgers
+        if r.state == "CLOSED" and not r.offload_complete
+    ]
+    if not pending:
         return
-    meta.mark_attempt_cleaned(lost, now)
-    for role, key in (("data", data_key(lost, lid)), ("index", index_key(lost, lid))):
-        metadata = object_user_metadata(role, software_version=OUR_SOFTWARE)
-        store.put(key, f"stalled attempt's {role}".encode(), metadata)
-    upload_id = store.create_multipart_upload(data_key(lost, lid), {})
-    part = b"half a second try of the data"
-    store.upload_part(data_key(lost, lid), upload_id, 1, part, crc32c(part))
+    ledger_id = pending[-1]
+    for attempt in (str(uuid.uuid4()), str(uuid.uuid4())):  # the second supersedes the first
+        rt.meta.begin_offload(
+            ledger_id,
+            attempt,
+            rt.driver,
+            rt.now_ms(),
+            data_key=data_key(attempt, ledger_id),
+            index_key=index_key(attempt, ledger_id),
+        )
 
 
-def _plant_foreign(off: Offloader, seed: int) -> None:
-    """What others sharing the store leave: an object under a UUID nobody recorded here, an
-    object that is no offload key at all, and an abandoned multipart upload (one part)."""
+def _plant_late_write(off: Offloader) -> None:
+    """A write of a dead attempt of this installation that landed after its attempt was
+    cleaned: a data object with our marker in its metadata and a multipart upload (one part).
+    Provably ours (its UUID is in the attempt history), so gc deletes them, reaching its crash
+    points."""
+    rt = off.runtime
+    cleaned = rt.meta.list_attempts(topic=TOPIC, states=("CLEANED",))
+    if not cleaned:
+        return
+    key = cleaned[0].data_key
+    ours = object_user_metadata(ROLE_DATA, software_version=rt.broker.offload.software_version)
+    rt.store.put(key, b"a late write of a dead attempt", ours)
+    upload_id = rt.store.create_multipart_upload(key, ours)
+    part = b"half an upload"
+    rt.store.upload_part(key, upload_id, 1, part, crc32c(part))
+
+
+def _plant_orphans(off: Offloader, seed: int) -> None:
+    """What another writer sharing the store leaves, which this installation never wrote: an
+    object under a UUID nobody recorded here, an object that is no offload key at all, and
+    another client's multipart upload (one part). gc reports them and leaves them alone."""
     store = off.runtime.store
     stray = str(uuid.uuid4())
-    store.put(data_key(stray, FOREIGN_DATA_LEDGER), b"lost data object", {})
-    store.put(f"{FOREIGN_PREFIX}seed-{seed}-{stray[:8]}", b"not an offload key", {})
-    abandoned = data_key(str(uuid.uuid4()), FOREIGN_UPLOAD_LEDGER)
+    store.put(data_key(stray, 9_999), b"lost data object", {})
+    store.put(f"junk/seed-{seed}-{stray[:8]}", b"not an offload key", {})
+    abandoned = data_key(str(uuid.uuid4()), 9_998)
     upload_id = store.create_multipart_upload(abandoned, {})
     part = b"half an upload"
     store.upload_part(abandoned, upload_id, 1, part, crc32c(part))
@@ -186,16 +186,18 @@ def run(off: Offloader, seed: int, emit: Emit) -> None:
         _produce_up_to(off, seed, target, rng, emit)
         off.roll_over(TOPIC)
         if number == 1:
-            _plant_lost_attempt(off)
+            _record_lost_attempt(off)
         if number % 2 == 0:
             off.offload_prefix(TOPIC, position=Position(_current_ledger(off), 0))
         else:
             off.offload_prefix(TOPIC, size_threshold=0)
         if number == 1:
-            _plant_foreign(off, seed)
+            _plant_orphans(off, seed)
         off.set_offload_deletion_lag(NS, 0)
         time.sleep(0.002)  # the lag is "now - offloaded > lag": let a millisecond pass
         off.service_tick()
+        if number == 1:
+            _plant_late_write(off)
         off.gc(min_age_seconds=0)
     _produce_up_to(off, seed, TOTAL_ENTRIES, rng, emit)
 

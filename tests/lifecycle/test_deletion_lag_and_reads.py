@@ -111,8 +111,9 @@ def test_flipped_byte_is_caught_only_with_checksums(
 
 
 def test_a_topic_read_checks_the_crc32c_of_the_offloaded_blocks_it_reads(off: Offloader) -> None:
-    """Reading a topic streams each offloaded ledger in one read, which checks the CRC32C of
-    every span it reads: a flipped payload byte fails the read instead of returning other bytes."""
+    """Reading a topic streams each offloaded ledger in one read, which checks every span of
+    the data it reads (the index's span CRC32Cs) before it returns the span's entries: a
+    flipped payload byte fails the read instead of returning other bytes."""
     offload_two(off)
     context = off.topic_info(TOPIC).ledgers[0].offload
     assert context is not None
@@ -120,12 +121,15 @@ def test_a_topic_read_checks_the_crc32c_of_the_offloaded_blocks_it_reads(off: Of
     data = bytearray(path.read_bytes())
     data[data.index(b"e000002") + 3] ^= 0x01  # framing intact, same size
     path.write_bytes(bytes(data))
-    with pytest.raises(ChecksumMismatchError, match=r"span 0\) have CRC32C"):
+    with pytest.raises(ChecksumMismatchError, match=r"\(span 0\) have CRC32C"):
         read_all(off)
-    # the entries before the damage share its span (a CRC32C per ~64 KiB span, checked before
-    # any of the span's entries is returned): they are refused too, never served unchecked
-    with pytest.raises(ChecksumMismatchError, match=r"span 0\)"):
+    # a read of the entries before the damage fails too: their span holds the damaged byte and
+    # is checked whole before any of its entries is returned (issue 21, item 6)
+    with pytest.raises(ChecksumMismatchError, match=r"\(span 0\) have CRC32C"):
         list(off.read(TOPIC, count=2))
+    # the next ledger is intact
+    rows = list(off.read(TOPIC, start=Position(1, 0), count=2))
+    assert [e.payload for e in rows] == payloads(13)[5:7]
 
 
 def test_read_priority_local_first_and_start_count(off: Offloader) -> None:

@@ -57,7 +57,8 @@ class Ledger:
     topic: str | None
     payloads: list[bytes]
     blocks: list[tuple[int, int, int, int]]  # (first entry, last entry, start, end)
-    index_size: int = 0  # bytes of the index object, as the metadata records it
+    #: the index object's bytes (what a metadata store records the size and CRC32C of)
+    index: bytes = field(default=b"", repr=False)
 
 
 @dataclass
@@ -135,7 +136,7 @@ def upload_ledger(
     topic = None
     if managed_ledger_name is not None:
         topic = (TOPIC_A if managed_ledger_name == TOPIC_A[1] else TOPIC_B)[0]
-    return Ledger(ledger_id, uid, topic, list(payloads), blocks, len(encoded.index))
+    return Ledger(ledger_id, uid, topic, list(payloads), blocks, encoded.index)
 
 
 def payloads_of(seed: int, count: int, lo: int, hi: int, empty_every: int = 0) -> list[bytes]:

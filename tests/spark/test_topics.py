@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from formats.extension import crc32c
 from formats.keys import data_key, index_key
 from offloader.config import OffloadSettings
 from offloader.ledgers import LedgerStore
@@ -62,7 +63,12 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
                 index_key=index_key(up.uuid, lid),
             )
             meta.complete_offload(
-                lid, up.uuid, NOW, data_size=up.blocks[-1][3], index_size=up.index_size
+                lid,
+                up.uuid,
+                NOW,
+                data_size=up.blocks[-1][3],
+                index_size=len(up.index),
+                index_crc32c=crc32c(up.index),
             )
             if kind == "offloaded":
                 meta.mark_local_deleted(lid, up.uuid)
