@@ -48,13 +48,9 @@ from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.logs import get_logger
-from offloader.metadata import (
-    open_kafka_metadata_store,
-)
 from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
-from offloader.naming import TopicName
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import (
     TopicPolicies,
@@ -62,7 +58,6 @@ from offloader.policies import (
 )
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
-from offloader.runtime import Runtime
 from offloader.service import TickWork, after_rollover
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
@@ -162,42 +157,11 @@ class Offloader(AdminFacade, ServiceFacade):
             )
         )
 
-    @property
-    def runtime(self) -> Runtime:
-        """The parts (stores, clock, settings) this facade drives."""
-        return self._rt
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._kafka is not None:
-                self._kafka.close()
-            self._rt.meta.close()
-        finally:
-            self._rt.store.close()
-
     def __enter__(self) -> Offloader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
-        """The Kafka tier (segments of broker log directories) on this store and home; opened
-        on first use, closed with this facade. ``settings`` apply when it is first opened."""
-        if self._kafka is None:
-            self._kafka = KafkaTier(
-                self._rt.store,
-                open_kafka_metadata_store(self._rt.metadata_location),
-                settings or KafkaSettings(),
-                self._rt.clock_ms,
-            )
-        return self._kafka
-
-    def _ml(self, topic: str) -> ManagedLedger:
-        return ManagedLedger(self._rt, TopicName.parse(topic))
 
     # --- topics ----------------------------------------------------------------------------
     def produce(
