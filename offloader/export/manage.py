@@ -133,7 +133,9 @@ def reset_export(
     with export_lock(home, target_spec.url, name, generation):
         mark = exports.get_watermark(target_spec.url, name, generation)
         if mark is None:
-            raise NotFound(f"{name} was never exported to {target_spec.url} (generation {generation})")
+            raise NotFound(
+                f"{name} was never exported to {target_spec.url} (generation {generation})"
+            )
         files = target.list_topic(name).of_generation(generation)
         if isinstance(point, tuple):
             later = [f for f in files if f.last >= point]

@@ -64,7 +64,9 @@ class Partitioning:
 
     def __post_init__(self) -> None:
         if self.by not in PARTITIONINGS:
-            raise ConfigError(f"--partition-by {self.by!r}: choose one of {', '.join(PARTITIONINGS)}")
+            raise ConfigError(
+                f"--partition-by {self.by!r}: choose one of {', '.join(PARTITIONINGS)}"
+            )
 
     @property
     def size_ms(self) -> int:

@@ -95,7 +95,9 @@ def _value_of_dir(directory: str, partitioning: Partitioning) -> str | None:
     return f"{day}T{parts['hr']}" if "hr" in parts else day
 
 
-def _cleanup(target: ExportTarget, topic: str, generation: int, start: tuple[int, int]) -> tuple[TargetListing, int]:
+def _cleanup(
+    target: ExportTarget, topic: str, generation: int, start: tuple[int, int]
+) -> tuple[TargetListing, int]:
     """Remove what is past the watermark; the listing of what stays."""
     listing = target.list_topic(topic)
     removed = 0
@@ -153,8 +155,18 @@ def run_export(
             todo = [p for p in plans if not p.empty]
         written = runner.write(todo) if todo else []
         return [
-            _commit(exports, target, spec, fingerprint, plan, marks[plan.topic], listings[plan.topic],
-                    removed[plan.topic], [w for w in written if w.topic == plan.topic], now_ms())
+            _commit(
+                exports,
+                target,
+                spec,
+                fingerprint,
+                plan,
+                marks[plan.topic],
+                listings[plan.topic],
+                removed[plan.topic],
+                [w for w in written if w.topic == plan.topic],
+                now_ms(),
+            )
             for plan in plans
         ]
 
@@ -173,7 +185,9 @@ def _commit(
 ) -> TopicExportReport:
     for f in files:
         if not target.exists(f.path):
-            raise ExportError(f"export of {plan.topic}: {f.path} was reported written but is not there")
+            raise ExportError(
+                f"export of {plan.topic}: {f.path} was reported written but is not there"
+            )
     publish = [f.max_publish_ms for f in files if f.max_publish_ms is not None]
     if mark is not None and mark.publish_time_ms is not None:
         publish.append(mark.publish_time_ms)
@@ -192,7 +206,9 @@ def _commit(
     if mark is None or new != mark:
         exports.advance(new, None if mark is None else mark.position)
     dirs = [f.path.rpartition("/")[0] for f in files]
-    markers = write_markers(target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs)
+    markers = write_markers(
+        target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs
+    )
     log.info("export.committed", topic=plan.topic, watermark=new.position, files=len(files))
     return TopicExportReport(
         plan.topic,

@@ -123,7 +123,9 @@ class ExportTarget:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise StoreError(f"export target {self.spec.url}: cannot delete {relative}: {exc}") from None
+            raise StoreError(
+                f"export target {self.spec.url}: cannot delete {relative}: {exc}"
+            ) from None
 
     def exists(self, relative: str) -> bool:
         info = self.fs.get_file_info(self.spec.path(relative))
@@ -150,7 +152,9 @@ class ExportTarget:
         try:
             meta = pq.read_metadata(self.spec.path(relative), filesystem=self.fs)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise StoreError(f"export target {self.spec.url}: cannot read {relative}: {exc}") from None
+            raise StoreError(
+                f"export target {self.spec.url}: cannot read {relative}: {exc}"
+            ) from None
         column = meta.schema.names.index("publish_time")
         lo: int | None = None
         hi: int | None = None
@@ -169,7 +173,9 @@ class ExportTarget:
             return 0
         from offloader.store import open_store
 
-        store = open_store(self.spec.url, endpoint_url=self.spec.endpoint_url, region=self.spec.region)
+        store = open_store(
+            self.spec.url, endpoint_url=self.spec.endpoint_url, region=self.spec.region
+        )
         try:
             uploads = store.list_multipart_uploads(topic_dir(topic) + "/")
             for up in uploads:
@@ -187,4 +193,4 @@ def _ms(value: object) -> int:
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
         return int(value.timestamp() * 1000)
-    return int(value) // 1000  # type: ignore[call-overload]
+    return int(str(value)) // 1000

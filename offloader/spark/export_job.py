@@ -30,8 +30,14 @@ class SparkRunner:
     """Reads through ``pulsar-messages`` and writes Parquet from the executors."""
 
     def __init__(
-        self, spark: Any, home: str, spec: ExportSpec, *, store_url: str | None = None,
-        endpoint_url: str | None = None, region: str | None = None,
+        self,
+        spark: Any,
+        home: str,
+        spec: ExportSpec,
+        *,
+        store_url: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
     ) -> None:
         self.spark = spark
         self.home = str(home)

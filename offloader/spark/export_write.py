@@ -86,7 +86,13 @@ def first_at_or_after(reader: Any, rt: RangeTask, until_ms: int) -> list[tuple[s
     late = table.filter(pc.greater_equal(micros, until_ms * 1000))
     if not late.num_rows:
         return []
-    return [(rt.topic, int(late.column("ledger_id")[0].as_py()), int(late.column("entry_id")[0].as_py()))]
+    return [
+        (
+            rt.topic,
+            int(late.column("ledger_id")[0].as_py()),
+            int(late.column("entry_id")[0].as_py()),
+        )
+    ]
 
 
 # --- time partitions --------------------------------------------------------------------------
@@ -142,7 +148,11 @@ def _buckets(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> p
     size = Partitioning(conf.partition_by).size_ms * 1000
     if conf.field_path is None:
         micros = pc.cast(table.column(conf.time_field), pa.int64())
-        return pc.divide(micros, size).combine_chunks() if micros.num_chunks else pa.array([], pa.int64())
+        return (
+            pc.divide(micros, size).combine_chunks()
+            if micros.num_chunks
+            else pa.array([], pa.int64())
+        )
     if decoded is None:  # binary / string values: read the field from JSON
         decoded = []
         for raw in table.column("value").to_pylist():
@@ -233,7 +243,9 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
     return size
 
 
-def write_range_task(reader: Any, rt: RangeTask, conf: WriteConfig, fs: Any = None) -> list[WrittenFile]:
+def write_range_task(
+    reader: Any, rt: RangeTask, conf: WriteConfig, fs: Any = None
+) -> list[WrittenFile]:
     """Write the task's rows; the files written (complete)."""
     table = _read(reader, rt)
     if table is None:
