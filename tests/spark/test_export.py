@@ -3,6 +3,7 @@ exactly once (DuckDB reads the files back), incremental runs, the options that s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_export_run_exactly_once_incremental_and_status(spark: Any, home: Any) -
 
 
 def test_rerun_writes_the_same_names_and_bytes_and_reset(spark: Any, home: Any) -> None:
-    off, clock, values, tmp = home
+    off, _clock, values, tmp = home
     out = tmp / "lake"
     spec = ExportSpec(str(out), partition_by="dt,hr")
     off.export_run([TOPIC], spec, spark=spark)
@@ -121,7 +122,7 @@ def test_rerun_writes_the_same_names_and_bytes_and_reset(spark: Any, home: Any) 
     kept = {n for n in files_before if n not in r.removed}
     assert kept and all((out / n).read_bytes() == files_before[n] for n in kept)
     for name in r.removed:
-        ledger, first_entry, last_entry = (int(x) for x in Path(name).name.split("-")[1:4])
+        ledger, _first_entry, last_entry = (int(x) for x in Path(name).name.split("-")[1:4])
         assert (ledger, last_entry) > r.watermark
     ((rows_left,),) = duck(str(out), "count(*)")
     assert rows_left < 210
@@ -196,9 +197,7 @@ def test_time_field_invalid_partition_until_size_and_flatten(spark: Any, tmp_pat
     assert len(sizes) > 6  # split by --max-file-size
     assert not any(p.parent.name == "dt=__invalid__" for p in out.rglob("_SUCCESS"))
     # the rest after --until comes with the next run
-    (rest,) = off.export_run(
-        [TOPIC], spec.__class__(**{**spec.__dict__, "until_ms": None}), spark=spark
-    )
+    (rest,) = off.export_run([TOPIC], dataclasses.replace(spec, until_ms=None), spark=spark)
     assert rest.rows == len(values) - len(exported)
     assert duck_digest(str(out))[:2] == (len(values), len(values))
     off.close()
