@@ -1,12 +1,13 @@
 """The export target as the driver sees it: list, delete and mark files through ``pyarrow.fs``.
 
 A local directory (``LocalFileSystem``) or ``s3://bucket/prefix`` (``S3FileSystem`` with the
-export's endpoint and region; credentials from the ``AWS_*`` environment). The driver lists a
-topic's files (their names say what they hold, :mod:`offloader.export.naming`), removes what a
-crashed run left (files past the watermark, temporary files, and on S3 unfinished multipart
-uploads, aborted through :mod:`offloader.store`), writes ``_SUCCESS`` markers and reads the
-Parquet footers ``export reset --to TIME`` needs. Executors write files themselves
-(:mod:`offloader.spark.export_write`).
+export's endpoint and region; credentials from the ``AWS_*`` environment). Objects are put whole
+through :mod:`offloader.store` (one PUT: pyarrow's writer uploads in parts with aws-chunked
+bodies, which Ceph RGW 16 refuses). The driver lists a topic's files (their names say what they
+hold, :mod:`offloader.export.naming`), removes what a crashed run left (files past the
+watermark, temporary files, and on S3 unfinished multipart uploads, aborted through
+:mod:`offloader.store`), writes ``_SUCCESS`` markers and reads the Parquet footers ``export
+reset --to TIME`` needs. Executors write files themselves (:mod:`offloader.spark.export_write`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from offloader.errors import ConfigError, StoreError
 from offloader.export.naming import SUCCESS, ExportFile, is_temp_name, parse_file_name, topic_dir
 from offloader.logs import get_logger
+from offloader.store.base import ObjectStore
 
 __all__ = ["TargetListing", "TargetSpec", "open_filesystem"]
 
@@ -50,6 +52,13 @@ class TargetSpec:
 
     def open(self) -> pafs.FileSystem:
         return open_filesystem(self)
+
+    def open_store(self) -> ObjectStore:
+        """The S3 target as an :class:`ObjectStore` (whole-object puts: one PUT, never a
+        multipart upload, so a file is there complete or not at all)."""
+        from offloader.store import open_store
+
+        return open_store(self.url, endpoint_url=self.endpoint_url, region=self.region)
 
 
 def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
@@ -139,8 +148,11 @@ class ExportTarget:
                 with open(path, "wb") as f:
                     os.fsync(f.fileno())
                 return
-            with self.fs.open_output_stream(path) as out:
-                out.write(b"")
+            store = self.spec.open_store()
+            try:
+                store.put(f"{directory}/{SUCCESS}", b"", {})
+            finally:
+                store.close()
         except OSError as exc:
             raise StoreError(f"export target {self.spec.url}: cannot write {path}: {exc}") from None
 

@@ -123,9 +123,13 @@ class SparkRunner:
         conf = self.config()
 
         def run(items: Any) -> Any:
-            fs = conf.target.open()
-            for rt in items:
-                yield from write_range_task(reader, rt, conf, fs)
+            store = conf.target.open_store() if conf.target.is_s3 else None
+            try:
+                for rt in items:
+                    yield from write_range_task(reader, rt, conf, store)
+            finally:
+                if store is not None:
+                    store.close()
 
         rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
         return list(rdd.mapPartitions(run).collect())

@@ -8,7 +8,7 @@ decoded value: epoch millis or ISO-8601; missing or unparsable: the ``__invalid_
 partition), and writes one zstd Parquet file per partition value (split at entry boundaries
 past ``max_file_size`` bytes of Arrow data), named by :mod:`offloader.export.naming`. A local
 file is written under a temporary name, fsynced and renamed; an S3 object is put whole
-(``pyarrow.fs.S3FileSystem``). Every file is complete when the task returns its
+(one PUT through :mod:`offloader.store`). Every file is complete when the task returns its
 :class:`~offloader.export.plan.WrittenFile`.
 """
 
@@ -213,14 +213,13 @@ def _splits(table: pa.Table, max_bytes: int) -> Iterator[pa.Table]:
 
 
 def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
-    path = conf.target.path(relative)
     if conf.target.is_s3:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue()
-        with fs.open_output_stream(path) as out:  # one whole object, visible once complete
-            out.write(data)
+        fs.put(relative, memoryview(data), {})  # one whole PUT: visible once complete
         return int(data.size)
+    path = conf.target.path(relative)
     directory, _, name = path.rpartition("/")
     os.makedirs(directory, exist_ok=True)
     tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
@@ -253,7 +252,19 @@ def write_range_task(
     decoded = _decoded(table, conf)
     buckets = _buckets(table, conf, decoded)
     table = _with_decoded(table, conf, decoded)
-    fs = fs or conf.target.open()
+    own = fs is None and conf.target.is_s3
+    if fs is None and conf.target.is_s3:
+        fs = conf.target.open_store()
+    try:
+        return _write_groups(rt, conf, table, buckets, fs)
+    finally:
+        if own:
+            fs.close()
+
+
+def _write_groups(
+    rt: RangeTask, conf: WriteConfig, table: pa.Table, buckets: pa.Array, fs: Any
+) -> list[WrittenFile]:
     parts = Partitioning(conf.partition_by)
     ledger_id = rt.task.ledger_id
     out: list[WrittenFile] = []
