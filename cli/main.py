@@ -40,6 +40,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:namespaces",  # the same group, with the transform commands added
     "cli.transforms:objects",  # the same group, with rekey added
     "cli.kafka:kafka",
+    "cli.export:export",
 )
 
 EXIT_OK = 0

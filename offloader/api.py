@@ -44,6 +44,16 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
+from offloader.export.manage import (
+    ExportStatus,
+    ResetReport,
+    export_status,
+    parse_reset_point,
+    reset_export,
+)
+from offloader.export.run import TopicExportReport, run_export
+from offloader.export.settings import ExportSpec, normalize_target
+from offloader.export.target import TargetSpec
 from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
 from offloader.kafka.report import orphan_report
 from offloader.kafka.settings import KafkaSettings
@@ -53,7 +63,13 @@ from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
-from offloader.metadata import check_home, open_kafka_metadata_store, open_metadata_store
+from offloader.metadata import (
+    ExportMetadataStore,
+    check_home,
+    open_export_metadata_store,
+    open_kafka_metadata_store,
+    open_metadata_store,
+)
 from offloader.metadata.base import NamespaceRecord, TopicOffloadStatus
 from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
@@ -80,6 +96,8 @@ __all__ = [
     "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
+    "ExportSpec",
+    "ExportStatus",
     "KafkaRecordRow",
     "KafkaSettings",
     "KafkaTier",
@@ -97,8 +115,10 @@ __all__ = [
     "ProduceResult",
     "ProgressCallback",
     "RekeyOutcome",
+    "ResetReport",
     "SegmentOutcome",
     "TickReport",
+    "TopicExportReport",
     "TopicInfo",
     "TopicPolicies",
     "TransformPolicy",
@@ -125,6 +145,8 @@ class Offloader:
         self._service = ServiceState()
         self._closed = False
         self._kafka: KafkaTier | None = None
+        self._exports: ExportMetadataStore | None = None
+        self._spark: object | None = None
 
     @classmethod
     def from_settings(
@@ -207,6 +229,8 @@ class Offloader:
         try:
             if self._kafka is not None:
                 self._kafka.close()
+            if self._exports is not None:
+                self._exports.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()
@@ -615,6 +639,76 @@ class Offloader:
                 on_tick(report)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+    # --- exports to Parquet (spec/export.md) ----------------------------------------------
+    def _export_meta(self) -> ExportMetadataStore:
+        if self._exports is None:
+            db = getattr(self._rt.meta, "_db", None)
+            read_only = bool(getattr(db, "read_only", False))
+            self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
+        return self._exports
+
+    def export_run(
+        self, topics: Iterable[str], spec: ExportSpec, *, spark: object | None = None
+    ) -> list[TopicExportReport]:
+        """Export each topic's messages after its watermark, up to its last closed ledger (or
+        ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
+        ``spark``: a SparkSession (default: a ``local[2]`` session made on first use)."""
+        from offloader.spark import local_session
+        from offloader.spark.export_job import SparkRunner
+
+        if spark is None:
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        runner = SparkRunner(spark, str(self._rt.home), spec)
+        return run_export(
+            self._rt.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            list(topics),
+            runner,
+            self._rt.now_ms,
+        )
+
+    def export_status(
+        self,
+        topic: str,
+        target: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ExportStatus:
+        """The export's watermark, its committed files and its lag (entries and time)."""
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        return export_status(
+            self._rt.meta, self._export_meta(), spec, topic, generation, self._rt.now_ms()
+        )
+
+    def export_reset(
+        self,
+        topic: str,
+        target: str,
+        to: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ResetReport:
+        """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
+        exactly the files after it, so that the next run writes them again."""
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        return reset_export(
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topic,
+            generation,
+            parse_reset_point(to),
+            self._rt.now_ms,
+        )
 
 
 # --- keys (no store or metadata needed) -------------------------------------------------------

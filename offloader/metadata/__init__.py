@@ -13,15 +13,18 @@ from pathlib import Path
 
 from offloader.errors import MetadataError, NotFound
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.export_base import ExportMetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
 
 METADATA_FILENAME = "metadata.db"
 
 __all__ = [
     "METADATA_FILENAME",
+    "ExportMetadataStore",
     "KafkaMetadataStore",
     "MetadataStore",
     "check_home",
+    "open_export_metadata_store",
     "open_kafka_metadata_store",
     "open_metadata_store",
 ]
@@ -78,3 +81,16 @@ def open_kafka_metadata_store(home_dir: str | Path) -> KafkaMetadataStore:
     home = Path(home_dir)
     home.mkdir(parents=True, exist_ok=True)
     return SqliteKafkaMetadataStore(home / METADATA_FILENAME)
+
+
+def open_export_metadata_store(
+    home_dir: str | Path, *, read_only: bool = False
+) -> ExportMetadataStore:
+    """The export watermarks in the same ``<home_dir>/metadata.db`` (its own connection);
+    ``read_only`` as in :func:`open_metadata_store`."""
+    from offloader.metadata.export_sqlite import SqliteExportMetadataStore
+
+    home = Path(home_dir)
+    if not read_only:
+        home.mkdir(parents=True, exist_ok=True)
+    return SqliteExportMetadataStore(home / METADATA_FILENAME, read_only=read_only)
