@@ -44,6 +44,16 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
+from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
+from offloader.export.iceberg_manage import (
+    ExpireReport,
+    IcebergOrphanReport,
+    IcebergStatus,
+    clean_orphans,
+    expire_snapshots,
+    iceberg_status,
+)
+from offloader.export.iceberg_target import IcebergTarget, resolve_target
 from offloader.export.manage import (
     ExportStatus,
     ResetReport,
@@ -96,8 +106,13 @@ __all__ = [
     "AppliedOffloadPolicies",
     "BrokerSettings",
     "EntryRecord",
+    "ExpireReport",
     "ExportSpec",
     "ExportStatus",
+    "IcebergOrphanReport",
+    "IcebergStatus",
+    "IcebergTarget",
+    "IcebergTopicReport",
     "KafkaRecordRow",
     "KafkaSettings",
     "KafkaTier",
@@ -709,6 +724,64 @@ class Offloader:
             parse_reset_point(to),
             self._rt.now_ms,
         )
+
+    # --- exports to Iceberg tables (spec/export.md, "Iceberg tables") --------------------------
+    def export_iceberg_run(
+        self, topics: Iterable[str], spec: ExportSpec, *, spark: object | None = None
+    ) -> list[IcebergTopicReport]:
+        """Export each topic's messages after the watermark the table carries into the Iceberg
+        table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
+        Iceberg commit that also carries the new watermarks."""
+        from offloader.spark import local_session
+        from offloader.spark.iceberg_job import IcebergSparkRunner
+
+        if not spec.is_iceberg:
+            raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
+        if spark is None:
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+        return run_iceberg_export(self._rt.meta, self._rt.home, spec, list(topics), runner)
+
+    def iceberg_target(
+        self,
+        table: str,
+        *,
+        catalog: str | None = None,
+        warehouse: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> IcebergTarget:
+        """The Iceberg table ``table`` (``iceberg://NS.TABLE`` or ``NS.TABLE``) with this
+        home's defaults for the catalog and the warehouse."""
+        return resolve_target(
+            table,
+            self._rt.home,
+            catalog=catalog,
+            warehouse=warehouse,
+            endpoint_url=endpoint_url,
+            region=region,
+        )
+
+    def export_iceberg_status(self, topic: str, target: IcebergTarget) -> IcebergStatus:
+        """The table's current snapshot, its ``metadata_location``, the topic's watermark (as
+        the table carries it) and its lag."""
+        return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms())
+
+    def export_expire_snapshots(
+        self, target: IcebergTarget, older_than_seconds: int, *, retain_last: int = 1
+    ) -> ExpireReport:
+        """Expire the table's snapshots older than the age given, keeping the newest
+        ``retain_last`` and the current one (which carries the watermarks)."""
+        return expire_snapshots(target, older_than_seconds, retain_last)
+
+    def export_clean_orphans(
+        self, target: IcebergTarget, min_age_seconds: int, *, dry_run: bool = False
+    ) -> IcebergOrphanReport:
+        """Remove the files under the table's location that no kept snapshot or metadata
+        version refers to, older than ``min_age_seconds``."""
+        return clean_orphans(target, min_age_seconds, dry_run=dry_run)
 
 
 # --- keys (no store or metadata needed) -------------------------------------------------------

@@ -46,6 +46,9 @@ __all__ = [
     "ExportError",
     "ForeignObjectError",
     "FormatError",
+    "IcebergConflict",
+    "IcebergError",
+    "IcebergSchemaError",
     "IndexInconsistentError",
     "InvalidKeyError",
     "InvalidLedgerState",
@@ -251,3 +254,23 @@ class ExportError(OffloaderError):
 
 class ExportBusy(ExportError):
     """Another process is exporting the same topic to the same target and generation."""
+
+
+# --- exports to Apache Iceberg tables (spec/export.md §Iceberg) ----------------------------------
+class IcebergError(ExportError):
+    """An Iceberg catalog or table operation failed (pyiceberg's errors, translated in
+    ``offloader/export/iceberg_catalog.py``)."""
+
+
+class IcebergSchemaError(IcebergError):
+    """The exported columns cannot be added to the table's schema (an incompatible change);
+    ``field`` names the field at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class IcebergConflict(IcebergError):
+    """Another writer kept committing to the table: the run's commit was retried on each new
+    snapshot and gave up; nothing of it was committed (its files are orphans)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from offloader.errors import ConfigError
+from offloader.export.iceberg_target import SCHEME, is_iceberg_url, parse_table_name
 from offloader.export.naming import Partitioning
 
 __all__ = [
@@ -51,6 +52,9 @@ def normalize_target(url: str) -> str:
     text = str(url).strip()
     if not text:
         raise ConfigError("--to: give a local directory or s3://bucket/prefix")
+    if is_iceberg_url(text):
+        namespace, table = parse_table_name(text)
+        return SCHEME + ".".join((*namespace, table))
     parts = urlsplit(text)
     if parts.scheme in ("s3", "s3a"):
         if not parts.netloc or "@" in parts.netloc:
@@ -60,7 +64,10 @@ def normalize_target(url: str) -> str:
     if parts.scheme == "file":
         text = parts.path
     elif parts.scheme and len(parts.scheme) > 1:
-        raise ConfigError(f"--to {text!r}: only local directories and s3:// are supported")
+        raise ConfigError(
+            f"--to {text!r}: give a local directory, s3://bucket/prefix or "
+            "iceberg://NAMESPACE.TABLE"
+        )
     return os.path.abspath(os.path.expanduser(text))
 
 
@@ -81,6 +88,10 @@ class ExportSpec:
     #: the S3 endpoint and region of an s3:// target (credentials: AWS_* environment)
     endpoint_url: str | None = None
     region: str | None = None
+    #: an ``iceberg://NAMESPACE.TABLE`` target's catalog URI and warehouse (default: a SQLite
+    #: catalog under the home, the warehouse beside it; spec/export.md)
+    catalog: str | None = None
+    warehouse: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", normalize_target(self.target))
@@ -102,6 +113,8 @@ class ExportSpec:
             raise ConfigError("--flatten needs --value-format json or avro (a struct value)")
         if not self.time_field.strip() or self.time_field.startswith("."):
             raise ConfigError(f"--time-field {self.time_field!r}: give a field path like 'ts'")
+        if (self.catalog or self.warehouse) and not self.is_iceberg:
+            raise ConfigError("--catalog and --warehouse are for iceberg:// targets")
 
     @property
     def partitioning(self) -> Partitioning:
@@ -110,6 +123,10 @@ class ExportSpec:
     @property
     def is_s3(self) -> bool:
         return self.target.startswith("s3://")
+
+    @property
+    def is_iceberg(self) -> bool:
+        return self.target.startswith(SCHEME)
 
     @property
     def field_path(self) -> tuple[str, ...] | None:
