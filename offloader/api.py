@@ -664,19 +664,32 @@ class Offloader:
         return self._exports
 
     def export_run(
-        self, topics: Iterable[str], spec: ExportSpec, *, spark: object | None = None
+        self,
+        topics: Iterable[str],
+        spec: ExportSpec,
+        *,
+        spark: object | None = None,
+        engine: str = "spark",
     ) -> list[TopicExportReport]:
         """Export each topic's messages after its watermark, up to its last closed ledger (or
         ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
-        ``spark``: a SparkSession (default: a ``local[2]`` session made on first use)."""
-        from offloader.spark import local_session
-        from offloader.spark.export_job import SparkRunner
+        ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
+        ``engine="local"`` runs the same tasks in this process, without Spark."""
+        from offloader.spark.export_job import LocalRunner, SparkRunner
 
-        if spark is None:
-            if self._spark is None:
-                self._spark = local_session("ledger-offloader-export")
-            spark = self._spark
-        runner = SparkRunner(spark, str(self._rt.home), spec)
+        runner: SparkRunner
+        if engine == "local":
+            runner = LocalRunner(str(self._rt.home), spec)
+        elif engine == "spark":
+            if spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            runner = SparkRunner(spark, str(self._rt.home), spec)
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
         return run_export(
             self._rt.meta,
             self._export_meta(),

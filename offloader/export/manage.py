@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from offloader.crashpoints import crash_point
 from offloader.errors import ConfigError, NotFound
 from offloader.export.lock import export_lock
 from offloader.export.naming import ExportFile
@@ -177,6 +178,7 @@ def reset_export(
                 updated_ms=now_ms(),
             )
         )
+        crash_point("export.reset_after_watermark")
         for f in removed:
             target.delete(f.path)
         for directory in sorted({f.directory for f in removed}):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from offloader.crashpoints import crash_point
 from offloader.errors import ExportError
 from offloader.export.lock import export_lock
 from offloader.export.naming import INVALID, Partitioning
@@ -82,6 +83,7 @@ def write_markers(
         bucket = partitioning.bucket_of_value(value)
         if bucket is not None and partitioning.end_ms(bucket) <= publish_time_ms:
             target.put_marker(directory)
+            crash_point("export.after_marker")
             listing.markers.add(directory)
             written += 1
     return written
@@ -147,6 +149,7 @@ def run_export(
             start = mark.position if mark is not None else (-1, -1)
             marks[name] = mark
             listings[name], removed[name] = _cleanup(target, name, spec.generation, start)
+            crash_point("export.after_cleanup")
             plans.append(topic_plan(name, meta.list_ledgers(name), start))
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
@@ -203,8 +206,10 @@ def _commit(
         invalid_rows=base.invalid_rows + sum(f.invalid_rows for f in files),
         updated_ms=now,
     )
+    crash_point("export.before_advance")
     if mark is None or new != mark:
         exports.advance(new, None if mark is None else mark.position)
+    crash_point("export.after_advance")
     dirs = [f.path.rpartition("/")[0] for f in files]
     markers = write_markers(
         target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs

@@ -16,14 +16,33 @@ from typing import Any
 
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from offloader.errors import ConfigError
 from offloader.export.plan import RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
+from offloader.spark.message_rows import BASE_COLUMNS
 from offloader.spark.messages import PulsarMessagesReader
 from offloader.spark.source import register
 
-__all__ = ["SparkRunner"]
+__all__ = ["LocalRunner", "SparkRunner", "binary_schema"]
+
+
+def binary_schema() -> Any:
+    """The ``pulsar-messages`` schema with ``value`` as bytes, built without a JVM."""
+    from pyspark.sql import types as T
+
+    kinds = {
+        "STRING": T.StringType(),
+        "BIGINT": T.LongType(),
+        "INT": T.IntegerType(),
+        "BINARY": T.BinaryType(),
+        "MAP<STRING, STRING>": T.MapType(T.StringType(), T.StringType()),
+        "TIMESTAMP": T.TimestampType(),
+        "BOOLEAN": T.BooleanType(),
+    }
+    fields = [T.StructField(name, kinds[kind]) for name, kind in BASE_COLUMNS]
+    return T.StructType([*fields, T.StructField("value", T.BinaryType())])
 
 
 class SparkRunner:
@@ -133,3 +152,44 @@ class SparkRunner:
 
         rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
         return list(rdd.mapPartitions(run).collect())
+
+
+class LocalRunner(SparkRunner):
+    """The same tasks run one after another in this process, without Spark (no JVM): for
+    small exports, the service's continuous mode and the kill -9 harness. Values are written
+    as bytes (``--value-format`` json/avro needs the Spark engine for the decoded type)."""
+
+    def __init__(self, home: str, spec: ExportSpec) -> None:
+        if spec.value_format in ("json", "avro"):
+            raise ConfigError(
+                "the local export engine writes values as bytes: use the Spark "
+                "engine for --value-format json/avro"
+            )
+        self.spark = None
+        self.home = str(home)
+        self.spec = spec
+        self.source_options = {}
+
+    def _schema(self, **options: str) -> Any:
+        return binary_schema()
+
+    def first_at_or_after(
+        self, plans: Sequence[TopicPlan], until_ms: int
+    ) -> dict[str, tuple[int, int]]:
+        reader = self._reader(plans)
+        out: dict[str, tuple[int, int]] = {}
+        for rt in self._tasks(reader, plans):
+            for topic, ledger, entry in first_at_or_after(reader, rt, until_ms):
+                out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
+        return out
+
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+        reader = self._reader(plans)
+        tasks = self._tasks(reader, plans)
+        conf = self.config()
+        store = conf.target.open_store() if conf.target.is_s3 else None
+        try:
+            return [w for rt in tasks for w in write_range_task(reader, rt, conf, store)]
+        finally:
+            if store is not None:
+                store.close()

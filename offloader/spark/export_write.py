@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from offloader.crashpoints import crash_point
 from offloader.export.naming import Partitioning, file_name, topic_dir
 from offloader.export.plan import RangeTask, WrittenFile
 from offloader.export.target import TargetSpec
@@ -217,7 +218,9 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue()
+        crash_point("export.before_put")
         fs.put(relative, memoryview(data), {})  # one whole PUT: visible once complete
+        crash_point("export.after_file")
         return int(data.size)
     path = conf.target.path(relative)
     directory, _, name = path.rpartition("/")
@@ -229,6 +232,7 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()
+        crash_point("export.before_rename")
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -239,6 +243,7 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
         os.fsync(fd)
     finally:
         os.close(fd)
+    crash_point("export.after_file")
     return size
 
 
