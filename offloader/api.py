@@ -740,21 +740,34 @@ class Offloader:
 
     # --- exports to Iceberg tables (spec/export.md, "Iceberg tables") --------------------------
     def export_iceberg_run(
-        self, topics: Iterable[str], spec: ExportSpec, *, spark: object | None = None
+        self,
+        topics: Iterable[str],
+        spec: ExportSpec,
+        *,
+        spark: object | None = None,
+        engine: str = "spark",
     ) -> list[IcebergTopicReport]:
         """Export each topic's messages after the watermark the table carries into the Iceberg
         table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
-        Iceberg commit that also carries the new watermarks."""
-        from offloader.spark import local_session
-        from offloader.spark.iceberg_job import IcebergSparkRunner
+        Iceberg commit that also carries the new watermarks. ``engine="local"``: the same
+        tasks in this process, without Spark."""
+        from offloader.spark.iceberg_job import IcebergLocalRunner, IcebergSparkRunner
 
         if not spec.is_iceberg:
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
-        if spark is None:
-            if self._spark is None:
-                self._spark = local_session("ledger-offloader-export")
-            spark = self._spark
-        runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+        runner: IcebergLocalRunner | IcebergSparkRunner
+        if engine == "local":
+            runner = IcebergLocalRunner(str(self._rt.home), spec)
+        elif engine == "spark":
+            if spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
         return run_iceberg_export(self._rt.meta, self._rt.home, spec, list(topics), runner)
 
     def iceberg_target(

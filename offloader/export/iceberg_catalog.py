@@ -112,7 +112,7 @@ def open_catalog(target: IcebergTarget) -> IcebergCatalog:
         props["type"] = "sql"
         props["uri"] = _sql_uri(target.catalog_uri)
         if target.catalog_uri.startswith("sqlite:///"):
-            Path("/" + target.catalog_uri[len("sqlite:///") :]).parent.mkdir(
+            Path(target.catalog_uri[len("sqlite:///") :]).parent.mkdir(
                 parents=True, exist_ok=True
             )
         props["init_catalog_tables"] = "true"

@@ -75,7 +75,7 @@ def normalize_catalog(uri: str) -> str:
     text = str(uri).strip()
     scheme = urlsplit(text).scheme.lower()
     if "://" not in text:
-        return "sqlite:///" + os.path.abspath(os.path.expanduser(text)).lstrip("/")
+        return "sqlite:///" + os.path.abspath(os.path.expanduser(text))
     if scheme.split("+")[0] not in _CATALOG_SCHEMES:
         raise ConfigError(
             f"--catalog {text!r}: give sqlite:///PATH, postgresql://HOST/DB or a REST "
@@ -140,7 +140,7 @@ class IcebergTarget:
 
 
 def default_catalog(home: Path | str) -> str:
-    return "sqlite:///" + str(Path(home).resolve() / "iceberg" / "catalog.db").lstrip("/")
+    return "sqlite:///" + str(Path(home).resolve() / "iceberg" / "catalog.db")
 
 
 def default_warehouse(home: Path | str) -> str:

@@ -6,26 +6,31 @@ tasks, the same deterministic file names and bytes) plus what
 :class:`~offloader.export.iceberg.IcebergRunner` asks: :meth:`arrow_schema`, the columns of the
 files it writes (the ``pulsar-messages`` columns with the value as bytes, then the decoded
 value as ``value_decoded`` or, flattened, ``value_<field>`` columns), and :meth:`retarget`, the
-table's ``data/`` directory once the table is loaded.
+table's ``data/`` directory once the table is loaded. :class:`IcebergLocalRunner` is the same
+on :class:`~offloader.spark.export_job.LocalRunner` (the tasks in-process, no JVM).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from offloader.export.iceberg import with_target
 from offloader.export.settings import ExportSpec
-from offloader.spark.export_job import SparkRunner
+from offloader.spark.export_job import LocalRunner, SparkRunner
 
-__all__ = ["IcebergSparkRunner"]
+__all__ = ["IcebergLocalRunner", "IcebergSparkRunner"]
 
 
-class IcebergSparkRunner(SparkRunner):
-    def __init__(self, spark: Any, home: str, spec: ExportSpec, **options: Any) -> None:
-        super().__init__(spark, home, spec, **options)
+class _Iceberg:
+    spec: ExportSpec
+    if TYPE_CHECKING:  # SparkRunner's, which the runners below inherit after this mixin
+
+        def _schema(self, **options: str) -> Any: ...
+
+        def config(self) -> Any: ...
 
     def arrow_schema(self) -> pa.Schema:
         base = to_arrow_schema(self._schema(value_format="binary"), timezone="UTC")
@@ -41,3 +46,11 @@ class IcebergSparkRunner(SparkRunner):
 
     def retarget(self, data_url: str) -> None:
         self.spec = with_target(self.spec, data_url)
+
+
+class IcebergSparkRunner(_Iceberg, SparkRunner):
+    """Spark's tasks, writing under the table's ``data/``."""
+
+
+class IcebergLocalRunner(_Iceberg, LocalRunner):
+    """The same tasks in this process, without Spark (values as bytes)."""
