@@ -87,6 +87,8 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "psycopg": ("offloader.metadata",),
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
+    # the catalog and table calls (errors translated there) and the FileIO pyiceberg loads
+    "pyiceberg": ("offloader.export.iceberg_catalog", "offloader.export.iceberg_fileio"),
 }
 
 

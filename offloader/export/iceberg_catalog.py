@@ -14,8 +14,8 @@ would re-apply an append on a newer snapshot without looking at our watermarks, 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import datetime as dt
+import importlib.util
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -112,9 +112,7 @@ def open_catalog(target: IcebergTarget) -> IcebergCatalog:
         props["type"] = "sql"
         props["uri"] = _sql_uri(target.catalog_uri)
         if target.catalog_uri.startswith("sqlite:///"):
-            Path(target.catalog_uri[len("sqlite:///") :]).parent.mkdir(
-                parents=True, exist_ok=True
-            )
+            Path(target.catalog_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         props["init_catalog_tables"] = "true"
     if target.warehouse.startswith("file://"):
         Path(target.warehouse[len("file://") :]).mkdir(parents=True, exist_ok=True)
