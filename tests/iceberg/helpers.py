@@ -1,0 +1,57 @@
+"""Helpers of the Iceberg export tests: DuckDB's own Iceberg reader, loaded offline.
+
+The ``iceberg`` and ``avro`` extensions come from the PyPI packages ``duckdb-extension-iceberg``
+and ``duckdb-extension-avro`` (built for the installed ``duckdb``), loaded by path, avro first,
+with DuckDB's automatic extension download off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+
+def _extension(package: str, name: str) -> str:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None, f"{package} is not installed"
+    found = sorted(Path(spec.origin).parent.glob(f"extensions/*/{name}.duckdb_extension"))
+    assert found, f"{package} ships no {name}.duckdb_extension"
+    return str(found[-1])
+
+
+def iceberg_duck(**settings: str) -> Any:
+    """A DuckDB connection with the Iceberg reader (and S3 settings, when given)."""
+    import duckdb
+
+    con = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
+    con.execute(f"LOAD '{_extension('duckdb_extension_avro', 'avro')}'")
+    con.execute(f"LOAD '{_extension('duckdb_extension_iceberg', 'iceberg')}'")
+    for key, value in settings.items():
+        con.execute(f"SET {key} = '{value}'")
+    return con
+
+
+def scan(metadata_location: str, select: str, rest: str = "") -> list[tuple[Any, ...]]:
+    """``SELECT select FROM iceberg_scan(metadata_location) rest`` through DuckDB."""
+    con = iceberg_duck()
+    try:
+        sql = f"SELECT {select} FROM iceberg_scan('{metadata_location}') {rest}"
+        return list(con.execute(sql).fetchall())
+    finally:
+        con.close()
+
+
+def digest(values: list[bytes]) -> str:
+    shas = sorted(hashlib.sha256(v).hexdigest() for v in values)
+    return hashlib.sha256("".join(shas).encode()).hexdigest()
+
+
+def table_digest(metadata_location: str) -> tuple[int, int, str]:
+    """(rows, distinct message ids, digest of the values) as DuckDB reads the table."""
+    ((rows, ids),) = scan(metadata_location, "count(*), count(DISTINCT message_id)")
+    values = [bytes(r[0]) for r in scan(metadata_location, "value")]
+    return int(rows), int(ids), digest(values)
