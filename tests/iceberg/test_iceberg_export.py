@@ -61,7 +61,7 @@ def test_export_is_read_by_duckdb_exactly_once(home: Any) -> None:
         assert names == {"ledger_id", "entry_id", "batch_index"}
         assert raw.properties["write.parquet.compression-codec"] == "zstd"
         summary = table.current_summary()
-        assert summary[WATERMARK_PREFIX + TOPIC] == "%d:%d" % report.watermark
+        assert summary[WATERMARK_PREFIX + TOPIC] == "{}:{}".format(*report.watermark)
         assert int(summary[PUBLISH_PREFIX + TOPIC]) == report.publish_time_ms
         assert RUN_KEY in summary
         # every data file holds one topic and one day, sorted by position
@@ -172,7 +172,7 @@ def test_a_commit_on_another_topic_is_retried_on_the_new_snapshot(home: Any) -> 
 
 
 def test_a_crashed_run_leaves_orphans_that_clean_orphans_removes(home: Any) -> None:
-    off, clock, values = home
+    off, _, values = home
     spec = ExportSpec(TABLE, partition_by="dt")
 
     def crash() -> None:
