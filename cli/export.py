@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.params import SIZE
+from cli.params import SIZE, iceberg_options
 from cli.settings import open_offloader
 from offloader.api import ExportSpec, ExportStatus, ResetReport, TopicExportReport
 from offloader.units import format_size
@@ -22,7 +22,8 @@ _TARGET = click.option(
     "target",
     required=True,
     metavar="URL",
-    help="Where the files are: a local directory or s3://bucket/prefix.",
+    help="Where the files are: a local directory, s3://bucket/prefix, or an Iceberg table "
+    "iceberg://NAMESPACE.TABLE.",
 )
 _GENERATION = click.option(
     "--generation",
@@ -47,7 +48,8 @@ def _time(ms: int | None) -> str | None:
 
 @click.group()
 def export() -> None:
-    """Export topics to Parquet files (Hive-partitioned by time), exactly once."""
+    """Export topics to Parquet files (Hive-partitioned by time) or Apache Iceberg tables,
+    exactly once."""
 
 
 @export.command()
@@ -64,9 +66,9 @@ def export() -> None:
 @click.option(
     "--partition-by",
     type=click.Choice(["dt", "dt,hr"]),
-    default="dt,hr",
-    show_default=True,
-    help="Time partitions: days, or days and hours (UTC).",
+    default=None,
+    help="Time partitions: days, or days and hours (UTC). Default: dt,hr; for an "
+    "iceberg:// table dt (day(time)), and dt,hr is hour(time).",
 )
 @click.option(
     "--time-field",
@@ -99,13 +101,22 @@ def export() -> None:
 @click.option("--flatten", is_flag=True, help="Decoded fields as value_<field> columns.")
 @_GENERATION
 @_ENDPOINT
+@iceberg_options
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="spark: a local[2] session; local: the same tasks in this process (no JVM; values "
+    "as bytes).",
+)
 @pass_cli
 def run(
     cli: CliContext,
     topics: tuple[str, ...],
     target: str,
     fmt: str,
-    partition_by: str,
+    partition_by: str | None,
     time_field: str,
     until: str | None,
     max_file_size: int,
@@ -115,19 +126,27 @@ def run(
     flatten: bool,
     generation: int,
     target_endpoint: str | None,
+    catalog: str | None,
+    warehouse: str | None,
+    engine: str,
 ) -> None:
     """Export TOPICS' messages after their watermark, up to the last closed ledger.
+
+    With --to iceberg://NAMESPACE.TABLE the files of a run are committed to the Iceberg table
+    in one transaction that also carries the watermark (the table is created on first use).
 
     \b
     Examples:
       offloader export run orders --to /data/lake
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
+      offloader export run orders --to iceberg://pulsar.orders --warehouse s3://lake/iceberg
     """
     from offloader.export.settings import parse_time_ms
 
+    iceberg = target.strip().lower().startswith("iceberg://")
     spec = ExportSpec(
         target,
-        partition_by=partition_by,
+        partition_by=partition_by or ("dt" if iceberg else "dt,hr"),
         time_field=time_field,
         generation=generation,
         until_ms=parse_time_ms(until) if until else None,
@@ -137,9 +156,16 @@ def run(
         schema=schema,
         avro_schema=avro_schema,
         endpoint_url=target_endpoint or cli.endpoint_url,
+        catalog=catalog,
+        warehouse=warehouse,
     )
+    if spec.is_iceberg:
+        from cli.export_iceberg import run_iceberg
+
+        run_iceberg(cli, topics, spec, engine)
+        return
     with open_offloader(cli) as offloader:
-        for report in offloader.export_run(topics, spec):
+        for report in offloader.export_run(topics, spec, engine=engine):
             cli.emit(_report(report), _report_text(report))
 
 
@@ -173,6 +199,7 @@ def _report_text(r: TopicExportReport) -> str:
 @_TARGET
 @_GENERATION
 @_ENDPOINT
+@iceberg_options
 @click.option("--json", "json_output", is_flag=True, help="One JSON object.")
 @pass_cli
 def status(
@@ -181,9 +208,18 @@ def status(
     target: str,
     generation: int,
     target_endpoint: str | None,
+    catalog: str | None,
+    warehouse: str | None,
     json_output: bool,
 ) -> None:
-    """Show TOPIC's export watermark, its files and the lag (entries and time)."""
+    """Show TOPIC's export watermark, its files and the lag (entries and time). For an
+    iceberg:// table: its current snapshot, its metadata_location (what other engines open)
+    and the watermark the table carries."""
+    if target.strip().lower().startswith("iceberg://"):
+        from cli.export_iceberg import status_iceberg
+
+        status_iceberg(cli, topic, target, catalog, warehouse, json_output)
+        return
     with open_offloader(cli, read_only=True) as offloader:
         st = offloader.export_status(
             topic, target, generation=generation, endpoint_url=target_endpoint or cli.endpoint_url

@@ -41,6 +41,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:objects",  # the same group, with rekey added
     "cli.kafka:kafka",
     "cli.export:export",
+    "cli.export_iceberg:export",  # the same group, with expire-snapshots/clean-orphans added
 )
 
 EXIT_OK = 0

@@ -1,4 +1,5 @@
-"""click parameter types for sizes (``10M``), times (``4h``) and positions (``12:0``).
+"""click parameter types for sizes (``10M``), times (``4h``) and positions (``12:0``), and the
+``--catalog``/``--warehouse`` options of the Iceberg export commands.
 
 A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
 units (:mod:`offloader.units`).
@@ -6,7 +7,8 @@ units (:mod:`offloader.units`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -23,7 +25,10 @@ __all__ = [
     "DurationParam",
     "PositionParam",
     "SizeParam",
+    "iceberg_options",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class SizeParam(click.ParamType):  # type: ignore[type-arg]
@@ -85,3 +90,21 @@ SIZE_OR_MINUS_ONE = SizeParam(allow_negative=True)
 DURATION = DurationParam()
 DURATION_OR_MINUS_ONE = DurationParam(allow_negative=True)
 POSITION = PositionParam()
+
+
+def iceberg_options(func: F) -> F:
+    """``--catalog`` and ``--warehouse``."""
+    func = click.option(
+        "--warehouse",
+        metavar="URL",
+        default=None,
+        help="Iceberg warehouse: a local directory or s3://bucket/prefix "
+        "(default: <home>/iceberg/warehouse).",
+    )(func)
+    return click.option(
+        "--catalog",
+        metavar="URI",
+        default=None,
+        help="Iceberg catalog: sqlite:///PATH (default: <home>/iceberg/catalog.db), "
+        "postgresql://..., or a REST catalog's http(s):// URL.",
+    )(func)
