@@ -14,7 +14,13 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.params import SIZE
 from cli.settings import open_offloader
-from offloader.api import ExportSpec, ExportStatus, ResetReport, TopicExportReport
+from offloader.api import (
+    ExportSpec,
+    ExportStatus,
+    ResetReport,
+    TopicExportReport,
+    parse_time_ms,
+)
 from offloader.units import format_size
 
 _TARGET = click.option(
@@ -97,6 +103,13 @@ def export() -> None:
 @click.option("--schema", default=None, help="DDL of JSON values (e.g. 'ts BIGINT, v STRING').")
 @click.option("--avro-schema", default=None, help="The Avro writer schema (JSON).")
 @click.option("--flatten", is_flag=True, help="Decoded fields as value_<field> columns.")
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="spark: a local[2] session's tasks; local: the same tasks in this process (no JVM).",
+)
 @_GENERATION
 @_ENDPOINT
 @pass_cli
@@ -113,6 +126,7 @@ def run(
     schema: str | None,
     avro_schema: str | None,
     flatten: bool,
+    engine: str,
     generation: int,
     target_endpoint: str | None,
 ) -> None:
@@ -123,8 +137,6 @@ def run(
       offloader export run orders --to /data/lake
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
     """
-    from offloader.export.settings import parse_time_ms
-
     spec = ExportSpec(
         target,
         partition_by=partition_by,
@@ -139,7 +151,7 @@ def run(
         endpoint_url=target_endpoint or cli.endpoint_url,
     )
     with open_offloader(cli) as offloader:
-        for report in offloader.export_run(topics, spec):
+        for report in offloader.export_run(topics, spec, engine=engine):
             cli.emit(_report(report), _report_text(report))
 
 
