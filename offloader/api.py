@@ -660,8 +660,7 @@ class Offloader:
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
     def _export_meta(self) -> ExportMetadataStore:
         if self._exports is None:
-            db = getattr(self._rt.meta, "_db", None)
-            read_only = bool(getattr(db, "read_only", False))
+            read_only = not os.access(self._rt.home, os.W_OK)
             self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
         return self._exports
 
