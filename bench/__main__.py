@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "spark": "bench.spark",
     "transform": "bench.transform",
     "kafka": "bench.kafka",
+    "export": "bench.export",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

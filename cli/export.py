@@ -14,7 +14,13 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.params import SIZE, iceberg_options
 from cli.settings import open_offloader
-from offloader.api import ExportSpec, ExportStatus, ResetReport, TopicExportReport
+from offloader.api import (
+    ExportSpec,
+    ExportStatus,
+    ResetReport,
+    TopicExportReport,
+    parse_time_ms,
+)
 from offloader.units import format_size
 
 _TARGET = click.option(
@@ -99,17 +105,16 @@ def export() -> None:
 @click.option("--schema", default=None, help="DDL of JSON values (e.g. 'ts BIGINT, v STRING').")
 @click.option("--avro-schema", default=None, help="The Avro writer schema (JSON).")
 @click.option("--flatten", is_flag=True, help="Decoded fields as value_<field> columns.")
-@_GENERATION
-@_ENDPOINT
-@iceberg_options
 @click.option(
     "--engine",
     type=click.Choice(["spark", "local"]),
     default="spark",
     show_default=True,
-    help="spark: a local[2] session; local: the same tasks in this process (no JVM; values "
-    "as bytes).",
+    help="spark: a local[2] session's tasks; local: the same tasks in this process (no JVM).",
 )
+@_GENERATION
+@_ENDPOINT
+@iceberg_options
 @pass_cli
 def run(
     cli: CliContext,
@@ -124,11 +129,11 @@ def run(
     schema: str | None,
     avro_schema: str | None,
     flatten: bool,
+    engine: str,
     generation: int,
     target_endpoint: str | None,
     catalog: str | None,
     warehouse: str | None,
-    engine: str,
 ) -> None:
     """Export TOPICS' messages after their watermark, up to the last closed ledger.
 
@@ -141,8 +146,6 @@ def run(
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
       offloader export run orders --to iceberg://pulsar.orders --warehouse s3://lake/iceberg
     """
-    from offloader.export.settings import parse_time_ms
-
     iceberg = target.strip().lower().startswith("iceberg://")
     spec = ExportSpec(
         target,

@@ -62,7 +62,7 @@ from offloader.export.manage import (
     reset_export,
 )
 from offloader.export.run import TopicExportReport, run_export
-from offloader.export.settings import ExportSpec, normalize_target
+from offloader.export.settings import ExportJob, ExportSpec, normalize_target, parse_time_ms
 from offloader.export.target import TargetSpec
 from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
 from offloader.kafka.report import orphan_report
@@ -107,6 +107,7 @@ __all__ = [
     "BrokerSettings",
     "EntryRecord",
     "ExpireReport",
+    "ExportJob",
     "ExportSpec",
     "ExportStatus",
     "IcebergOrphanReport",
@@ -142,6 +143,7 @@ __all__ = [
     "create_key",
     "decode_stored_data",
     "list_keys",
+    "parse_time_ms",
 ]
 
 log = get_logger(__name__)
@@ -645,21 +647,35 @@ class Offloader:
         once: bool = False,
         should_stop: Callable[[], bool] | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
+        exports: Iterable[ExportJob] = (),
+        on_export: Callable[[list[TopicExportReport]], None] | None = None,
     ) -> None:
+        """The service loop; after each pass, the ``exports`` run (continuous mode: a failed
+        export is logged and retried next pass, the loop carries on)."""
         stop = should_stop or (lambda: False)
+        jobs = list(exports)
 
         def one() -> None:
             report = self.service_tick(should_stop=stop)
             if on_tick is not None:
                 on_tick(report)
+            for job in jobs:
+                if stop():
+                    return
+                try:
+                    done = self.export_run(job.topics, job.spec, engine=job.engine)
+                except OffloaderError as exc:
+                    log.warning("export.failed", target=job.spec.target, error=str(exc))
+                    continue
+                if on_export is not None:
+                    on_export(done)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
 
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
     def _export_meta(self) -> ExportMetadataStore:
         if self._exports is None:
-            db = getattr(self._rt.meta, "_db", None)
-            read_only = bool(getattr(db, "read_only", False))
+            read_only = not os.access(self._rt.home, os.W_OK)
             self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
         return self._exports
 

@@ -36,7 +36,8 @@ class TopicPlan:
 
     @property
     def empty(self) -> bool:
-        return self.end <= self.start or not self.ledger_ids
+        """No entry of the listed ledgers can be in ``(start, end]``."""
+        return not any(self.contains(lid, 0, 1 << 62) for lid in self.ledger_ids)
 
     def clipped(self, end: Position) -> TopicPlan:
         """The plan cut at ``end`` (``--until``)."""
@@ -46,7 +47,11 @@ class TopicPlan:
 
     def contains(self, ledger_id: int, first: int, last: int) -> bool:
         """Can entries ``first..last`` of ``ledger_id`` hold a row of the plan?"""
-        return (ledger_id, last) > self.start and (ledger_id, first) <= self.end
+        return (
+            self.start < self.end
+            and (ledger_id, last) > self.start
+            and (ledger_id, first) <= self.end
+        )
 
 
 def topic_plan(topic: str, ledgers: Sequence[LedgerRecord], start: Position) -> TopicPlan:

@@ -20,6 +20,7 @@ from offloader.export.naming import Partitioning
 __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
     "TIME_COLUMNS",
+    "ExportJob",
     "ExportSpec",
     "normalize_target",
     "parse_time_ms",
@@ -151,3 +152,21 @@ class ExportSpec:
             sort_keys=True,
             separators=(",", ":"),
         )
+
+
+ENGINES = ("local", "spark")
+
+
+@dataclass(frozen=True)
+class ExportJob:
+    """An export the service runs after each pass (``[[export]]`` in ``offloader.toml``)."""
+
+    topics: tuple[str, ...]
+    spec: ExportSpec
+    engine: str = "local"
+
+    def __post_init__(self) -> None:
+        if not self.topics:
+            raise ConfigError("[[export]] topics: name at least one topic")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"[[export]] engine {self.engine!r}: choose {' or '.join(ENGINES)}")
