@@ -48,6 +48,8 @@ _TOP_KEYS = {"store", "endpoint_url", "region", "broker", "transform", "kafka", 
 _EXPORT_KEYS = {
     "topics",
     "to",
+    "catalog",
+    "warehouse",
     "partition_by",
     "time_field",
     "max_file_size",
@@ -142,11 +144,15 @@ def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJo
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
             raise ConfigError("[[export]] topics must be a list of topic names")
         if not isinstance(table.get("to"), str):
-            raise ConfigError("[[export]] to must be a local directory or s3://bucket/prefix")
+            raise ConfigError(
+                "[[export]] to must be a local directory, s3://bucket/prefix or "
+                "iceberg://NAMESPACE.TABLE"
+            )
         try:
+            iceberg = table["to"].strip().lower().startswith("iceberg://")
             spec = ExportSpec(
                 table["to"],
-                partition_by=str(table.get("partition_by", "dt,hr")),
+                partition_by=str(table.get("partition_by", "dt" if iceberg else "dt,hr")),
                 time_field=str(table.get("time_field", "publish_time")),
                 max_file_size=parse_size(table.get("max_file_size", "128M")),
                 generation=int(table.get("generation", 1)),
@@ -155,6 +161,8 @@ def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJo
                 avro_schema=table.get("avro_schema"),
                 flatten=bool(table.get("flatten", False)),
                 endpoint_url=table.get("endpoint_url") or endpoint,
+                catalog=table.get("catalog"),
+                warehouse=table.get("warehouse"),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"[[export]]: {exc}") from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -31,7 +31,7 @@ from cli.context import CliContext, pass_cli
 from cli.params import DURATION
 from cli.render import echo_json
 from cli.settings import broker_options, open_offloader
-from offloader.api import TickReport, TopicExportReport
+from offloader.api import IcebergTopicReport, TickReport, TopicExportReport
 from offloader.errors import OffloadError
 from offloader.logs import get_logger
 
@@ -186,7 +186,7 @@ def run(
         elif once or not _is_idle(report):
             click.echo(tick_text(report))
 
-    def on_export(done: list[TopicExportReport]) -> None:
+    def on_export(done: Sequence[TopicExportReport | IcebergTopicReport]) -> None:
         for r in done:
             record = {
                 "export": r.topic,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -648,7 +648,7 @@ class Offloader:
         should_stop: Callable[[], bool] | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
         exports: Iterable[ExportJob] = (),
-        on_export: Callable[[list[TopicExportReport]], None] | None = None,
+        on_export: Callable[[Sequence[TopicExportReport | IcebergTopicReport]], None] | None = None,
     ) -> None:
         """The service loop; after each pass, the ``exports`` run (continuous mode: a failed
         export is logged and retried next pass, the loop carries on)."""
@@ -663,7 +663,11 @@ class Offloader:
                 if stop():
                     return
                 try:
-                    done = self.export_run(job.topics, job.spec, engine=job.engine)
+                    done: Sequence[TopicExportReport | IcebergTopicReport]
+                    if job.spec.is_iceberg:
+                        done = self.export_iceberg_run(job.topics, job.spec, engine=job.engine)
+                    else:
+                        done = self.export_run(job.topics, job.spec, engine=job.engine)
                 except OffloaderError as exc:
                     log.warning("export.failed", target=job.spec.target, error=str(exc))
                     continue

@@ -91,6 +91,10 @@ class IcebergTopicReport:
     conflict: str | None = None
     publish_time_ms: int | None = None
 
+    @property
+    def target(self) -> str:
+        return self.table
+
 
 def iceberg_target(spec: ExportSpec, home: Path | str) -> IcebergTarget:
     return resolve_target(

@@ -59,3 +59,25 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
     assert "--catalog" in one_line_error(rest)
     parquet = run(home, "export", "run", TOPIC, "--to", str(tmp_path / "p"), "--catalog", "x.db")
     assert "iceberg://" in one_line_error(parquet)
+
+
+def test_service_run_exports_to_the_configured_table(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    clock = Clock()
+    off = new_home(home, clock)
+    values = produce_ledger(off, clock, TOPIC, 0, 30)
+    off.close()
+    (home / "offloader.toml").write_text(
+        f'[[export]]\ntopics = ["{TOPIC}"]\nto = "iceberg://lake.orders"\n'
+        f'warehouse = "{tmp_path / "wh"}"\n'
+    )
+    out = ok(home, "service", "run", "--once").stdout
+    assert f"export {TOPIC} -> iceberg://lake.orders: 30 messages" in out
+    status = ["export", "status", TOPIC, "--to", "iceberg://lake.orders", "--json"]
+    (st,) = json_lines(ok(home, *status, "--warehouse", str(tmp_path / "wh")))
+    assert st["watermark"] != [-1, -1] and st["lag_entries"] == 0
+    assert table_digest(st["metadata_location"]) == (30, 30, digest(values))
+    # a second pass with nothing new commits nothing
+    ok(home, "service", "run", "--once")
+    (again,) = json_lines(ok(home, *status, "--warehouse", str(tmp_path / "wh")))
+    assert again["snapshot_id"] == st["snapshot_id"]
