@@ -29,6 +29,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from offloader.crashpoints import crash_point
 from offloader.errors import ExportError, IcebergConflict
 from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable, open_catalog
 from offloader.export.iceberg_target import (
@@ -194,7 +195,9 @@ def _commit(
         props = watermark_properties(marks)
         paths = [f"{table.location}/data/{f.path}" for p in pending for f in by_topic[p.topic]]
         try:
+            crash_point("iceberg.before_commit")
             table.commit_files(paths, schema, {RUN_KEY: run_id, **props}, props)
+            crash_point("iceberg.after_commit")
             log.info(
                 "iceberg.committed",
                 table=table.target.url,
