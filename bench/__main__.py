@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "transform": "bench.transform",
     "kafka": "bench.kafka",
     "export": "bench.export",
+    "iceberg": "bench.iceberg",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"
