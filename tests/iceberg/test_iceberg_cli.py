@@ -57,6 +57,12 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
         home, "export", "status", TOPIC, "--to", "iceberg://lake.t", "--catalog", "ftp://x/y"
     )
     assert "--catalog" in one_line_error(rest)
+    # a REST catalog's URL passes through to pyiceberg; nothing listens there: one clear line
+    down = run(
+        home, "export", "status", TOPIC, "--to", "iceberg://lake.t", "--catalog",
+        "http://127.0.0.1:9/catalog",
+    )  # fmt: skip
+    assert "Iceberg catalog http://127.0.0.1:9/catalog" in one_line_error(down)
     parquet = run(home, "export", "run", TOPIC, "--to", str(tmp_path / "p"), "--catalog", "x.db")
     assert "iceberg://" in one_line_error(parquet)
 
