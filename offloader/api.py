@@ -697,6 +697,8 @@ class Offloader:
         ``engine="local"`` runs the same tasks in this process, without Spark."""
         from offloader.spark.export_job import LocalRunner, SparkRunner
 
+        _not_iceberg(spec.target, "export_iceberg_run")
+
         runner: SparkRunner
         if engine == "local":
             runner = LocalRunner(str(self._rt.home), spec)
@@ -730,6 +732,7 @@ class Offloader:
         region: str | None = None,
     ) -> ExportStatus:
         """The export's watermark, its committed files and its lag (entries and time)."""
+        _not_iceberg(target, "export_iceberg_status")
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         return export_status(
             self._rt.meta, self._export_meta(), spec, topic, generation, self._rt.now_ms()
@@ -747,6 +750,7 @@ class Offloader:
     ) -> ResetReport:
         """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
         exactly the files after it, so that the next run writes them again."""
+        _not_iceberg(target, None)
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         return reset_export(
             self._export_meta(),
@@ -828,6 +832,20 @@ class Offloader:
         """Remove the files under the table's location that no kept snapshot or metadata
         version refers to, older than ``min_age_seconds``."""
         return clean_orphans(target, min_age_seconds, dry_run=dry_run)
+
+
+def _not_iceberg(target: str, instead: str | None) -> None:
+    """Refuse an ``iceberg://`` target where a Parquet directory is meant."""
+    if normalize_target(target).startswith("iceberg://"):
+        raise ConfigError(
+            f"{target} is an Iceberg table: "
+            + (
+                f"use Offloader.{instead}"
+                if instead
+                else "export reset works on Parquet targets only (an Iceberg table keeps its "
+                "older snapshots: read one by its metadata file)"
+            )
+        )
 
 
 # --- keys (no store or metadata needed) -------------------------------------------------------

@@ -229,7 +229,7 @@ def _commit(
             pending, base = still, now
             log.info("iceberg.commit_retry", table=table.target.url, attempt=attempts)
     return [
-        _report(table, plan, base, by_topic[plan.topic], conflicts.get(plan.topic), attempts)
+        _report(table, plan, by_topic[plan.topic], conflicts.get(plan.topic), attempts)
         for plan in plans
     ]
 
@@ -237,7 +237,6 @@ def _commit(
 def _report(
     table: IcebergTable,
     plan: TopicPlan,
-    base: dict[str, TableWatermark],
     files: Sequence[WrittenFile],
     conflict: str | None,
     attempts: int,

@@ -63,6 +63,8 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
         "http://127.0.0.1:9/catalog",
     )  # fmt: skip
     assert "Iceberg catalog http://127.0.0.1:9/catalog" in one_line_error(down)
+    reset = run(home, "export", "reset", TOPIC, "--target", "iceberg://lake.t", "--to", "0:0")
+    assert "Iceberg table" in one_line_error(reset)
     parquet = run(home, "export", "run", TOPIC, "--to", str(tmp_path / "p"), "--catalog", "x.db")
     assert "iceberg://" in one_line_error(parquet)
 
