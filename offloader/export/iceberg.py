@@ -25,13 +25,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Protocol
 
 from offloader.crashpoints import crash_point
 from offloader.errors import ExportError, IcebergConflict
-from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable, open_catalog
 from offloader.export.iceberg_target import (
     RUN_KEY,
     SETTINGS_KEY,
@@ -47,6 +44,11 @@ from offloader.export.settings import ExportSpec
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.naming import TopicName
+
+if TYPE_CHECKING:  # pyiceberg and pyarrow load on first use, not with the facade
+    import pyarrow as pa
+
+    from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
 
 __all__ = [
     "IcebergRunner",
@@ -144,6 +146,8 @@ def run_iceberg_export(
     names = sorted({str(TopicName.parse(t)) for t in topics})
     if not names:
         raise ExportError("export run: name at least one topic")
+    from offloader.export.iceberg_catalog import open_catalog
+
     target = iceberg_target(spec, home)
     catalog = open_catalog(target)
     try:

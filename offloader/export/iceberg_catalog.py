@@ -14,7 +14,6 @@ would re-apply an append on a newer snapshot without looking at our watermarks, 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import importlib.util
 import os
 import re
@@ -22,7 +21,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -401,15 +399,3 @@ def _first_changed(table: pa.Schema, schema: pa.Schema, prefix: str = "") -> str
         elif not _same(old, field.type):
             return f"{prefix}.{field.name}" if prefix else field.name
     return None
-
-
-def utc(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
-
-
-def path_of(uri: str) -> str:
-    """A file URI as a path of pyarrow's filesystem (``bucket/key`` on S3)."""
-    parts = urlsplit(uri)
-    if parts.scheme in ("s3", "s3a"):
-        return parts.netloc + parts.path
-    return parts.path if parts.scheme == "file" else uri

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING
 
 from offloader.errors import ConfigError, NotFound, StoreError
-from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable, open_catalog, path_of
-from offloader.export.iceberg_target import IcebergTarget
-from offloader.export.target import TargetSpec, open_filesystem
+from offloader.export.iceberg_target import IcebergTarget, path_of
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.naming import TopicName
+
+if TYPE_CHECKING:  # pyiceberg loads on first use, not with the facade
+    from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
 
 __all__ = [
     "ExpireReport",
@@ -56,6 +56,8 @@ class IcebergStatus:
 
 
 def _load(target: IcebergTarget) -> tuple[IcebergCatalog, IcebergTable]:
+    from offloader.export.iceberg_catalog import open_catalog
+
     catalog = open_catalog(target)
     table = catalog.load()
     if table is None:
@@ -163,6 +165,10 @@ def clean_orphans(
         location = table.location
     finally:
         catalog.close()
+    import pyarrow.fs as pafs
+
+    from offloader.export.target import TargetSpec, open_filesystem
+
     url = location[len("file://") :] if location.startswith("file://") else location
     spec = TargetSpec(url, target.endpoint_url, target.region)
     fs = open_filesystem(spec)

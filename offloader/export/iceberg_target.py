@@ -234,3 +234,11 @@ def time_column(time_field: str, flatten: bool) -> tuple[str, ...]:
     if flatten:
         return (f"value_{path[0]}", *path[1:])
     return ("value_decoded", *path)
+
+
+def path_of(uri: str) -> str:
+    """A file URI as a path of pyarrow's filesystem (``bucket/key`` on S3)."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("s3", "s3a"):
+        return parts.netloc + parts.path
+    return parts.path if parts.scheme == "file" else uri
