@@ -110,6 +110,7 @@ def export() -> None:
     show_default=True,
     help="spark: a local[2] session's tasks; local: the same tasks in this process (no JVM).",
 )
+@click.option("--kafka", is_flag=True, help="TOPICS are Kafka topics (their remote segments).")
 @_GENERATION
 @_ENDPOINT
 @pass_cli
@@ -127,6 +128,7 @@ def run(
     avro_schema: str | None,
     flatten: bool,
     engine: str,
+    kafka: bool,
     generation: int,
     target_endpoint: str | None,
 ) -> None:
@@ -151,7 +153,7 @@ def run(
         endpoint_url=target_endpoint or cli.endpoint_url,
     )
     with open_offloader(cli) as offloader:
-        for report in offloader.export_run(topics, spec, engine=engine):
+        for report in offloader.export_run(topics, spec, engine=engine, kafka=kafka):
             cli.emit(_report(report), _report_text(report))
 
 

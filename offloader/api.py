@@ -671,13 +671,19 @@ class Offloader:
         *,
         spark: object | None = None,
         engine: str = "spark",
+        kafka: bool = False,
     ) -> list[TopicExportReport]:
         """Export each topic's messages after its watermark, up to its last closed ledger (or
         ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
         ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
-        ``engine="local"`` runs the same tasks in this process, without Spark."""
+        ``engine="local"`` runs the same tasks in this process, without Spark. ``kafka``: the
+        topics are Kafka topics (their remote segments; a watermark per partition)."""
         from offloader.spark.export_job import LocalRunner, SparkRunner
 
+        if engine not in ("spark", "local"):
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        if kafka:
+            return self._export_kafka(list(topics), spec, spark, engine)
         runner: SparkRunner
         if engine == "local":
             runner = LocalRunner(str(self._rt.home), spec)
@@ -697,6 +703,37 @@ class Offloader:
             self._rt.home,
             spec,
             list(topics),
+            runner,
+            self._rt.now_ms,
+        )
+
+    def _export_kafka(
+        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
+    ) -> list[TopicExportReport]:
+        from offloader.export.kafka import run_kafka_export
+        from offloader.spark.export_kafka import KafkaRunner
+
+        if engine == "spark" and spark is None:
+            from offloader.spark import local_session
+
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        props = self._rt.driver.properties
+        runner = KafkaRunner(
+            spark if engine == "spark" else None,
+            str(self._rt.home),
+            spec,
+            store_url=self._rt.store.url,
+            endpoint_url=props.get("endpoint") or None,
+            region=props.get("region") or None,
+        )
+        return run_kafka_export(
+            self.kafka().ctx.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topics,
             runner,
             self._rt.now_ms,
         )
