@@ -749,8 +749,15 @@ class Offloader:
     ) -> ExportStatus:
         """The export's watermark, its committed files and its lag (entries and time)."""
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
         return export_status(
-            self._rt.meta, self._export_meta(), spec, topic, generation, self._rt.now_ms()
+            self._rt.meta,
+            self._export_meta(),
+            spec,
+            topic,
+            generation,
+            self._rt.now_ms(),
+            kafka_meta,
         )
 
     def export_reset(

@@ -61,3 +61,14 @@ def test_kafka_topic_export(spark: Any, kafka_home: Any, tmp_path: Path, engine:
         again = off.export_run(["orders"], spec, engine=engine, kafka=True, spark=spark)
         assert sum(r.rows for r in again) == 0
         assert [r.watermark for r in again] == [r.watermark for r in reports]
+        if engine == "local":
+            status = off.export_status("kafka:orders:1", str(out))
+            assert status.watermark == reports[1].watermark and status.lag_entries == 0
+            assert status.files and all(f.ledger_id == 1 for f in status.files)
+            r = off.export_reset("kafka:orders:1", str(out), "1:100")
+            assert r.watermark <= (1, 99) and r.removed
+            assert all(Path(p).name.split("-")[1] == "1" for p in r.removed)
+            (p0, p1) = off.export_run(["orders"], spec, engine=engine, kafka=True)
+            assert p0.rows == 0 and p1.rows > 0
+            rows = duck(str(out), "partition, \"offset\", sha256(coalesce(value, ''::BLOB))")
+            assert sorted((int(p), int(o), h) for p, o, h in rows) == expected
