@@ -112,6 +112,7 @@ def export() -> None:
     show_default=True,
     help="spark: a local[2] session's tasks; local: the same tasks in this process (no JVM).",
 )
+@click.option("--kafka", is_flag=True, help="TOPICS are Kafka topics (their remote segments).")
 @_GENERATION
 @_ENDPOINT
 @iceberg_options
@@ -130,6 +131,7 @@ def run(
     avro_schema: str | None,
     flatten: bool,
     engine: str,
+    kafka: bool,
     generation: int,
     target_endpoint: str | None,
     catalog: str | None,
@@ -168,7 +170,7 @@ def run(
         run_iceberg(cli, topics, spec, engine)
         return
     with open_offloader(cli) as offloader:
-        for report in offloader.export_run(topics, spec, engine=engine):
+        for report in offloader.export_run(topics, spec, engine=engine, kafka=kafka):
             cli.emit(_report(report), _report_text(report))
 
 

@@ -690,15 +690,20 @@ class Offloader:
         *,
         spark: object | None = None,
         engine: str = "spark",
+        kafka: bool = False,
     ) -> list[TopicExportReport]:
         """Export each topic's messages after its watermark, up to its last closed ledger (or
         ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
         ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
-        ``engine="local"`` runs the same tasks in this process, without Spark."""
+        ``engine="local"`` runs the same tasks in this process, without Spark. ``kafka``: the
+        topics are Kafka topics (their remote segments; a watermark per partition)."""
         from offloader.spark.export_job import LocalRunner, SparkRunner
 
         _not_iceberg(spec.target, "export_iceberg_run")
-
+        if engine not in ("spark", "local"):
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        if kafka:
+            return self._export_kafka(list(topics), spec, spark, engine)
         runner: SparkRunner
         if engine == "local":
             runner = LocalRunner(str(self._rt.home), spec)
@@ -722,6 +727,37 @@ class Offloader:
             self._rt.now_ms,
         )
 
+    def _export_kafka(
+        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
+    ) -> list[TopicExportReport]:
+        from offloader.export.kafka import run_kafka_export
+        from offloader.spark.export_kafka import KafkaRunner
+
+        if engine == "spark" and spark is None:
+            from offloader.spark import local_session
+
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        props = self._rt.driver.properties
+        runner = KafkaRunner(
+            spark if engine == "spark" else None,
+            str(self._rt.home),
+            spec,
+            store_url=self._rt.store.url,
+            endpoint_url=props.get("endpoint") or None,
+            region=props.get("region") or None,
+        )
+        return run_kafka_export(
+            self.kafka().ctx.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topics,
+            runner,
+            self._rt.now_ms,
+        )
+
     def export_status(
         self,
         topic: str,
@@ -734,8 +770,15 @@ class Offloader:
         """The export's watermark, its committed files and its lag (entries and time)."""
         _not_iceberg(target, "export_iceberg_status")
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
         return export_status(
-            self._rt.meta, self._export_meta(), spec, topic, generation, self._rt.now_ms()
+            self._rt.meta,
+            self._export_meta(),
+            spec,
+            topic,
+            generation,
+            self._rt.now_ms(),
+            kafka_meta,
         )
 
     def export_reset(

@@ -24,6 +24,7 @@ from offloader.export.settings import parse_time_ms
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
+from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
 
 __all__ = ["ExportStatus", "ResetReport", "export_status", "parse_reset_point", "reset_export"]
@@ -55,21 +56,37 @@ def export_status(
     topic: str,
     generation: int,
     now_ms: int,
+    kafka_meta: KafkaMetadataStore | None = None,
 ) -> ExportStatus:
-    name = str(TopicName.parse(topic))
+    name, directory, partition = _names(topic)
     mark = exports.get_watermark(target_spec.url, name, generation) or ExportWatermark(
         target_spec.url, name, generation
     )
-    ledgers = meta.list_ledgers(name)
-    closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
-    last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
-    lag = 0
-    for r in ledgers:
-        if r.state == "DELETED" or r.ledger_id < mark.ledger_id:
-            continue
-        lag += r.entries if r.ledger_id > mark.ledger_id else max(0, r.entries - 1 - mark.entry_id)
-    listing = ExportTarget(target_spec).list_topic(name)
-    mine = listing.of_generation(generation)
+    if partition is not None:  # a Kafka partition: its remote watermark is the end
+        if mark.ledger_id < 0:
+            mark = replace(mark, ledger_id=partition)
+        remote = -1
+        if kafka_meta is not None:
+            rec = kafka_meta.get_partition(directory, partition)
+            remote = rec.watermark if rec is not None else -1
+        last_closed = (partition, remote)
+        lag = max(0, remote - mark.entry_id)
+    else:
+        ledgers = meta.list_ledgers(name)
+        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
+        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
+        lag = 0
+        for r in ledgers:
+            if r.state == "DELETED" or r.ledger_id < mark.ledger_id:
+                continue
+            after = max(0, r.entries - 1 - mark.entry_id)
+            lag += r.entries if r.ledger_id > mark.ledger_id else after
+    listing = ExportTarget(target_spec).list_topic(directory)
+    mine = [
+        f
+        for f in listing.of_generation(generation)
+        if partition is None or f.ledger_id == partition
+    ]
     done = tuple(f for f in mine if f.last <= mark.position)
     lag_ms = None
     if mark.publish_time_ms is not None:
@@ -109,6 +126,18 @@ def parse_reset_point(text: str) -> Position | int:
     return parse_time_ms(text)
 
 
+def _names(topic: str) -> tuple[str, str, int | None]:
+    """``(watermark key, directory topic, Kafka partition or None)`` of a topic argument:
+    a Pulsar topic name, or ``kafka:<topic>:<partition>``."""
+    if topic.startswith("kafka:"):
+        directory, _, partition = topic[6:].rpartition(":")
+        if not directory or not partition.isdigit():
+            raise ConfigError(f"{topic!r}: a Kafka export is named kafka:<topic>:<partition>")
+        return topic, directory, int(partition)
+    name = str(TopicName.parse(topic))
+    return name, name, None
+
+
 def _straddle_free(files: list[ExportFile], mark: Position) -> Position:
     """Move ``mark`` back until no file holds entries on both sides of it."""
     changed = True
@@ -129,15 +158,20 @@ def reset_export(
     point: Position | int,
     now_ms: Callable[[], int],
 ) -> ResetReport:
-    name = str(TopicName.parse(topic))
+    name, directory, partition = _names(topic)
     target = ExportTarget(target_spec)
-    with export_lock(home, target_spec.url, name, generation):
+    lock_key = f"kafka:{directory}" if partition is not None else name
+    with export_lock(home, target_spec.url, lock_key, generation):
         mark = exports.get_watermark(target_spec.url, name, generation)
         if mark is None:
             raise NotFound(
                 f"{name} was never exported to {target_spec.url} (generation {generation})"
             )
-        files = target.list_topic(name).of_generation(generation)
+        files = [
+            f
+            for f in target.list_topic(directory).of_generation(generation)
+            if partition is None or f.ledger_id == partition
+        ]
         if isinstance(point, tuple):
             later = [f for f in files if f.last >= point]
             new = before(point)

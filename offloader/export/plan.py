@@ -70,13 +70,21 @@ def topic_plan(topic: str, ledgers: Sequence[LedgerRecord], start: Position) -> 
 
 @dataclass(frozen=True)
 class RangeTask:
-    """One source task (``task``: a :mod:`offloader.spark.plan` descriptor) and the range
-    ``(start, end]`` its rows must fall in."""
+    """One source task (``task``: a :mod:`offloader.spark.plan` descriptor, or a Kafka
+    segment partition) and the range ``(start, end]`` its rows must fall in. ``topic`` is the
+    watermark's key; ``directory_topic`` the topic its files are under (Kafka: the topic of
+    the ``kafka:<topic>:<partition>`` key); ``ledger_id`` the first half of its positions."""
 
     task: Any
     topic: str
     start: Position
     end: Position
+    ledger_id: int = -1
+    directory_topic: str | None = None
+
+    @property
+    def dir_topic(self) -> str:
+        return self.directory_topic or self.topic
 
 
 @dataclass(frozen=True)

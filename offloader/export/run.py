@@ -35,7 +35,15 @@ from offloader.metadata.base import MetadataStore
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
 from offloader.naming import TopicName
 
-__all__ = ["TopicExportReport", "run_export", "target_spec", "write_markers"]
+__all__ = [
+    "TopicExportReport",
+    "check_settings",
+    "commit",
+    "prepare_topic",
+    "run_export",
+    "target_spec",
+    "write_markers",
+]
 
 log = get_logger(__name__)
 
@@ -98,23 +106,46 @@ def _value_of_dir(directory: str, partitioning: Partitioning) -> str | None:
 
 
 def _cleanup(
-    target: ExportTarget, topic: str, generation: int, start: tuple[int, int]
+    target: ExportTarget,
+    listing: TargetListing,
+    generation: int,
+    start: tuple[int, int],
+    only_ledger: int | None = None,
 ) -> tuple[TargetListing, int]:
-    """Remove what is past the watermark; the listing of what stays."""
-    listing = target.list_topic(topic)
+    """Remove this generation's files past the watermark (of ``only_ledger``'s positions,
+    when given: a Kafka partition) and the temporary files; the listing of what stays."""
     removed = 0
+    gone = set()
     for f in listing.of_generation(generation):
-        if f.last > start:
+        if (only_ledger is None or f.ledger_id == only_ledger) and f.last > start:
             target.delete(f.path)
+            gone.add(f.path)
             removed += 1
     for path in listing.temps:
         target.delete(path)
         removed += 1
+    kept = [f for f in listing.files if f.path not in gone]
+    return TargetListing(kept, [], listing.markers), removed
+
+
+def prepare_topic(
+    target: ExportTarget, topic: str, generation: int, start: tuple[int, int]
+) -> tuple[TargetListing, int]:
+    """List the topic's directory and remove what a crashed run left past ``start``."""
+    listing, removed = _cleanup(target, target.list_topic(topic), generation, start)
     removed += target.abort_uploads(topic)
     if removed:
         log.info("export.leftovers_removed", topic=topic, count=removed)
-    kept = [f for f in listing.files if f.generation != generation or f.last <= start]
-    return TargetListing(kept, [], listing.markers), removed
+    return listing, removed
+
+
+def check_settings(mark: ExportWatermark | None, spec: ExportSpec, name: str) -> None:
+    if mark is not None and mark.settings and mark.settings != spec.fingerprint():
+        raise ExportError(
+            f"{name} was exported to {spec.target} at generation {spec.generation} with "
+            f"other settings ({mark.settings}); export with --generation "
+            f"{spec.generation + 1} to write beside those files"
+        )
 
 
 def run_export(
@@ -140,15 +171,10 @@ def run_export(
         plans: list[TopicPlan] = []
         for name in names:
             mark = exports.get_watermark(spec.target, name, spec.generation)
-            if mark is not None and mark.settings and mark.settings != fingerprint:
-                raise ExportError(
-                    f"{name} was exported to {spec.target} at generation {spec.generation} with "
-                    f"other settings ({mark.settings}); export with --generation "
-                    f"{spec.generation + 1} to write beside those files"
-                )
+            check_settings(mark, spec, name)
             start = mark.position if mark is not None else (-1, -1)
             marks[name] = mark
-            listings[name], removed[name] = _cleanup(target, name, spec.generation, start)
+            listings[name], removed[name] = prepare_topic(target, name, spec.generation, start)
             crash_point("export.after_cleanup")
             plans.append(topic_plan(name, meta.list_ledgers(name), start))
         todo = [p for p in plans if not p.empty]
@@ -158,7 +184,7 @@ def run_export(
             todo = [p for p in plans if not p.empty]
         written = runner.write(todo) if todo else []
         return [
-            _commit(
+            commit(
                 exports,
                 target,
                 spec,
@@ -174,7 +200,7 @@ def run_export(
         ]
 
 
-def _commit(
+def commit(
     exports: ExportMetadataStore,
     target: ExportTarget,
     spec: ExportSpec,
@@ -185,7 +211,11 @@ def _commit(
     removed: int,
     files: list[WrittenFile],
     now: int,
+    *,
+    markers: bool = True,
 ) -> TopicExportReport:
+    """Check the files, compare-and-set the watermark, then (``markers``) the ``_SUCCESS``
+    markers its publish time allows."""
     for f in files:
         if not target.exists(f.path):
             raise ExportError(
@@ -211,9 +241,11 @@ def _commit(
         exports.advance(new, None if mark is None else mark.position)
     crash_point("export.after_advance")
     dirs = [f.path.rpartition("/")[0] for f in files]
-    markers = write_markers(
-        target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs
-    )
+    written = 0
+    if markers:
+        written = write_markers(
+            target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs
+        )
     log.info("export.committed", topic=plan.topic, watermark=new.position, files=len(files))
     return TopicExportReport(
         plan.topic,
@@ -226,6 +258,6 @@ def _commit(
         sum(f.invalid_rows for f in files),
         sum(f.size for f in files),
         removed,
-        markers,
+        written,
         new.publish_time_ms,
     )

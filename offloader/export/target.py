@@ -160,14 +160,19 @@ class ExportTarget:
         self.delete(f"{directory}/{SUCCESS}")
 
     def publish_range(self, relative: str) -> tuple[int, int] | None:
-        """The least and greatest ``publish_time`` (epoch ms) in a file, from its footer."""
+        """The least and greatest ``publish_time`` (Kafka: ``timestamp``) in epoch ms of a
+        file, from its footer (None when it records none)."""
         try:
             meta = pq.read_metadata(self.spec.path(relative), filesystem=self.fs)
         except (OSError, pa.ArrowInvalid) as exc:
             raise StoreError(
                 f"export target {self.spec.url}: cannot read {relative}: {exc}"
             ) from None
-        column = meta.schema.names.index("publish_time")
+        names = meta.schema.names
+        if "publish_time" not in names and "timestamp" not in names:
+            return None
+        # Pulsar messages' publish time, or a Kafka record's timestamp
+        column = names.index("publish_time" if "publish_time" in names else "timestamp")
         lo: int | None = None
         hi: int | None = None
         for g in range(meta.num_row_groups):

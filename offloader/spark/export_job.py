@@ -127,8 +127,9 @@ class SparkRunner:
         tasks = self._tasks(reader, plans)
         if not tasks:
             return {}
+        conf = self.config()
         rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
-        found = rdd.flatMap(lambda rt: first_at_or_after(reader, rt, until_ms)).collect()
+        found = rdd.flatMap(lambda rt: first_at_or_after(reader, rt, until_ms, conf)).collect()
         out: dict[str, tuple[int, int]] = {}
         for topic, ledger, entry in found:
             out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
@@ -177,9 +178,10 @@ class LocalRunner(SparkRunner):
         self, plans: Sequence[TopicPlan], until_ms: int
     ) -> dict[str, tuple[int, int]]:
         reader = self._reader(plans)
+        conf = self.config()
         out: dict[str, tuple[int, int]] = {}
         for rt in self._tasks(reader, plans):
-            for topic, ledger, entry in first_at_or_after(reader, rt, until_ms):
+            for topic, ledger, entry in first_at_or_after(reader, rt, until_ms, conf):
                 out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
         return out
 

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql.datasource import InputPartition
 
 from offloader.crashpoints import crash_point
 from offloader.export.naming import Partitioning, file_name, topic_dir
@@ -53,12 +54,17 @@ class WriteConfig:
     avro_schema: str | None
     #: the Arrow type of the decoded value (json / avro), None for binary / string
     decoded_type: pa.DataType | None = None
+    #: the source's columns of a position and of the publish time (Kafka: partition, offset,
+    #: timestamp)
+    ledger_column: str = "ledger_id"
+    entry_column: str = "entry_id"
+    publish_column: str = "publish_time"
 
 
-def _in_range(table: pa.Table, ledger_id: int, rt: RangeTask) -> pa.Table:
+def _in_range(table: pa.Table, ledger_id: int, rt: RangeTask, column: str) -> pa.Table:
     if (ledger_id, 1 << 62) <= rt.start or (ledger_id, -1) > rt.end:
         return table.slice(0, 0)
-    entries = table.column("entry_id")
+    entries = table.column(column)
     mask = None
     if ledger_id == rt.start[0]:
         mask = pc.greater(entries, rt.start[1])
@@ -68,32 +74,33 @@ def _in_range(table: pa.Table, ledger_id: int, rt: RangeTask) -> pa.Table:
     return table if mask is None else table.filter(mask)
 
 
-def _read(reader: Any, rt: RangeTask) -> pa.Table | None:
-    batches = list(reader.read(TaskPartition(rt.task)))
+def _read(reader: Any, rt: RangeTask, conf: WriteConfig) -> pa.Table | None:
+    part = rt.task if isinstance(rt.task, InputPartition) else TaskPartition(rt.task)
+    batches = list(reader.read(part))
     if not batches:
         return None
     table = pa.Table.from_batches(batches)
-    table = _in_range(table, rt.task.ledger_id, rt)
+    table = _in_range(table, _ledger_of(rt), rt, conf.entry_column)
     return table if table.num_rows else None
 
 
-def first_at_or_after(reader: Any, rt: RangeTask, until_ms: int) -> list[tuple[str, int, int]]:
+def _ledger_of(rt: RangeTask) -> int:
+    return rt.ledger_id if rt.ledger_id >= 0 else int(rt.task.ledger_id)
+
+
+def first_at_or_after(
+    reader: Any, rt: RangeTask, until_ms: int, conf: WriteConfig
+) -> list[tuple[str, int, int]]:
     """``[(topic, ledger, entry)]`` of the task's first in-range message published at or
     after ``until_ms`` (empty when none)."""
-    table = _read(reader, rt)
+    table = _read(reader, rt, conf)
     if table is None:
         return []
-    micros = pc.cast(table.column("publish_time"), pa.int64())
+    micros = pc.cast(table.column(conf.publish_column), pa.int64())
     late = table.filter(pc.greater_equal(micros, until_ms * 1000))
     if not late.num_rows:
         return []
-    return [
-        (
-            rt.topic,
-            int(late.column("ledger_id")[0].as_py()),
-            int(late.column("entry_id")[0].as_py()),
-        )
-    ]
+    return [(rt.topic, _ledger_of(rt), int(late.column(conf.entry_column)[0].as_py()))]
 
 
 # --- time partitions --------------------------------------------------------------------------
@@ -148,7 +155,8 @@ def _buckets(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> p
     """Per row, its time partition's bucket (null: ``__invalid__``)."""
     size = Partitioning(conf.partition_by).size_ms * 1000
     if conf.field_path is None:
-        micros = pc.cast(table.column(conf.time_field), pa.int64())
+        column = conf.publish_column if conf.time_field == "publish_time" else conf.time_field
+        micros = pc.cast(table.column(column), pa.int64())
         return (
             pc.divide(micros, size).combine_chunks()
             if micros.num_chunks
@@ -196,13 +204,13 @@ def _struct_array(values: list[Any], kind: pa.DataType) -> pa.Array:
 
 
 # --- files --------------------------------------------------------------------------------------
-def _splits(table: pa.Table, max_bytes: int) -> Iterator[pa.Table]:
+def _splits(table: pa.Table, max_bytes: int, entry_column: str) -> Iterator[pa.Table]:
     """Slices of at most ``max_bytes`` (estimated Arrow bytes), cut only between entries."""
     if table.nbytes <= max_bytes:
         yield table
         return
     lengths = pc.binary_length(table.column("value")).to_pylist()
-    entries = table.column("entry_id").to_pylist()
+    entries = table.column(entry_column).to_pylist()
     at, size = 0, 0
     for i, length in enumerate(lengths):
         row = (length or 0) + _ROW_OVERHEAD
@@ -251,7 +259,7 @@ def write_range_task(
     reader: Any, rt: RangeTask, conf: WriteConfig, fs: Any = None
 ) -> list[WrittenFile]:
     """Write the task's rows; the files written (complete)."""
-    table = _read(reader, rt)
+    table = _read(reader, rt, conf)
     if table is None:
         return []
     decoded = _decoded(table, conf)
@@ -271,7 +279,7 @@ def _write_groups(
     rt: RangeTask, conf: WriteConfig, table: pa.Table, buckets: pa.Array, fs: Any
 ) -> list[WrittenFile]:
     parts = Partitioning(conf.partition_by)
-    ledger_id = rt.task.ledger_id
+    ledger_id = _ledger_of(rt)
     out: list[WrittenFile] = []
     values = [v for v in pc.unique(buckets).to_pylist() if v is not None]
     groups: list[tuple[int | None, pa.Table]] = [
@@ -280,14 +288,14 @@ def _write_groups(
     if buckets.null_count:
         groups.append((None, table.filter(pc.is_null(buckets))))
     for bucket, rows in groups:
-        directory = f"{topic_dir(rt.topic)}/{parts.directory(bucket)}"
-        for piece in _splits(rows, conf.max_file_size):
-            entries = piece.column("entry_id")
+        directory = f"{topic_dir(rt.dir_topic)}/{parts.directory(bucket)}"
+        for piece in _splits(rows, conf.max_file_size, conf.entry_column):
+            entries = piece.column(conf.entry_column)
             first, last = int(entries[0].as_py()), int(entries[-1].as_py())
             name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
             relative = f"{directory}/{name}"
             size = _write(conf, fs, relative, piece)
-            top = pc.max(piece.column("publish_time")).value
+            top = pc.max(piece.column(conf.publish_column)).value
             out.append(
                 WrittenFile(
                     rt.topic,
