@@ -167,6 +167,9 @@ def run(
     if spec.is_iceberg:
         from cli.export_iceberg import run_iceberg
 
+        if kafka:
+            raise click.UsageError("--kafka: Kafka topics export to Parquet targets only for now")
+
         run_iceberg(cli, topics, spec, engine)
         return
     with open_offloader(cli) as offloader:
