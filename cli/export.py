@@ -167,10 +167,7 @@ def run(
     if spec.is_iceberg:
         from cli.export_iceberg import run_iceberg
 
-        if kafka:
-            raise click.UsageError("--kafka: Kafka topics export to Parquet targets only for now")
-
-        run_iceberg(cli, topics, spec, engine)
+        run_iceberg(cli, topics, spec, engine, kafka)
         return
     with open_offloader(cli) as offloader:
         for report in offloader.export_run(topics, spec, engine=engine, kafka=kafka):

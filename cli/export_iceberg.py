@@ -42,9 +42,11 @@ def _target(
     )
 
 
-def run_iceberg(cli: CliContext, topics: tuple[str, ...], spec: ExportSpec, engine: str) -> None:
+def run_iceberg(
+    cli: CliContext, topics: tuple[str, ...], spec: ExportSpec, engine: str, kafka: bool = False
+) -> None:
     with open_offloader(cli) as offloader:
-        for r in offloader.export_iceberg_run(topics, spec, engine=engine):
+        for r in offloader.export_iceberg_run(topics, spec, engine=engine, kafka=kafka):
             cli.emit(_report(r), _report_text(r))
 
 

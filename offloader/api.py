@@ -813,16 +813,46 @@ class Offloader:
         *,
         spark: object | None = None,
         engine: str = "spark",
+        kafka: bool = False,
     ) -> list[IcebergTopicReport]:
         """Export each topic's messages after the watermark the table carries into the Iceberg
         table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
         Iceberg commit that also carries the new watermarks. ``engine="local"``: the same
-        tasks in this process, without Spark."""
-        from offloader.spark.iceberg_job import IcebergLocalRunner, IcebergSparkRunner
+        tasks in this process, without Spark. ``kafka``: Kafka topics (their remote segments;
+        a watermark per partition, ``kafka:<topic>:<partition>``)."""
+        from offloader.spark.iceberg_job import (
+            IcebergKafkaRunner,
+            IcebergLocalRunner,
+            IcebergSparkRunner,
+        )
 
         if not spec.is_iceberg:
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
-        runner: IcebergLocalRunner | IcebergSparkRunner
+        runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
+        if kafka:
+            if engine == "spark" and spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            props = self._rt.driver.properties
+            runner = IcebergKafkaRunner(
+                spark if engine == "spark" else None,
+                str(self._rt.home),
+                spec,
+                store_url=self._rt.store.url,
+                endpoint_url=props.get("endpoint") or None,
+                region=props.get("region") or None,
+            )
+            return run_iceberg_export(
+                self._rt.meta,
+                self._rt.home,
+                spec,
+                list(topics),
+                runner,
+                kafka=self.kafka().ctx.meta,
+            )
         if engine == "local":
             runner = IcebergLocalRunner(str(self._rt.home), spec)
         elif engine == "spark":
@@ -859,8 +889,10 @@ class Offloader:
 
     def export_iceberg_status(self, topic: str, target: IcebergTarget) -> IcebergStatus:
         """The table's current snapshot, its ``metadata_location``, the topic's watermark (as
-        the table carries it) and its lag."""
-        return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms())
+        the table carries it) and its lag. ``topic``: a Pulsar topic, or a Kafka partition's
+        key ``kafka:<topic>:<partition>``."""
+        kafka = self.kafka().ctx.meta if topic.startswith("kafka:") else None
+        return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms(), kafka)
 
     def export_expire_snapshots(
         self, target: IcebergTarget, older_than_seconds: int, *, retain_last: int = 1

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from offloader.crashpoints import crash_point
-from offloader.errors import ExportError, IcebergConflict
+from offloader.errors import ConfigError, ExportError, IcebergConflict, NotFound
 from offloader.export.iceberg_target import (
     RUN_KEY,
     SETTINGS_KEY,
+    SORT_COLUMNS,
     IcebergTarget,
     TableWatermark,
     resolve_target,
@@ -43,6 +44,7 @@ from offloader.export.plan import ExportRunner, TopicPlan, WrittenFile, before, 
 from offloader.export.settings import ExportSpec
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
 
 if TYPE_CHECKING:  # pyiceberg and pyarrow load on first use, not with the facade
@@ -115,16 +117,24 @@ def _fingerprint(spec: ExportSpec) -> str:
 
 
 def open_table(
-    catalog: IcebergCatalog, spec: ExportSpec, schema: Callable[[], pa.Schema]
+    catalog: IcebergCatalog,
+    spec: ExportSpec,
+    schema: Callable[[], pa.Schema],
+    *,
+    kafka: bool = False,
 ) -> IcebergTable:
-    """The export's table, created on first use; its layout settings checked."""
+    """The export's table, created on first use; its layout settings checked. A Kafka table
+    is partitioned by the record ``timestamp`` and sorted by ``partition, offset``."""
     table = catalog.load()
-    fingerprint = _fingerprint(spec)
+    fingerprint = _fingerprint(spec) + (" kafka" if kafka else "")
     if table is None:
         transform = "hour" if spec.partition_by == "dt,hr" else "day"
-        table = catalog.create(
-            schema(), time_column(spec.time_field, spec.flatten), transform, fingerprint
-        )
+        if kafka:
+            time_path: tuple[str, ...] = ("timestamp",)
+            sort: tuple[str, ...] = ("partition", "offset")
+        else:
+            time_path, sort = time_column(spec.time_field, spec.flatten), SORT_COLUMNS
+        table = catalog.create(schema(), time_path, transform, fingerprint, sort)
     stored = table.properties.get(SETTINGS_KEY)
     if stored is not None and stored != fingerprint:
         raise ExportError(
@@ -142,8 +152,20 @@ def run_iceberg_export(
     spec: ExportSpec,
     topics: Sequence[str],
     runner: IcebergRunner,
+    *,
+    kafka: KafkaMetadataStore | None = None,
 ) -> list[IcebergTopicReport]:
-    names = sorted({str(TopicName.parse(t)) for t in topics})
+    """One run. ``kafka``: the topics are Kafka topics (their remote segments), each partition
+    a stream of its own keyed ``kafka:<topic>:<partition>`` (positions ``(partition, offset)``)."""
+    if kafka is None:
+        names = sorted({str(TopicName.parse(t)) for t in topics})
+    else:
+        names = sorted(set(topics))
+        if spec.time_field != "publish_time" or spec.value_format != "binary":
+            raise ConfigError(
+                "Kafka exports partition by the record timestamp (--time-field publish_time) "
+                "and write values as bytes (--value-format binary)"
+            )
     if not names:
         raise ExportError("export run: name at least one topic")
     from offloader.export.iceberg_catalog import open_catalog
@@ -151,9 +173,12 @@ def run_iceberg_export(
     target = iceberg_target(spec, home)
     catalog = open_catalog(target)
     try:
-        table = open_table(catalog, spec, runner.arrow_schema)
+        table = open_table(catalog, spec, runner.arrow_schema, kafka=kafka is not None)
         base = table.watermarks()
-        plans = [topic_plan(n, meta.list_ledgers(n), _position(base.get(n))) for n in names]
+        if kafka is None:
+            plans = [topic_plan(n, meta.list_ledgers(n), _position(base.get(n))) for n in names]
+        else:
+            plans = _kafka_plans(kafka, names, base)
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)
@@ -164,6 +189,26 @@ def run_iceberg_export(
         return _commit(table, runner.arrow_schema(), plans, base, written)
     finally:
         catalog.close()
+
+
+def _kafka_plans(
+    kmeta: KafkaMetadataStore, names: Sequence[str], base: dict[str, TableWatermark]
+) -> list[TopicPlan]:
+    """Per partition: ``(watermark, the partition's remote watermark]``."""
+    from offloader.export.kafka import kafka_key
+
+    plans = []
+    for name in names:
+        partitions = kmeta.list_partitions(name)
+        if not partitions:
+            raise NotFound(f"Kafka topic {name} has no partition in the metadata")
+        for p in partitions:
+            key = kafka_key(name, p.partition)
+            mark = base.get(key)
+            start = mark.position if mark is not None else (p.partition, -1)
+            end = max(start, (p.partition, p.watermark))
+            plans.append(TopicPlan(key, start, end, (p.partition,)))
+    return plans
 
 
 def _position(mark: TableWatermark | None) -> Position:

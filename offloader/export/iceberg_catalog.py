@@ -44,6 +44,7 @@ from offloader.export.iceberg_fileio import ENDPOINT, REGION
 from offloader.export.iceberg_target import (
     RUN_KEY,
     SETTINGS_KEY,
+    SORT_COLUMNS,
     IcebergTarget,
     TableWatermark,
     watermarks_from,
@@ -54,7 +55,6 @@ __all__ = ["SORT_COLUMNS", "TABLE_PROPERTIES", "IcebergCatalog", "IcebergTable",
 
 log = get_logger(__name__)
 
-SORT_COLUMNS = ("ledger_id", "entry_id", "batch_index")
 #: what every export table is created with
 TABLE_PROPERTIES = {
     "write.format.default": "parquet",
@@ -162,6 +162,7 @@ class IcebergCatalog:
         time_path: Sequence[str],
         transform: str,
         settings: str,
+        sort_columns: Sequence[str] = SORT_COLUMNS,
     ) -> IcebergTable:
         """Create the table (or load it when another exporter just created it)."""
         _time_type(schema, time_path)
@@ -181,7 +182,7 @@ class IcebergCatalog:
                         f"{time_path[-1]}_{transform}",
                     )
                 with tx.update_sort_order() as order:
-                    for column in SORT_COLUMNS:
+                    for column in sort_columns:
                         order.asc(column, IdentityTransform())
                 tx.commit_transaction()
                 log.info("iceberg.table_created", table=self.target.url)

@@ -19,6 +19,7 @@ from offloader.errors import ConfigError, NotFound, StoreError
 from offloader.export.iceberg_target import IcebergTarget, path_of
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
 
 if TYPE_CHECKING:  # pyiceberg loads on first use, not with the facade
@@ -67,9 +68,16 @@ def _load(target: IcebergTarget) -> tuple[IcebergCatalog, IcebergTable]:
 
 
 def iceberg_status(
-    meta: MetadataStore, target: IcebergTarget, topic: str, now_ms: int
+    meta: MetadataStore,
+    target: IcebergTarget,
+    topic: str,
+    now_ms: int,
+    kafka: KafkaMetadataStore | None = None,
 ) -> IcebergStatus:
-    name = str(TopicName.parse(topic))
+    """``topic``: a Pulsar topic, or a Kafka partition's key ``kafka:<topic>:<partition>``
+    (``kafka``: the Kafka tier's metadata)."""
+    is_kafka = kafka is not None and topic.startswith("kafka:")
+    name = topic if is_kafka else str(TopicName.parse(topic))
     catalog, table = _load(target)
     try:
         mark = table.watermarks().get(name)
@@ -79,14 +87,18 @@ def iceberg_status(
         catalog.close()
     position = mark.position if mark is not None else (-1, -1)
     publish = mark.publish_time_ms if mark is not None else None
-    ledgers = meta.list_ledgers(name)
-    closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
-    last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
-    lag = 0
-    for r in ledgers:
-        if r.state == "DELETED" or r.ledger_id < position[0]:
-            continue
-        lag += r.entries if r.ledger_id > position[0] else max(0, r.entries - 1 - position[1])
+    if is_kafka:
+        assert kafka is not None
+        last_closed, lag = _kafka_lag(kafka, name, position)
+    else:
+        ledgers = meta.list_ledgers(name)
+        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
+        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
+        lag = 0
+        for r in ledgers:
+            if r.state == "DELETED" or r.ledger_id < position[0]:
+                continue
+            lag += r.entries if r.ledger_id > position[0] else max(0, r.entries - 1 - position[1])
     lag_ms = None if publish is None else (max(0, now_ms - publish) if lag else 0)
     return IcebergStatus(
         name,
@@ -103,6 +115,19 @@ def iceberg_status(
         lag,
         lag_ms,
     )
+
+
+def _kafka_lag(kafka: KafkaMetadataStore, key: str, position: Position) -> tuple[Position, int]:
+    """The partition's remote watermark as a position, and the offsets after ``position``."""
+    from offloader.export.kafka import split_key
+
+    name, partition = split_key(key)
+    found = [p for p in kafka.list_partitions(name) if p.partition == partition]
+    if not found:
+        raise NotFound(f"Kafka partition {name}-{partition} is not in the metadata")
+    last = found[0].watermark
+    done = position[1] if position[0] == partition else -1
+    return (partition, last), max(0, last - done)
 
 
 @dataclass(frozen=True)

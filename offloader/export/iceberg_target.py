@@ -29,6 +29,7 @@ __all__ = [
     "RUN_KEY",
     "SCHEME",
     "SETTINGS_KEY",
+    "SORT_COLUMNS",
     "WATERMARK_PREFIX",
     "IcebergTarget",
     "TableWatermark",
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 SCHEME = "iceberg://"
+#: the sort order of a Pulsar topic's table (a Kafka topic's: ``partition, offset``)
+SORT_COLUMNS = ("ledger_id", "entry_id", "batch_index")
 WATERMARK_PREFIX = "ledger-offloader.watermark."
 PUBLISH_PREFIX = "ledger-offloader.publish-time."
 #: in the summary of every snapshot an export run commits: the run's id

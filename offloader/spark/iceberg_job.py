@@ -20,8 +20,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from offloader.export.iceberg import with_target
 from offloader.export.settings import ExportSpec
 from offloader.spark.export_job import LocalRunner, SparkRunner
+from offloader.spark.export_kafka import KafkaRunner
+from offloader.spark.kafka_source import ARROW_SCHEMA
 
-__all__ = ["IcebergLocalRunner", "IcebergSparkRunner"]
+__all__ = ["IcebergKafkaRunner", "IcebergLocalRunner", "IcebergSparkRunner"]
 
 
 class _Iceberg:
@@ -54,3 +56,13 @@ class IcebergSparkRunner(_Iceberg, SparkRunner):
 
 class IcebergLocalRunner(_Iceberg, LocalRunner):
     """The same tasks in this process, without Spark (values as bytes)."""
+
+
+class IcebergKafkaRunner(KafkaRunner):
+    """Kafka topics' remote segments (``kafka-segments``), in Spark or in this process."""
+
+    def arrow_schema(self) -> pa.Schema:
+        return ARROW_SCHEMA
+
+    def retarget(self, data_url: str) -> None:
+        self.spec = with_target(self.spec, data_url)

@@ -75,7 +75,7 @@ def _kill_run(
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None
@@ -83,7 +83,9 @@ def _kill_run(
     if point is None and delay >= 0:
         time.sleep(delay)
         proc.kill()
-    out, _ = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode not in (0, -9):  # a run that failed by itself, not killed: say why
+        raise AssertionError(f"the export worker exited {proc.returncode}: {err[-3000:]}")
     return "DONE" in out
 
 
