@@ -4,7 +4,6 @@ exactly once, the watermark carried by the table, racing exporters, upkeep."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -276,14 +275,3 @@ def test_schema_union_by_name_and_an_incompatible_change(tmp_path: Path) -> None
             catalog.create(base, ("value_decoded", "user"), "day", "{}")
     finally:
         catalog.close()
-
-
-def test_watermarks_in_properties_are_checked(tmp_path: Path) -> None:
-    from offloader.errors import ConfigError
-    from offloader.export.iceberg_target import watermarks_from
-
-    with pytest.raises(ConfigError, match="LEDGER:ENTRY"):
-        watermarks_from({WATERMARK_PREFIX + "t": "12"})
-    marks = watermarks_from({WATERMARK_PREFIX + "t": "3:9", PUBLISH_PREFIX + "t": "17"})
-    assert marks["t"].position == (3, 9) and marks["t"].publish_time_ms == 17
-    assert json.loads(json.dumps({"ok": True}))
