@@ -8,8 +8,13 @@ asked to do), :mod:`~offloader.export.naming` (directories and deterministic fil
 :mod:`~offloader.export.manage` (status and reset) and :mod:`~offloader.export.lock`. The
 engine that reads and writes is :mod:`offloader.spark.export_job` (executors:
 :mod:`offloader.spark.export_write`). The watermarks are in the metadata store
-(:mod:`offloader.metadata.export_base`). Layer 6: may import the backends, ``runtime`` and
-``read``; must not import ``topics``, ``spark``, ``service`` or ``api``.
+(:mod:`offloader.metadata.export_base`). Iceberg tables (``iceberg://NAMESPACE.TABLE``):
+:mod:`~offloader.export.iceberg` (the run: one commit carrying the watermarks),
+:mod:`~offloader.export.iceberg_target` (names, URIs, watermark keys),
+:mod:`~offloader.export.iceberg_catalog` and :mod:`~offloader.export.iceberg_fileio` (the only
+pyiceberg importers) and :mod:`~offloader.export.iceberg_manage` (status, upkeep). Layer 6:
+may import the backends, ``runtime`` and ``read``; must not import ``topics``, ``spark``,
+``service`` or ``api``.
 """
 
 from __future__ import annotations
