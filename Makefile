@@ -14,10 +14,10 @@ help: ## List the targets
 $(STAMP): pyproject.toml formats/_speedups.c formats/_pulsar_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,dev]'
+	$(PY) -m pip install --quiet -e '.[spark,iceberg,dev]'
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install the project with its spark and dev extras
+install: $(STAMP) ## Create .venv and install the project with its spark, iceberg and dev extras
 
 rgw-deps: ## Install Ceph (mon, osd, radosgw) from Debian when running as root, for the RGW test tier
 	@if (for exe in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do command -v $$exe >/dev/null 2>&1 || exit 1; done); then \

@@ -28,6 +28,8 @@ BENCHMARKS: dict[str, str] = {
     "kafka_spark": "bench.kafka_spark",
     "metrics": "bench.metrics",
     "metadata": "bench.metadata",
+    "export": "bench.export",
+    "iceberg": "bench.iceberg",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

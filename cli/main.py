@@ -44,6 +44,8 @@ COMMANDS: tuple[str, ...] = (
     "cli.kafka:kafka",
     "cli.cluster:topics",  # the topics group, with unload added
     "cli.cluster:brokers",
+    "cli.export:export",
+    "cli.export_iceberg:export",  # the same group, with expire-snapshots/clean-orphans added
 )
 
 EXIT_OK = 0

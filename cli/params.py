@@ -1,5 +1,6 @@
 """click parameter types for sizes (``10M``), times (``4h``), positions (``12:0``) and the
-metrics endpoint's address (``127.0.0.1:9108``).
+metrics endpoint's address (``127.0.0.1:9108``), and the ``--catalog``/``--warehouse`` options
+of the Iceberg export commands.
 
 A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
 units (:mod:`offloader.units`).
@@ -7,7 +8,8 @@ units (:mod:`offloader.units`).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -26,7 +28,10 @@ __all__ = [
     "MetricsAddrParam",
     "PositionParam",
     "SizeParam",
+    "iceberg_options",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class SizeParam(click.ParamType):  # type: ignore[type-arg]
@@ -107,3 +112,21 @@ class MetricsAddrParam(click.ParamType):  # type: ignore[type-arg]
 
 
 METRICS_ADDR = MetricsAddrParam()
+
+
+def iceberg_options(func: F) -> F:
+    """``--catalog`` and ``--warehouse``."""
+    func = click.option(
+        "--warehouse",
+        metavar="URL",
+        default=None,
+        help="Iceberg warehouse: a local directory or s3://bucket/prefix "
+        "(default: <home>/iceberg/warehouse).",
+    )(func)
+    return click.option(
+        "--catalog",
+        metavar="URI",
+        default=None,
+        help="Iceberg catalog: sqlite:///PATH (default: <home>/iceberg/catalog.db), "
+        "postgresql://..., or a REST catalog's http(s):// URL.",
+    )(func)

@@ -42,7 +42,13 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
-from offloader.facade import AdminFacade, ServiceFacade, build_runtime
+from offloader.export.iceberg import IcebergTopicReport
+from offloader.export.iceberg_manage import ExpireReport, IcebergOrphanReport, IcebergStatus
+from offloader.export.iceberg_target import IcebergTarget
+from offloader.export.manage import ExportStatus, ResetReport
+from offloader.export.run import TopicExportReport
+from offloader.export.settings import ExportJob, ExportSpec, parse_time_ms
+from offloader.facade import AdminFacade, ExportFacade, build_runtime
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
@@ -71,6 +77,14 @@ __all__ = [
     "BrokerRecord",
     "BrokerSettings",
     "EntryRecord",
+    "ExpireReport",
+    "ExportJob",
+    "ExportSpec",
+    "ExportStatus",
+    "IcebergOrphanReport",
+    "IcebergStatus",
+    "IcebergTarget",
+    "IcebergTopicReport",
     "KafkaRecordRow",
     "KafkaSettings",
     "KafkaTier",
@@ -90,8 +104,10 @@ __all__ = [
     "ProduceResult",
     "ProgressCallback",
     "RekeyOutcome",
+    "ResetReport",
     "SegmentOutcome",
     "TickReport",
+    "TopicExportReport",
     "TopicInfo",
     "TopicPolicies",
     "TransformPolicy",
@@ -101,6 +117,7 @@ __all__ = [
     "decode_stored_data",
     "list_keys",
     "parse_metrics_addr",
+    "parse_time_ms",
     "start_metrics_server",
 ]
 
@@ -110,7 +127,7 @@ log = get_logger(__name__)
 ProgressCallback = Callable[[int, int], None]
 
 
-class Offloader(AdminFacade, ServiceFacade):
+class Offloader(AdminFacade, ExportFacade):
     """The whole system behind one object. Use as a context manager (closes stores)."""
 
     @classmethod

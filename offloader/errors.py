@@ -42,8 +42,13 @@ __all__ = [
     "EmptyLedgerError",
     "EntryOutOfRange",
     "EntryTooLargeError",
+    "ExportBusy",
+    "ExportError",
     "ForeignObjectError",
     "FormatError",
+    "IcebergConflict",
+    "IcebergError",
+    "IcebergSchemaError",
     "IndexInconsistentError",
     "InvalidKeyError",
     "InvalidLedgerState",
@@ -266,3 +271,33 @@ class MissingKeyError(KeyRingError):
     def __init__(self, key_id: str, where: str) -> None:
         self.key_id = key_id
         super().__init__(f"key {key_id!r} is not in the key ring {where}")
+
+
+# --- exports to Parquet (spec/export.md) -------------------------------------------------------
+class ExportError(OffloaderError):
+    """An export run cannot go on (settings that changed at the same generation, a file that
+    is not where the run wrote it)."""
+
+
+class ExportBusy(ExportError):
+    """Another process is exporting the same topic to the same target and generation."""
+
+
+# --- exports to Apache Iceberg tables (spec/export.md §Iceberg) ----------------------------------
+class IcebergError(ExportError):
+    """An Iceberg catalog or table operation failed (pyiceberg's errors, translated in
+    ``offloader/export/iceberg_catalog.py``)."""
+
+
+class IcebergSchemaError(IcebergError):
+    """The exported columns cannot be added to the table's schema (an incompatible change);
+    ``field`` names the field at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class IcebergConflict(IcebergError):
+    """Another writer kept committing to the table: the run's commit was retried on each new
+    snapshot and gave up; nothing of it was committed (its files are orphans)."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.metadata import (
+    ExportMetadataStore,
     open_kafka_metadata_store,
 )
 from offloader.naming import NamespaceName, TopicName
@@ -34,6 +35,8 @@ class FacadeBase:
         self._service = ServiceState()
         self._closed = False
         self._kafka: KafkaTier | None = None
+        self._exports: ExportMetadataStore | None = None
+        self._spark: object | None = None
 
     @property
     def runtime(self) -> Runtime:
@@ -47,6 +50,8 @@ class FacadeBase:
         try:
             if self._kafka is not None:
                 self._kafka.close()
+            if self._exports is not None:
+                self._exports.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()

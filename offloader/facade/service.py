@@ -21,7 +21,6 @@ from offloader.logs import get_logger
 from offloader.metadata.cluster_base import LEASE_KAFKA_RETENTION, BrokerRecord
 from offloader.naming import TopicName
 from offloader.service import TickWork, holds_lease
-from offloader.service import run as run_service_loop
 from offloader.service import tick as service_tick
 
 if TYPE_CHECKING:
@@ -136,20 +135,3 @@ class ServiceFacade(FacadeBase):
             except OffloaderError as exc:
                 log.warning("kafka copy lag not computed", log_dir=log_dir, error=str(exc))
         self._rt.metrics.set_kafka_copy_lag(lags)
-
-    def run_service(
-        self,
-        *,
-        interval_seconds: float = 30.0,
-        once: bool = False,
-        should_stop: Callable[[], bool] | None = None,
-        on_tick: Callable[[TickReport], None] | None = None,
-    ) -> None:
-        stop = should_stop or (lambda: False)
-
-        def one() -> None:
-            report = self.service_tick(should_stop=stop)
-            if on_tick is not None:
-                on_tick(report)
-
-        run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)

@@ -1,0 +1,108 @@
+"""The FileIO pyiceberg uses for an export's table: pyarrow's, with whole-object S3 writes.
+
+pyiceberg writes a table's metadata files (the metadata JSON, manifest lists and manifests)
+through its FileIO. pyarrow's S3 writer sends them as multipart uploads with ``aws-chunked``
+bodies, which Ceph RGW 16 refuses (411 MissingContentLength). :class:`StoreFileIO` reads
+through pyarrow as usual, and writes an ``s3://`` file by buffering it and putting it whole in
+one PUT through :mod:`offloader.store` (our S3 client: the store's endpoint and region,
+credentials from the ``AWS_*`` environment), so a metadata file is there complete or not at
+all. Local files are pyarrow's. pyiceberg loads this class by name (``py-io-impl``).
+"""
+
+from __future__ import annotations
+
+import io
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from pyiceberg.io import InputFile, OutputFile, OutputStream
+from pyiceberg.io.pyarrow import PyArrowFileIO
+
+from offloader.store.base import ObjectStore
+
+__all__ = ["ENDPOINT", "REGION", "StoreFileIO"]
+
+ENDPOINT = "s3.endpoint"
+REGION = "s3.region"
+
+
+class _PutStream(io.BytesIO):
+    """Buffers a file; puts it whole on a clean close (an exception drops it)."""
+
+    def __init__(self, store: ObjectStore, key: str) -> None:
+        super().__init__()
+        self._store = store
+        self._key = key
+
+    def close(self) -> None:
+        if not self.closed:
+            data = self.getvalue()
+            super().close()
+            self._store.put(self._key, data, {})
+
+    def __exit__(self, kind: Any, exc: Any, tb: TracebackType | None) -> None:
+        if kind is not None:
+            super().close()  # nothing is put
+            return
+        self.close()
+
+
+class _WholePutFile(OutputFile):
+    def __init__(self, location: str, reader: InputFile, store: ObjectStore, key: str) -> None:
+        super().__init__(location)
+        self._reader = reader
+        self._store = store
+        self._key = key
+
+    def __len__(self) -> int:
+        return len(self._reader)
+
+    def exists(self) -> bool:
+        return self._reader.exists()
+
+    def to_input_file(self) -> InputFile:
+        return self._reader
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        if not overwrite and self.exists():
+            raise FileExistsError(f"Cannot create file, already exists: {self.location}")
+        return _PutStream(self._store, self._key)  # type: ignore[return-value]
+
+
+class StoreFileIO(PyArrowFileIO):
+    """pyarrow's FileIO; ``s3://`` writes are whole PUTs through :mod:`offloader.store`."""
+
+    def __init__(self, properties: Any = None) -> None:
+        super().__init__(properties or {})
+        self._stores: dict[str, ObjectStore] = {}
+
+    def _store(self, bucket: str) -> ObjectStore:
+        store = self._stores.get(bucket)
+        if store is None:
+            from offloader.store import open_store
+
+            store = open_store(
+                f"s3://{bucket}",
+                endpoint_url=self.properties.get(ENDPOINT) or None,
+                region=self.properties.get(REGION) or None,
+            )
+            self._stores[bucket] = store
+        return store
+
+    def new_output(self, location: str) -> OutputFile:  # type: ignore[override]
+        parts = urlsplit(location)
+        if parts.scheme not in ("s3", "s3a"):
+            return super().new_output(location)
+        key = parts.path.lstrip("/")
+        return _WholePutFile(location, self.new_input(location), self._store(parts.netloc), key)
+
+    def close(self) -> None:
+        stores, self._stores = self._stores, {}
+        for store in stores.values():
+            store.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_stores"] = {}
+        return state

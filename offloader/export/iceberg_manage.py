@@ -1,0 +1,225 @@
+"""Upkeep and status of an export's Iceberg table: ``export status`` (the table's snapshot, its
+``metadata_location`` and a topic's watermark and lag), ``export expire-snapshots`` and
+``export clean-orphans``.
+
+Expiring keeps the current snapshot (which carries every topic's watermark) and the newest
+``retain_last``. Cleaning lists the files under the table's location and removes those that no
+kept snapshot and no kept metadata version refers to (a crashed run's data files, metadata a
+lost commit wrote, manifests of expired snapshots) and that are older than a minimum age, so a
+run that is writing right now (its files not committed yet) loses nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from offloader.errors import ConfigError, NotFound, StoreError
+from offloader.export.iceberg_target import IcebergTarget, path_of
+from offloader.logs import get_logger
+from offloader.metadata.base import MetadataStore
+from offloader.metadata.kafka_base import KafkaMetadataStore
+from offloader.naming import TopicName
+
+if TYPE_CHECKING:  # pyiceberg loads on first use, not with the facade
+    from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
+
+__all__ = [
+    "ExpireReport",
+    "IcebergOrphanReport",
+    "IcebergStatus",
+    "clean_orphans",
+    "expire_snapshots",
+    "iceberg_status",
+]
+
+log = get_logger(__name__)
+
+Position = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class IcebergStatus:
+    topic: str
+    table: str
+    catalog: str
+    snapshot_id: int | None
+    metadata_location: str
+    watermark: Position
+    publish_time_ms: int | None
+    total_records: int
+    total_data_files: int
+    snapshots: int
+    last_closed: Position
+    lag_entries: int
+    lag_ms: int | None
+
+
+def _load(target: IcebergTarget) -> tuple[IcebergCatalog, IcebergTable]:
+    from offloader.export.iceberg_catalog import open_catalog
+
+    catalog = open_catalog(target)
+    table = catalog.load()
+    if table is None:
+        catalog.close()
+        raise NotFound(f"Iceberg table {target.url} does not exist in {target.catalog_display}")
+    return catalog, table
+
+
+def iceberg_status(
+    meta: MetadataStore,
+    target: IcebergTarget,
+    topic: str,
+    now_ms: int,
+    kafka: KafkaMetadataStore | None = None,
+) -> IcebergStatus:
+    """``topic``: a Pulsar topic, or a Kafka partition's key ``kafka:<topic>:<partition>``
+    (``kafka``: the Kafka tier's metadata)."""
+    is_kafka = kafka is not None and topic.startswith("kafka:")
+    name = topic if is_kafka else str(TopicName.parse(topic))
+    catalog, table = _load(target)
+    try:
+        mark = table.watermarks().get(name)
+        summary = table.current_summary()
+        snapshots = len(table.snapshots())
+    finally:
+        catalog.close()
+    position = mark.position if mark is not None else (-1, -1)
+    publish = mark.publish_time_ms if mark is not None else None
+    if is_kafka:
+        assert kafka is not None
+        last_closed, lag = _kafka_lag(kafka, name, position)
+    else:
+        ledgers = meta.list_ledgers(name)
+        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
+        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
+        lag = 0
+        for r in ledgers:
+            if r.state == "DELETED" or r.ledger_id < position[0]:
+                continue
+            lag += r.entries if r.ledger_id > position[0] else max(0, r.entries - 1 - position[1])
+    lag_ms = None if publish is None else (max(0, now_ms - publish) if lag else 0)
+    return IcebergStatus(
+        name,
+        target.url,
+        target.catalog_display,
+        table.snapshot_id,
+        table.metadata_location,
+        position,
+        publish,
+        int(summary.get("total-records", 0)),
+        int(summary.get("total-data-files", 0)),
+        snapshots,
+        last_closed,
+        lag,
+        lag_ms,
+    )
+
+
+def _kafka_lag(kafka: KafkaMetadataStore, key: str, position: Position) -> tuple[Position, int]:
+    """The partition's remote watermark as a position, and the offsets after ``position``."""
+    from offloader.export.kafka import split_key
+
+    name, partition = split_key(key)
+    found = [p for p in kafka.list_partitions(name) if p.partition == partition]
+    if not found:
+        raise NotFound(f"Kafka partition {name}-{partition} is not in the metadata")
+    last = found[0].watermark
+    done = position[1] if position[0] == partition else -1
+    return (partition, last), max(0, last - done)
+
+
+@dataclass(frozen=True)
+class ExpireReport:
+    table: str
+    expired: tuple[int, ...]
+    kept: int
+    snapshot_id: int | None
+    metadata_location: str
+
+
+def expire_snapshots(
+    target: IcebergTarget, older_than_s: int, retain_last: int = 1, now_ms: int | None = None
+) -> ExpireReport:
+    """Expire the snapshots committed more than ``older_than_s`` ago (wall clock: Iceberg's
+    snapshot times), keeping the newest ``retain_last`` and the current one."""
+    if older_than_s < 0:
+        raise ConfigError(f"--older-than {older_than_s}s: must not be negative")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    catalog, table = _load(target)
+    try:
+        ids = table.expire_snapshots(now - older_than_s * 1000, retain_last)
+        log.info("iceberg.snapshots_expired", table=target.url, count=len(ids))
+        return ExpireReport(
+            target.url,
+            tuple(ids),
+            len(table.snapshots()),
+            table.snapshot_id,
+            table.metadata_location,
+        )
+    finally:
+        catalog.close()
+
+
+@dataclass(frozen=True)
+class IcebergOrphanReport:
+    table: str
+    removed: tuple[str, ...]  # full URIs (or, with dry_run, what would be removed)
+    kept_young: int  # unreferenced, but younger than the minimum age
+    referenced: int
+    dry_run: bool
+
+
+def clean_orphans(
+    target: IcebergTarget,
+    min_age_s: int,
+    *,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+) -> IcebergOrphanReport:
+    """Remove the files under the table's location that nothing refers to, older than
+    ``min_age_s`` (a run in progress has not committed its files yet: keep the age above the
+    longest run)."""
+    if min_age_s < 0:
+        raise ConfigError(f"--older-than {min_age_s}s: must not be negative")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    catalog, table = _load(target)
+    try:
+        referenced = {path_of(u) for u in table.referenced_files()}
+        location = table.location
+    finally:
+        catalog.close()
+    import pyarrow.fs as pafs
+
+    from offloader.export.target import TargetSpec, open_filesystem
+
+    url = location[len("file://") :] if location.startswith("file://") else location
+    spec = TargetSpec(url, target.endpoint_url, target.region)
+    fs = open_filesystem(spec)
+    selector = pafs.FileSelector(spec.root, recursive=True, allow_not_found=True)
+    try:
+        infos = fs.get_file_info(selector)
+    except OSError as exc:
+        raise StoreError(f"{target.url}: cannot list {location}: {exc}") from None
+    removed: list[str] = []
+    young = 0
+    for info in infos:
+        if info.type != pafs.FileType.File or info.path in referenced:
+            continue
+        mtime = info.mtime
+        age_ms = now - int(mtime.timestamp() * 1000) if mtime is not None else now
+        if age_ms < min_age_s * 1000:
+            young += 1
+            continue
+        uri = ("s3://" if spec.is_s3 else "file://") + info.path
+        if not dry_run:
+            try:
+                fs.delete_file(info.path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StoreError(f"{target.url}: cannot delete {uri}: {exc}") from None
+        removed.append(uri)
+    log.info("iceberg.orphans", table=target.url, removed=len(removed), dry_run=dry_run)
+    return IcebergOrphanReport(target.url, tuple(sorted(removed)), young, len(referenced), dry_run)

@@ -1,0 +1,330 @@
+"""The facade's exports (spec/export.md): Parquet exports and Iceberg tables, run by hand or by
+the service loop after each pass (continuous mode), their status, reset and table upkeep."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+from offloader.api_types import (
+    TickReport,
+)
+from offloader.errors import (
+    ConfigError,
+    OffloaderError,
+)
+from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
+from offloader.export.iceberg_manage import (
+    ExpireReport,
+    IcebergOrphanReport,
+    IcebergStatus,
+    clean_orphans,
+    expire_snapshots,
+    iceberg_status,
+)
+from offloader.export.iceberg_target import IcebergTarget, resolve_target
+from offloader.export.manage import (
+    ExportStatus,
+    ResetReport,
+    export_status,
+    parse_reset_point,
+    reset_export,
+)
+from offloader.export.run import TopicExportReport, run_export
+from offloader.export.settings import ExportJob, ExportSpec, normalize_target
+from offloader.export.target import TargetSpec
+from offloader.facade.service import ServiceFacade
+from offloader.logs import get_logger
+from offloader.metadata import (
+    ExportMetadataStore,
+    open_export_metadata_store,
+)
+from offloader.service import run as run_service_loop
+
+log = get_logger(__name__)
+
+
+class ExportFacade(ServiceFacade):
+    """Exports, and the service loop that runs them (part of :class:`offloader.api.Offloader`)."""
+
+    def run_service(
+        self,
+        *,
+        interval_seconds: float = 30.0,
+        once: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+        exports: Iterable[ExportJob] = (),
+        on_export: Callable[[Sequence[TopicExportReport | IcebergTopicReport]], None] | None = None,
+    ) -> None:
+        """The service loop; after each pass, the ``exports`` run (continuous mode: a failed
+        export is logged and retried next pass, the loop carries on)."""
+        stop = should_stop or (lambda: False)
+        jobs = list(exports)
+
+        def one() -> None:
+            report = self.service_tick(should_stop=stop)
+            if on_tick is not None:
+                on_tick(report)
+            for job in jobs:
+                if stop():
+                    return
+                try:
+                    done: Sequence[TopicExportReport | IcebergTopicReport]
+                    if job.spec.is_iceberg:
+                        done = self.export_iceberg_run(job.topics, job.spec, engine=job.engine)
+                    else:
+                        done = self.export_run(job.topics, job.spec, engine=job.engine)
+                except OffloaderError as exc:
+                    log.warning("export.failed", target=job.spec.target, error=str(exc))
+                    continue
+                if on_export is not None:
+                    on_export(done)
+
+        run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+    # --- exports to Parquet (spec/export.md) ----------------------------------------------
+    def _export_meta(self) -> ExportMetadataStore:
+        if self._exports is None:
+            read_only = not os.access(self._rt.home, os.W_OK)
+            self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
+        return self._exports
+
+    def export_run(
+        self,
+        topics: Iterable[str],
+        spec: ExportSpec,
+        *,
+        spark: object | None = None,
+        engine: str = "spark",
+        kafka: bool = False,
+    ) -> list[TopicExportReport]:
+        """Export each topic's messages after its watermark, up to its last closed ledger (or
+        ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
+        ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
+        ``engine="local"`` runs the same tasks in this process, without Spark. ``kafka``: the
+        topics are Kafka topics (their remote segments; a watermark per partition)."""
+        from offloader.spark.export_job import LocalRunner, SparkRunner
+
+        _not_iceberg(spec.target, "export_iceberg_run")
+        if engine not in ("spark", "local"):
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        if kafka:
+            return self._export_kafka(list(topics), spec, spark, engine)
+        runner: SparkRunner
+        if engine == "local":
+            runner = LocalRunner(str(self._rt.home), spec)
+        elif engine == "spark":
+            if spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            runner = SparkRunner(spark, str(self._rt.home), spec)
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        return run_export(
+            self._rt.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            list(topics),
+            runner,
+            self._rt.now_ms,
+        )
+
+    def _export_kafka(
+        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
+    ) -> list[TopicExportReport]:
+        from offloader.export.kafka import run_kafka_export
+        from offloader.spark.export_kafka import KafkaRunner
+
+        if engine == "spark" and spark is None:
+            from offloader.spark import local_session
+
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        props = self._rt.driver.properties
+        runner = KafkaRunner(
+            spark if engine == "spark" else None,
+            str(self._rt.home),
+            spec,
+            store_url=self._rt.store.url,
+            endpoint_url=props.get("endpoint") or None,
+            region=props.get("region") or None,
+        )
+        return run_kafka_export(
+            self.kafka().ctx.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topics,
+            runner,
+            self._rt.now_ms,
+        )
+
+    def export_status(
+        self,
+        topic: str,
+        target: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ExportStatus:
+        """The export's watermark, its committed files and its lag (entries and time)."""
+        _not_iceberg(target, "export_iceberg_status")
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
+        return export_status(
+            self._rt.meta,
+            self._export_meta(),
+            spec,
+            topic,
+            generation,
+            self._rt.now_ms(),
+            kafka_meta,
+        )
+
+    def export_reset(
+        self,
+        topic: str,
+        target: str,
+        to: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ResetReport:
+        """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
+        exactly the files after it, so that the next run writes them again."""
+        _not_iceberg(target, None)
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        return reset_export(
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topic,
+            generation,
+            parse_reset_point(to),
+            self._rt.now_ms,
+        )
+
+    # --- exports to Iceberg tables (spec/export.md, "Iceberg tables") --------------------------
+    def export_iceberg_run(
+        self,
+        topics: Iterable[str],
+        spec: ExportSpec,
+        *,
+        spark: object | None = None,
+        engine: str = "spark",
+        kafka: bool = False,
+    ) -> list[IcebergTopicReport]:
+        """Export each topic's messages after the watermark the table carries into the Iceberg
+        table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
+        Iceberg commit that also carries the new watermarks. ``engine="local"``: the same
+        tasks in this process, without Spark. ``kafka``: Kafka topics (their remote segments;
+        a watermark per partition, ``kafka:<topic>:<partition>``)."""
+        from offloader.spark.iceberg_job import (
+            IcebergKafkaRunner,
+            IcebergLocalRunner,
+            IcebergSparkRunner,
+        )
+
+        if not spec.is_iceberg:
+            raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
+        runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
+        if kafka:
+            if engine == "spark" and spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            props = self._rt.driver.properties
+            runner = IcebergKafkaRunner(
+                spark if engine == "spark" else None,
+                str(self._rt.home),
+                spec,
+                store_url=self._rt.store.url,
+                endpoint_url=props.get("endpoint") or None,
+                region=props.get("region") or None,
+            )
+            return run_iceberg_export(
+                self._rt.meta,
+                self._rt.home,
+                spec,
+                list(topics),
+                runner,
+                kafka=self.kafka().ctx.meta,
+            )
+        if engine == "local":
+            runner = IcebergLocalRunner(str(self._rt.home), spec)
+        elif engine == "spark":
+            if spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        return run_iceberg_export(self._rt.meta, self._rt.home, spec, list(topics), runner)
+
+    def iceberg_target(
+        self,
+        table: str,
+        *,
+        catalog: str | None = None,
+        warehouse: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> IcebergTarget:
+        """The Iceberg table ``table`` (``iceberg://NS.TABLE`` or ``NS.TABLE``) with this
+        home's defaults for the catalog and the warehouse."""
+        return resolve_target(
+            table,
+            self._rt.home,
+            catalog=catalog,
+            warehouse=warehouse,
+            endpoint_url=endpoint_url,
+            region=region,
+        )
+
+    def export_iceberg_status(self, topic: str, target: IcebergTarget) -> IcebergStatus:
+        """The table's current snapshot, its ``metadata_location``, the topic's watermark (as
+        the table carries it) and its lag. ``topic``: a Pulsar topic, or a Kafka partition's
+        key ``kafka:<topic>:<partition>``."""
+        kafka = self.kafka().ctx.meta if topic.startswith("kafka:") else None
+        return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms(), kafka)
+
+    def export_expire_snapshots(
+        self, target: IcebergTarget, older_than_seconds: int, *, retain_last: int = 1
+    ) -> ExpireReport:
+        """Expire the table's snapshots older than the age given, keeping the newest
+        ``retain_last`` and the current one (which carries the watermarks)."""
+        return expire_snapshots(target, older_than_seconds, retain_last)
+
+    def export_clean_orphans(
+        self, target: IcebergTarget, min_age_seconds: int, *, dry_run: bool = False
+    ) -> IcebergOrphanReport:
+        """Remove the files under the table's location that no kept snapshot or metadata
+        version refers to, older than ``min_age_seconds``."""
+        return clean_orphans(target, min_age_seconds, dry_run=dry_run)
+
+
+def _not_iceberg(target: str, instead: str | None) -> None:
+    """Refuse an ``iceberg://`` target where a Parquet directory is meant."""
+    if normalize_target(target).startswith("iceberg://"):
+        raise ConfigError(
+            f"{target} is an Iceberg table: "
+            + (
+                f"use Offloader.{instead}"
+                if instead
+                else "export reset works on Parquet targets only (an Iceberg table keeps its "
+                "older snapshots: read one by its metadata file)"
+            )
+        )

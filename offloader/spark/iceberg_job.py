@@ -1,0 +1,68 @@
+"""The Spark engine of an export to an Iceberg table: the Parquet export's engine, told where
+the table's data files go and which columns they have.
+
+:class:`IcebergSparkRunner` is :class:`~offloader.spark.export_job.SparkRunner` (the same
+tasks, the same deterministic file names and bytes) plus what
+:class:`~offloader.export.iceberg.IcebergRunner` asks: :meth:`arrow_schema`, the columns of the
+files it writes (the ``pulsar-messages`` columns with the value as bytes, then the decoded
+value as ``value_decoded`` or, flattened, ``value_<field>`` columns), and :meth:`retarget`, the
+table's ``data/`` directory once the table is loaded. :class:`IcebergLocalRunner` is the same
+on :class:`~offloader.spark.export_job.LocalRunner` (the tasks in-process, no JVM).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from offloader.export.iceberg import with_target
+from offloader.export.settings import ExportSpec
+from offloader.spark.export_job import LocalRunner, SparkRunner
+from offloader.spark.export_kafka import KafkaRunner
+from offloader.spark.kafka_source import ARROW_SCHEMA
+
+__all__ = ["IcebergKafkaRunner", "IcebergLocalRunner", "IcebergSparkRunner"]
+
+
+class _Iceberg:
+    spec: ExportSpec
+    if TYPE_CHECKING:  # SparkRunner's, which the runners below inherit after this mixin
+
+        def _schema(self, **options: str) -> Any: ...
+
+        def config(self) -> Any: ...
+
+    def arrow_schema(self) -> pa.Schema:
+        base = to_arrow_schema(self._schema(value_format="binary"), timezone="UTC")
+        decoded = self.config().decoded_type
+        if decoded is None:
+            return base
+        if not self.spec.flatten or not pa.types.is_struct(decoded):
+            return base.append(pa.field("value_decoded", decoded))
+        for i in range(decoded.num_fields):
+            child = decoded.field(i)
+            base = base.append(pa.field(f"value_{child.name}", child.type))
+        return base
+
+    def retarget(self, data_url: str) -> None:
+        self.spec = with_target(self.spec, data_url)
+
+
+class IcebergSparkRunner(_Iceberg, SparkRunner):
+    """Spark's tasks, writing under the table's ``data/``."""
+
+
+class IcebergLocalRunner(_Iceberg, LocalRunner):
+    """The same tasks in this process, without Spark (values as bytes)."""
+
+
+class IcebergKafkaRunner(KafkaRunner):
+    """Kafka topics' remote segments (``kafka-segments``), in Spark or in this process."""
+
+    def arrow_schema(self) -> pa.Schema:
+        return ARROW_SCHEMA
+
+    def retarget(self, data_url: str) -> None:
+        self.spec = with_target(self.spec, data_url)
