@@ -1,5 +1,6 @@
 """The Iceberg side of ``offloader export``: ``run``/``status`` with an ``iceberg://`` target
-(called from :mod:`cli.export`), ``expire-snapshots`` and ``clean-orphans``.
+(called from :mod:`cli.export`); ``expire-snapshots`` and ``clean-orphans`` are in
+:mod:`cli.export_upkeep`.
 
 Thin: builds the :class:`~offloader.api.IcebergTarget` and calls the facade.
 """
@@ -9,15 +10,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-import click
-
-from cli.context import CliContext, pass_cli
-from cli.export import export
-from cli.params import DURATION, iceberg_options
+from cli.context import CliContext
 from cli.settings import open_offloader
 from offloader.api import (
     ExportSpec,
-    IcebergOrphanReport,
     IcebergStatus,
     IcebergTarget,
     IcebergTopicReport,
@@ -25,7 +21,7 @@ from offloader.api import (
 )
 from offloader.units import format_size
 
-__all__ = ["export", "run_iceberg", "status_iceberg"]
+__all__ = ["iceberg_target", "run_iceberg", "status_iceberg"]
 
 
 def _time(ms: int | None) -> str | None:
@@ -34,7 +30,7 @@ def _time(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
 
 
-def _target(
+def iceberg_target(
     off: Offloader, cli: CliContext, table: str, catalog: str | None, warehouse: str | None
 ) -> IcebergTarget:
     return off.iceberg_target(
@@ -88,7 +84,7 @@ def status_iceberg(
 ) -> None:
     with open_offloader(cli, read_only=True) as offloader:
         st = offloader.export_iceberg_status(
-            topic, _target(offloader, cli, table, catalog, warehouse)
+            topic, iceberg_target(offloader, cli, table, catalog, warehouse)
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
 
@@ -124,103 +120,3 @@ def _status_text(s: IcebergStatus) -> str:
             + (f", {s.lag_ms / 1000:.0f} s" if s.lag_ms is not None else ""),
         ]
     )
-
-
-@export.command("expire-snapshots")
-@click.argument("table")
-@click.option(
-    "--older-than",
-    type=DURATION,
-    required=True,
-    metavar="DURATION",
-    help="Expire snapshots committed longer ago than this (e.g. 7d, 12h).",
-)
-@click.option(
-    "--retain-last",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Always keep this many of the newest snapshots (the current one is always kept).",
-)
-@iceberg_options
-@pass_cli
-def expire_snapshots(
-    cli: CliContext,
-    table: str,
-    older_than: int,
-    retain_last: int,
-    catalog: str | None,
-    warehouse: str | None,
-) -> None:
-    """Expire old snapshots of the Iceberg TABLE (iceberg://NAMESPACE.TABLE). The current
-    snapshot, which carries every topic's watermark, is kept.
-
-    \b
-    Example:
-      offloader export expire-snapshots iceberg://pulsar.orders --older-than 7d --retain-last 10
-    """
-    with open_offloader(cli, read_only=True) as offloader:
-        target = _target(offloader, cli, table, catalog, warehouse)
-        r = offloader.export_expire_snapshots(target, older_than, retain_last=retain_last)
-    cli.emit(
-        {
-            "table": r.table,
-            "expired": list(r.expired),
-            "kept": r.kept,
-            "snapshot_id": r.snapshot_id,
-            "metadata_location": r.metadata_location,
-        },
-        f"{r.table}: {len(r.expired)} snapshots expired, {r.kept} kept "
-        "(run clean-orphans to remove their files)",
-    )
-
-
-@export.command("clean-orphans")
-@click.argument("table")
-@click.option(
-    "--older-than",
-    type=DURATION,
-    default="1d",
-    show_default=True,
-    metavar="DURATION",
-    help="Only files older than this (keep it above the longest export run).",
-)
-@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
-@iceberg_options
-@pass_cli
-def clean_orphans(
-    cli: CliContext,
-    table: str,
-    older_than: int,
-    dry_run: bool,
-    catalog: str | None,
-    warehouse: str | None,
-) -> None:
-    """Remove the files under the Iceberg TABLE's location that no kept snapshot or metadata
-    version refers to (a crashed run's files, expired snapshots' manifests).
-
-    \b
-    Example:
-      offloader export clean-orphans iceberg://pulsar.orders --older-than 3d --dry-run
-    """
-    with open_offloader(cli, read_only=True) as offloader:
-        target = _target(offloader, cli, table, catalog, warehouse)
-        r = offloader.export_clean_orphans(target, older_than, dry_run=dry_run)
-    cli.emit(_orphans(r), _orphans_text(r))
-
-
-def _orphans(r: IcebergOrphanReport) -> dict[str, Any]:
-    return {
-        "table": r.table,
-        "removed": list(r.removed),
-        "kept_young": r.kept_young,
-        "referenced": r.referenced,
-        "dry_run": r.dry_run,
-    }
-
-
-def _orphans_text(r: IcebergOrphanReport) -> str:
-    verb = "would remove" if r.dry_run else "removed"
-    lines = [f"{r.table}: {verb} {len(r.removed)} files, {r.kept_young} younger ones kept"]
-    lines += [f"  {u}" for u in r.removed]
-    return "\n".join(lines)

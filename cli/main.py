@@ -45,7 +45,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.cluster:topics",  # the topics group, with unload added
     "cli.cluster:brokers",
     "cli.export:export",
-    "cli.export_iceberg:export",  # the same group, with expire-snapshots/clean-orphans added
+    "cli.export_upkeep:export",  # the same group, with expire-snapshots/clean-orphans added
 )
 
 EXIT_OK = 0
