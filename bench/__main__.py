@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "kafka_spark": "bench.kafka_spark",
     "metrics": "bench.metrics",
     "metadata": "bench.metadata",
+    "export": "bench.export",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

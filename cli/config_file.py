@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from cli.config_transform import apply_transform_table
-from offloader.api import BrokerSettings, MetricsAddress, parse_metrics_addr
+from offloader.api import (
+    BrokerSettings,
+    ExportJob,
+    ExportSpec,
+    MetricsAddress,
+    parse_metrics_addr,
+)
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -42,6 +48,8 @@ class FileConfig:
     broker: BrokerSettings = field(default_factory=BrokerSettings)
     #: the file that was read (None: there is none)
     path: Path | None = None
+    #: the ``[[export]]`` tables: exports the service runs after each pass
+    exports: tuple[ExportJob, ...] = ()
     #: the ``[broker]`` table as written, to quote a value when it is refused
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -55,6 +63,21 @@ _TOP_KEYS = {
     "broker",
     "transform",
     "kafka",
+    "export",
+}
+_EXPORT_KEYS = {
+    "topics",
+    "to",
+    "partition_by",
+    "time_field",
+    "max_file_size",
+    "generation",
+    "engine",
+    "value_format",
+    "schema",
+    "avro_schema",
+    "flatten",
+    "endpoint_url",
 }
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
 _SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
@@ -107,7 +130,12 @@ def load_file_config(home: Path) -> FileConfig:
             broker = apply_transform_table(data["transform"], broker)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+    try:
+        exports = _exports_from_tables(data.get("export", []), strings["endpoint_url"])
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return FileConfig(
+        exports=exports,
         store=strings["store"],
         metadata=strings["metadata"],
         endpoint_url=strings["endpoint_url"],
@@ -133,6 +161,39 @@ def _kafka_from_table(table: object, base: BrokerSettings) -> BrokerSettings:
     if topics is not None and not isinstance(topics, str):
         raise ConfigError("[kafka] topics must be a string (a regular expression)")
     return replace(base, kafka_log_dirs=tuple(log_dirs), kafka_topics=topics)
+
+
+def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJob, ...]:
+    """``[[export]] topics = ["orders"]  to = "s3://lake/p"  partition_by = "dt"`` ..."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError("export must be an array of tables ([[export]])")
+    jobs = []
+    for table in tables:
+        unknown = sorted(set(table) - _EXPORT_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown [[export]] key(s) {', '.join(unknown)}")
+        topics = table.get("topics")
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise ConfigError("[[export]] topics must be a list of topic names")
+        if not isinstance(table.get("to"), str):
+            raise ConfigError("[[export]] to must be a local directory or s3://bucket/prefix")
+        try:
+            spec = ExportSpec(
+                table["to"],
+                partition_by=str(table.get("partition_by", "dt,hr")),
+                time_field=str(table.get("time_field", "publish_time")),
+                max_file_size=parse_size(table.get("max_file_size", "128M")),
+                generation=int(table.get("generation", 1)),
+                value_format=str(table.get("value_format", "binary")),
+                schema=table.get("schema"),
+                avro_schema=table.get("avro_schema"),
+                flatten=bool(table.get("flatten", False)),
+                endpoint_url=table.get("endpoint_url") or endpoint,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"[[export]]: {exc}") from None
+        jobs.append(ExportJob(tuple(topics), spec, str(table.get("engine", "local"))))
+    return tuple(jobs)
 
 
 def toml_text(value: object) -> str:

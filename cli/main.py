@@ -44,6 +44,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.kafka:kafka",
     "cli.cluster:topics",  # the topics group, with unload added
     "cli.cluster:brokers",
+    "cli.export:export",
 )
 
 EXIT_OK = 0

@@ -31,7 +31,7 @@ from cli.context import CliContext, pass_cli
 from cli.params import DURATION, METRICS_ADDR
 from cli.render import echo_json
 from cli.settings import broker_options, open_offloader
-from offloader.api import MetricsAddress, TickReport, start_metrics_server
+from offloader.api import MetricsAddress, TickReport, TopicExportReport, start_metrics_server
 from offloader.errors import ConfigError, OffloadError
 from offloader.logs import get_logger
 
@@ -197,6 +197,23 @@ def run(
         elif once or not _is_idle(report):
             click.echo(tick_text(report))
 
+    def on_export(done: list[TopicExportReport]) -> None:
+        for r in done:
+            record = {
+                "export": r.topic,
+                "target": r.target,
+                "watermark": list(r.watermark),
+                "files": r.files,
+                "rows": r.rows,
+            }
+            if cli.json:
+                echo_json(record)
+            elif r.files or once:
+                click.echo(
+                    f"export {r.topic} -> {r.target}: {r.rows} messages in {r.files} files, "
+                    f"watermark {r.watermark[0]}:{r.watermark[1]}"
+                )
+
     address = metrics_addr or load_file_config(cli.home).metrics_addr
     with ExitStack() as stack:
         metrics = None
@@ -226,6 +243,8 @@ def run(
             once=once,
             should_stop=flag,
             on_tick=on_tick,
+            exports=load_file_config(cli.home).exports,
+            on_export=on_export,
         )
     log.info("service.stopped", signal=flag.signal_name)
     if once and reports:

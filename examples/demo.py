@@ -407,6 +407,50 @@ def pulsar_messages(demo: Demo) -> None:
     check(got == per_round, f"round 2's messages per key: {got}")
 
 
+def export_parquet(demo: Demo, work: Path) -> None:
+    demo.step("Export the messages to Hive-partitioned Parquet, query with DuckDB")
+    if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("duckdb") is None:
+        print("  skipped: needs PySpark, Java and duckdb")
+        return
+    lake = work / "lake"
+    args = [
+        "--home", str(demo.home), "--store", demo.target.store_url, "--topics", MESSAGES_TOPIC,
+        "--to", str(lake), "--query",
+    ]  # fmt: skip
+    print(f"$ python -m examples.spark_export {shlex.join(args)}", flush=True)
+    runs = []
+    for _ in range(2):  # the second run finds nothing new: exactly once
+        proc = subprocess.run(
+            [sys.executable, "-m", "examples.spark_export", *args],
+            cwd=REPO_ROOT,
+            env=demo.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        for line in proc.stdout.splitlines():
+            print(f"  {line}")
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr[-4000:])
+            raise StepFailed(f"the export job exited {proc.returncode}")
+        runs.append(proc.stdout)
+    exported = json.loads(runs[0].splitlines()[0])["rows"]
+    again = json.loads(runs[1].splitlines()[0])["rows"]
+    counted = [
+        (int(p.split("messages=")[1].split()[0]), int(p.split("distinct_ids=")[1]))
+        for p in runs[1].splitlines()
+        if "messages=" in p
+    ]
+    total = sum(c[0] for c in counted)
+    check(exported > 0 and again == 0, f"{exported} messages exported, 0 on the second run")
+    check(
+        total == exported and all(a == b for a, b in counted),
+        f"DuckDB reads {total} messages, every message id once",
+    )
+    demo.offloader("export", "status", MESSAGES_TOPIC, "--to", str(lake), expect="watermark")
+
+
 def deletion_lag(demo: Demo) -> None:
     demo.step("Delete local copies of offloaded ledgers: deletion lag 0, one service pass")
     demo.offloader("namespaces", "set-offload-deletion-lag", "demo/manual", "--lag", "0")
@@ -479,6 +523,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     read_back(demo, digests)
     spark(demo)
     pulsar_messages(demo)
+    export_parquet(demo, work)
     deletion_lag(demo)
     encrypted_namespace(demo)
     kafka_part(demo, work, check)

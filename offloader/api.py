@@ -46,6 +46,16 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
+from offloader.export.manage import (
+    ExportStatus,
+    ResetReport,
+    export_status,
+    parse_reset_point,
+    reset_export,
+)
+from offloader.export.run import TopicExportReport, run_export
+from offloader.export.settings import ExportJob, ExportSpec, normalize_target, parse_time_ms
+from offloader.export.target import TargetSpec
 from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
 from offloader.kafka.report import orphan_report
 from offloader.kafka.settings import KafkaSettings
@@ -56,9 +66,11 @@ from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
 from offloader.logs import get_logger
 from offloader.metadata import (
+    ExportMetadataStore,
     check_home,
     cluster_of,
     is_postgres_url,
+    open_export_metadata_store,
     open_kafka_metadata_store,
     open_metadata_store,
 )
@@ -94,6 +106,9 @@ __all__ = [
     "BrokerRecord",
     "BrokerSettings",
     "EntryRecord",
+    "ExportJob",
+    "ExportSpec",
+    "ExportStatus",
     "KafkaRecordRow",
     "KafkaSettings",
     "KafkaTier",
@@ -113,8 +128,10 @@ __all__ = [
     "ProduceResult",
     "ProgressCallback",
     "RekeyOutcome",
+    "ResetReport",
     "SegmentOutcome",
     "TickReport",
+    "TopicExportReport",
     "TopicInfo",
     "TopicPolicies",
     "TransformPolicy",
@@ -124,6 +141,7 @@ __all__ = [
     "decode_stored_data",
     "list_keys",
     "parse_metrics_addr",
+    "parse_time_ms",
     "start_metrics_server",
 ]
 
@@ -143,6 +161,8 @@ class Offloader:
         self._service = ServiceState()
         self._closed = False
         self._kafka: KafkaTier | None = None
+        self._exports: ExportMetadataStore | None = None
+        self._spark: object | None = None
 
     @classmethod
     def from_settings(
@@ -259,6 +279,8 @@ class Offloader:
         try:
             if self._kafka is not None:
                 self._kafka.close()
+            if self._exports is not None:
+                self._exports.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()
@@ -716,15 +738,156 @@ class Offloader:
         once: bool = False,
         should_stop: Callable[[], bool] | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
+        exports: Iterable[ExportJob] = (),
+        on_export: Callable[[list[TopicExportReport]], None] | None = None,
     ) -> None:
+        """The service loop; after each pass, the ``exports`` run (continuous mode: a failed
+        export is logged and retried next pass, the loop carries on)."""
         stop = should_stop or (lambda: False)
+        jobs = list(exports)
 
         def one() -> None:
             report = self.service_tick(should_stop=stop)
             if on_tick is not None:
                 on_tick(report)
+            for job in jobs:
+                if stop():
+                    return
+                try:
+                    done = self.export_run(job.topics, job.spec, engine=job.engine)
+                except OffloaderError as exc:
+                    log.warning("export.failed", target=job.spec.target, error=str(exc))
+                    continue
+                if on_export is not None:
+                    on_export(done)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+    # --- exports to Parquet (spec/export.md) ----------------------------------------------
+    def _export_meta(self) -> ExportMetadataStore:
+        if self._exports is None:
+            read_only = not os.access(self._rt.home, os.W_OK)
+            self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
+        return self._exports
+
+    def export_run(
+        self,
+        topics: Iterable[str],
+        spec: ExportSpec,
+        *,
+        spark: object | None = None,
+        engine: str = "spark",
+        kafka: bool = False,
+    ) -> list[TopicExportReport]:
+        """Export each topic's messages after its watermark, up to its last closed ledger (or
+        ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
+        ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
+        ``engine="local"`` runs the same tasks in this process, without Spark. ``kafka``: the
+        topics are Kafka topics (their remote segments; a watermark per partition)."""
+        from offloader.spark.export_job import LocalRunner, SparkRunner
+
+        if engine not in ("spark", "local"):
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        if kafka:
+            return self._export_kafka(list(topics), spec, spark, engine)
+        runner: SparkRunner
+        if engine == "local":
+            runner = LocalRunner(str(self._rt.home), spec)
+        elif engine == "spark":
+            if spark is None:
+                from offloader.spark import local_session
+
+                if self._spark is None:
+                    self._spark = local_session("ledger-offloader-export")
+                spark = self._spark
+            runner = SparkRunner(spark, str(self._rt.home), spec)
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        return run_export(
+            self._rt.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            list(topics),
+            runner,
+            self._rt.now_ms,
+        )
+
+    def _export_kafka(
+        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
+    ) -> list[TopicExportReport]:
+        from offloader.export.kafka import run_kafka_export
+        from offloader.spark.export_kafka import KafkaRunner
+
+        if engine == "spark" and spark is None:
+            from offloader.spark import local_session
+
+            if self._spark is None:
+                self._spark = local_session("ledger-offloader-export")
+            spark = self._spark
+        props = self._rt.driver.properties
+        runner = KafkaRunner(
+            spark if engine == "spark" else None,
+            str(self._rt.home),
+            spec,
+            store_url=self._rt.store.url,
+            endpoint_url=props.get("endpoint") or None,
+            region=props.get("region") or None,
+        )
+        return run_kafka_export(
+            self.kafka().ctx.meta,
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topics,
+            runner,
+            self._rt.now_ms,
+        )
+
+    def export_status(
+        self,
+        topic: str,
+        target: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ExportStatus:
+        """The export's watermark, its committed files and its lag (entries and time)."""
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
+        return export_status(
+            self._rt.meta,
+            self._export_meta(),
+            spec,
+            topic,
+            generation,
+            self._rt.now_ms(),
+            kafka_meta,
+        )
+
+    def export_reset(
+        self,
+        topic: str,
+        target: str,
+        to: str,
+        *,
+        generation: int = 1,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ResetReport:
+        """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
+        exactly the files after it, so that the next run writes them again."""
+        spec = TargetSpec(normalize_target(target), endpoint_url, region)
+        return reset_export(
+            self._export_meta(),
+            self._rt.home,
+            spec,
+            topic,
+            generation,
+            parse_reset_point(to),
+            self._rt.now_ms,
+        )
 
 
 # --- keys (no store or metadata needed) -------------------------------------------------------

@@ -42,6 +42,8 @@ __all__ = [
     "EmptyLedgerError",
     "EntryOutOfRange",
     "EntryTooLargeError",
+    "ExportBusy",
+    "ExportError",
     "ForeignObjectError",
     "FormatError",
     "IndexInconsistentError",
@@ -266,3 +268,13 @@ class MissingKeyError(KeyRingError):
     def __init__(self, key_id: str, where: str) -> None:
         self.key_id = key_id
         super().__init__(f"key {key_id!r} is not in the key ring {where}")
+
+
+# --- exports to Parquet (spec/export.md) -------------------------------------------------------
+class ExportError(OffloaderError):
+    """An export run cannot go on (settings that changed at the same generation, a file that
+    is not where the run wrote it)."""
+
+
+class ExportBusy(ExportError):
+    """Another process is exporting the same topic to the same target and generation."""

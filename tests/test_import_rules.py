@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "offloader.offload": 5,
     "offloader.kafka": 5,  # the Kafka tier (uses the ledger orphan audit's types)
     "offloader.topics": 6,
+    "offloader.export": 6,  # the export's driver side (plan, names, watermark; no pyspark)
     "offloader.spark": 7,
     "offloader.service": 7,
     # the facade, then the front end
@@ -64,6 +65,8 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.service", "offloader.spark"),
     ("offloader.spark", "offloader.offload"),
     ("offloader.spark", "offloader.topics"),
+    ("offloader.export", "offloader.topics"),
+    ("offloader.topics", "offloader.export"),
 }
 
 #: what the front end may import of the engine: the facade and value modules only

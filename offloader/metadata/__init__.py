@@ -18,6 +18,7 @@ from offloader.errors import MetadataError, NotFound
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.cluster_base import ClusterMetadata
 from offloader.metadata.cluster_local import LocalCluster
+from offloader.metadata.export_base import ExportMetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
 
 METADATA_FILENAME = "metadata.db"
@@ -25,11 +26,13 @@ METADATA_FILENAME = "metadata.db"
 __all__ = [
     "METADATA_FILENAME",
     "ClusterMetadata",
+    "ExportMetadataStore",
     "KafkaMetadataStore",
     "MetadataStore",
     "check_home",
     "cluster_of",
     "is_postgres_url",
+    "open_export_metadata_store",
     "open_kafka_metadata_store",
     "open_metadata_store",
 ]
@@ -112,3 +115,16 @@ def cluster_of(meta: MetadataStore) -> ClusterMetadata:
     if isinstance(meta, ClusterMetadata):
         return meta
     return LocalCluster()
+
+
+def open_export_metadata_store(
+    home_dir: str | Path, *, read_only: bool = False
+) -> ExportMetadataStore:
+    """The export watermarks in the same ``<home_dir>/metadata.db`` (its own connection);
+    ``read_only`` as in :func:`open_metadata_store`."""
+    from offloader.metadata.export_sqlite import SqliteExportMetadataStore
+
+    home = Path(home_dir)
+    if not read_only:
+        home.mkdir(parents=True, exist_ok=True)
+    return SqliteExportMetadataStore(home / METADATA_FILENAME, read_only=read_only)

@@ -1,0 +1,307 @@
+"""``offloader export run|status|reset``: topics to Hive-partitioned Parquet, exactly once.
+
+Thin: parses options into an :class:`~offloader.api.ExportSpec` and calls the facade
+(:meth:`~offloader.api.Offloader.export_run`, ``export_status``, ``export_reset``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import click
+
+from cli.context import CliContext, pass_cli
+from cli.params import SIZE
+from cli.settings import open_offloader
+from offloader.api import (
+    ExportSpec,
+    ExportStatus,
+    ResetReport,
+    TopicExportReport,
+    parse_time_ms,
+)
+from offloader.units import format_size
+
+_TARGET = click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="URL",
+    help="Where the files are: a local directory or s3://bucket/prefix.",
+)
+_GENERATION = click.option(
+    "--generation",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="File generation: a new one writes beside the old files, with its own watermark.",
+)
+_ENDPOINT = click.option(
+    "--target-endpoint",
+    metavar="URL",
+    default=None,
+    help="S3 endpoint of an s3:// target (default: --endpoint-url / $AWS_ENDPOINT_URL).",
+)
+
+
+def _time(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
+
+
+@click.group()
+def export() -> None:
+    """Export topics to Parquet files (Hive-partitioned by time), exactly once."""
+
+
+@export.command()
+@click.argument("topics", nargs=-1, required=True)
+@_TARGET
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet"]),
+    default="parquet",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--partition-by",
+    type=click.Choice(["dt", "dt,hr"]),
+    default="dt,hr",
+    show_default=True,
+    help="Time partitions: days, or days and hours (UTC).",
+)
+@click.option(
+    "--time-field",
+    default="publish_time",
+    show_default=True,
+    help="publish_time, event_time, or a field path of the decoded value (e.g. ts).",
+)
+@click.option(
+    "--until",
+    default=None,
+    metavar="TIME",
+    help="Export only up to the first message published at or after TIME.",
+)
+@click.option(
+    "--max-file-size",
+    type=SIZE,
+    default="128M",
+    show_default=True,
+    help="Start a new file past this much data (cut between entries).",
+)
+@click.option(
+    "--value-format",
+    type=click.Choice(["binary", "string", "json", "avro"]),
+    default="binary",
+    show_default=True,
+    help="How to decode message values.",
+)
+@click.option("--schema", default=None, help="DDL of JSON values (e.g. 'ts BIGINT, v STRING').")
+@click.option("--avro-schema", default=None, help="The Avro writer schema (JSON).")
+@click.option("--flatten", is_flag=True, help="Decoded fields as value_<field> columns.")
+@click.option(
+    "--engine",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="spark: a local[2] session's tasks; local: the same tasks in this process (no JVM).",
+)
+@click.option("--kafka", is_flag=True, help="TOPICS are Kafka topics (their remote segments).")
+@_GENERATION
+@_ENDPOINT
+@pass_cli
+def run(
+    cli: CliContext,
+    topics: tuple[str, ...],
+    target: str,
+    fmt: str,
+    partition_by: str,
+    time_field: str,
+    until: str | None,
+    max_file_size: int,
+    value_format: str,
+    schema: str | None,
+    avro_schema: str | None,
+    flatten: bool,
+    engine: str,
+    kafka: bool,
+    generation: int,
+    target_endpoint: str | None,
+) -> None:
+    """Export TOPICS' messages after their watermark, up to the last closed ledger.
+
+    \b
+    Examples:
+      offloader export run orders --to /data/lake
+      offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
+    """
+    spec = ExportSpec(
+        target,
+        partition_by=partition_by,
+        time_field=time_field,
+        generation=generation,
+        until_ms=parse_time_ms(until) if until else None,
+        max_file_size=max_file_size,
+        flatten=flatten,
+        value_format=value_format,
+        schema=schema,
+        avro_schema=avro_schema,
+        endpoint_url=target_endpoint or cli.endpoint_url,
+    )
+    with open_offloader(cli) as offloader:
+        for report in offloader.export_run(topics, spec, engine=engine, kafka=kafka):
+            cli.emit(_report(report), _report_text(report))
+
+
+def _report(r: TopicExportReport) -> dict[str, Any]:
+    return {
+        "topic": r.topic,
+        "target": r.target,
+        "generation": r.generation,
+        "previous": list(r.previous),
+        "watermark": list(r.watermark),
+        "files": r.files,
+        "rows": r.rows,
+        "invalid_rows": r.invalid_rows,
+        "bytes": r.bytes,
+        "removed_leftovers": r.removed_leftovers,
+        "markers_written": r.markers_written,
+        "publish_time": _time(r.publish_time_ms),
+    }
+
+
+def _report_text(r: TopicExportReport) -> str:
+    return (
+        f"{r.topic}: {r.rows} messages in {r.files} files ({format_size(r.bytes)}), "
+        f"watermark {r.previous[0]}:{r.previous[1]} -> {r.watermark[0]}:{r.watermark[1]}"
+        + (f", {r.invalid_rows} in __invalid__" if r.invalid_rows else "")
+    )
+
+
+@export.command()
+@click.argument("topic")
+@_TARGET
+@_GENERATION
+@_ENDPOINT
+@click.option("--json", "json_output", is_flag=True, help="One JSON object.")
+@pass_cli
+def status(
+    cli: CliContext,
+    topic: str,
+    target: str,
+    generation: int,
+    target_endpoint: str | None,
+    json_output: bool,
+) -> None:
+    """Show TOPIC's export watermark, its files and the lag (entries and time)."""
+    with open_offloader(cli, read_only=True) as offloader:
+        st = offloader.export_status(
+            topic, target, generation=generation, endpoint_url=target_endpoint or cli.endpoint_url
+        )
+    cli.emit(_status(st), _status_text(st), json_output=json_output)
+
+
+def _status(s: ExportStatus) -> dict[str, Any]:
+    return {
+        "topic": s.topic,
+        "target": s.target,
+        "generation": s.generation,
+        "watermark": list(s.watermark),
+        "publish_time": _time(s.publish_time_ms),
+        "rows": s.rows,
+        "invalid_rows": s.invalid_rows,
+        "bytes": s.bytes,
+        "files": [
+            {
+                "path": f.path,
+                "size": f.size,
+                "ledger_id": f.ledger_id,
+                "first_entry": f.first_entry,
+                "last_entry": f.last_entry,
+            }
+            for f in s.files
+        ],
+        "uncommitted_files": s.uncommitted_files,
+        "success_markers": s.markers,
+        "last_closed": list(s.last_closed),
+        "lag_entries": s.lag_entries,
+        "lag_ms": s.lag_ms,
+        "updated_ms": s.updated_ms,
+    }
+
+
+def _status_text(s: ExportStatus) -> str:
+    lines = [
+        f"{s.topic} -> {s.target} (generation {s.generation})",
+        f"  watermark     {s.watermark[0]}:{s.watermark[1]} (last closed "
+        f"{s.last_closed[0]}:{s.last_closed[1]}), published up to {_time(s.publish_time_ms)}",
+        f"  exported      {s.rows} messages in {len(s.files)} files ({format_size(s.bytes)}), "
+        f"{s.invalid_rows} in __invalid__, {s.markers} partitions final",
+        f"  lag           {s.lag_entries} entries"
+        + (f", {s.lag_ms / 1000:.0f} s" if s.lag_ms is not None else ""),
+    ]
+    if s.uncommitted_files:
+        lines.append(f"  uncommitted   {s.uncommitted_files} files (removed by the next run)")
+    return "\n".join(lines)
+
+
+@export.command()
+@click.argument("topic")
+@click.option(
+    "--target",
+    "target",
+    required=True,
+    metavar="URL",
+    help="Where the files are: a local directory or s3://bucket/prefix.",
+)
+@click.option(
+    "--to",
+    "point",
+    required=True,
+    metavar="TIME|MESSAGE_ID",
+    help="A time (ISO-8601 or epoch ms) or a message id ledger:entry[:batch].",
+)
+@_GENERATION
+@_ENDPOINT
+@pass_cli
+def reset(
+    cli: CliContext,
+    topic: str,
+    target: str,
+    point: str,
+    generation: int,
+    target_endpoint: str | None,
+) -> None:
+    """Move TOPIC's export watermark back and remove the files after it (re-exported by the
+    next run). Files before the point are not touched.
+
+    \b
+    Example:
+      offloader export reset orders --target /data/lake --to 2025-06-15T10:00:00Z
+    """
+    with open_offloader(cli) as offloader:
+        r = offloader.export_reset(
+            topic,
+            target,
+            point,
+            generation=generation,
+            endpoint_url=target_endpoint or cli.endpoint_url,
+        )
+    cli.emit(
+        _reset(r),
+        f"{r.topic}: watermark {r.previous[0]}:{r.previous[1]} -> "
+        f"{r.watermark[0]}:{r.watermark[1]}, {len(r.removed)} files removed",
+    )
+
+
+def _reset(r: ResetReport) -> dict[str, Any]:
+    return {
+        "topic": r.topic,
+        "previous": list(r.previous),
+        "watermark": list(r.watermark),
+        "removed": list(r.removed),
+    }

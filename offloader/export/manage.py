@@ -1,0 +1,229 @@
+"""``export status`` and ``export reset``: the watermark, the files and the lag; moving back.
+
+Reset (Secor's reprocessing after a parser bug) picks the new watermark from the point given:
+a message id (``ledger:entry[:batch]``: that entry and everything after it is exported again)
+or a time (every file holding a message published at or after it, read from the Parquet
+footers). The watermark goes back to just before the first entry of the first file it must
+rewrite (never past a file that straddles it), the watermark is stored first, then exactly the
+files after it are removed, with the ``_SUCCESS`` markers of their partitions. Files before the
+new watermark are not touched; a crash in between is finished by the next run's cleanup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from offloader.crashpoints import crash_point
+from offloader.errors import ConfigError, NotFound
+from offloader.export.lock import export_lock
+from offloader.export.naming import ExportFile
+from offloader.export.plan import Position, before
+from offloader.export.settings import parse_time_ms
+from offloader.export.target import ExportTarget, TargetSpec
+from offloader.metadata.base import MetadataStore
+from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
+from offloader.metadata.kafka_base import KafkaMetadataStore
+from offloader.naming import TopicName
+
+__all__ = ["ExportStatus", "ResetReport", "export_status", "parse_reset_point", "reset_export"]
+
+
+@dataclass(frozen=True)
+class ExportStatus:
+    topic: str
+    target: str
+    generation: int
+    watermark: Position
+    publish_time_ms: int | None
+    rows: int
+    invalid_rows: int
+    files: tuple[ExportFile, ...]  # committed (at or before the watermark)
+    uncommitted_files: int  # past the watermark: a crashed run's, removed by the next run
+    bytes: int
+    markers: int
+    last_closed: Position
+    lag_entries: int
+    lag_ms: int | None
+    updated_ms: int
+
+
+def export_status(
+    meta: MetadataStore,
+    exports: ExportMetadataStore,
+    target_spec: TargetSpec,
+    topic: str,
+    generation: int,
+    now_ms: int,
+    kafka_meta: KafkaMetadataStore | None = None,
+) -> ExportStatus:
+    name, directory, partition = _names(topic)
+    mark = exports.get_watermark(target_spec.url, name, generation) or ExportWatermark(
+        target_spec.url, name, generation
+    )
+    if partition is not None:  # a Kafka partition: its remote watermark is the end
+        if mark.ledger_id < 0:
+            mark = replace(mark, ledger_id=partition)
+        remote = -1
+        if kafka_meta is not None:
+            rec = kafka_meta.get_partition(directory, partition)
+            remote = rec.watermark if rec is not None else -1
+        last_closed = (partition, remote)
+        lag = max(0, remote - mark.entry_id)
+    else:
+        ledgers = meta.list_ledgers(name)
+        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
+        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
+        lag = 0
+        for r in ledgers:
+            if r.state == "DELETED" or r.ledger_id < mark.ledger_id:
+                continue
+            after = max(0, r.entries - 1 - mark.entry_id)
+            lag += r.entries if r.ledger_id > mark.ledger_id else after
+    listing = ExportTarget(target_spec).list_topic(directory)
+    mine = [
+        f
+        for f in listing.of_generation(generation)
+        if partition is None or f.ledger_id == partition
+    ]
+    done = tuple(f for f in mine if f.last <= mark.position)
+    lag_ms = None
+    if mark.publish_time_ms is not None:
+        lag_ms = max(0, now_ms - mark.publish_time_ms) if lag else 0
+    return ExportStatus(
+        name,
+        target_spec.url,
+        generation,
+        mark.position,
+        mark.publish_time_ms,
+        mark.rows,
+        mark.invalid_rows,
+        done,
+        len(mine) - len(done),
+        sum(f.size for f in done),
+        sum(1 for d in listing.markers if any(f.directory == d for f in done)),
+        last_closed,
+        lag,
+        lag_ms,
+        mark.updated_ms,
+    )
+
+
+@dataclass(frozen=True)
+class ResetReport:
+    topic: str
+    previous: Position
+    watermark: Position
+    removed: tuple[str, ...]
+
+
+def parse_reset_point(text: str) -> Position | int:
+    """``ledger:entry[:batch]`` -> a position; anything else is a time (:func:`parse_time_ms`)."""
+    parts = text.strip().split(":")
+    if 2 <= len(parts) <= 3 and all(p.strip().isdigit() for p in parts):
+        return (int(parts[0]), int(parts[1]))
+    return parse_time_ms(text)
+
+
+def _names(topic: str) -> tuple[str, str, int | None]:
+    """``(watermark key, directory topic, Kafka partition or None)`` of a topic argument:
+    a Pulsar topic name, or ``kafka:<topic>:<partition>``."""
+    if topic.startswith("kafka:"):
+        directory, _, partition = topic[6:].rpartition(":")
+        if not directory or not partition.isdigit():
+            raise ConfigError(f"{topic!r}: a Kafka export is named kafka:<topic>:<partition>")
+        return topic, directory, int(partition)
+    name = str(TopicName.parse(topic))
+    return name, name, None
+
+
+def _straddle_free(files: list[ExportFile], mark: Position) -> Position:
+    """Move ``mark`` back until no file holds entries on both sides of it."""
+    changed = True
+    while changed:
+        changed = False
+        for f in files:
+            if f.first <= mark < f.last:
+                mark, changed = before(f.first), True
+    return mark
+
+
+def reset_export(
+    exports: ExportMetadataStore,
+    home: Path,
+    target_spec: TargetSpec,
+    topic: str,
+    generation: int,
+    point: Position | int,
+    now_ms: Callable[[], int],
+) -> ResetReport:
+    name, directory, partition = _names(topic)
+    target = ExportTarget(target_spec)
+    lock_key = f"kafka:{directory}" if partition is not None else name
+    with export_lock(home, target_spec.url, lock_key, generation):
+        mark = exports.get_watermark(target_spec.url, name, generation)
+        if mark is None:
+            raise NotFound(
+                f"{name} was never exported to {target_spec.url} (generation {generation})"
+            )
+        files = [
+            f
+            for f in target.list_topic(directory).of_generation(generation)
+            if partition is None or f.ledger_id == partition
+        ]
+        if isinstance(point, tuple):
+            later = [f for f in files if f.last >= point]
+            new = before(point)
+        else:
+            later = []
+            for f in files:
+                span = target.publish_range(f.path)
+                if span is None or span[1] >= point:
+                    later.append(f)
+            new = mark.position
+        if later:
+            new = min(new, before(min(f.first for f in later)))
+        new = _straddle_free(files, min(new, mark.position))
+        removed = [f for f in files if f.last > new]
+        rows = 0
+        first_publish: int | None = None
+        for f in removed:
+            span = target.publish_range(f.path) if f.last <= mark.position else None
+            if span is not None:
+                first_publish = span[0] if first_publish is None else min(first_publish, span[0])
+            rows += _rows(target, f) if f.last <= mark.position else 0
+        publish = mark.publish_time_ms
+        if first_publish is not None and publish is not None:
+            publish = min(publish, first_publish - 1)
+        if isinstance(point, int) and publish is not None:
+            publish = min(publish, point - 1)
+        if new <= (-1, -1):
+            publish = None
+        committed = [f for f in removed if f.last <= mark.position]
+        exports.reset(
+            replace(
+                mark,
+                ledger_id=new[0],
+                entry_id=new[1],
+                publish_time_ms=publish,
+                rows=max(0, mark.rows - rows),
+                files=max(0, mark.files - len(committed)),
+                updated_ms=now_ms(),
+            )
+        )
+        crash_point("export.reset_after_watermark")
+        for f in removed:
+            target.delete(f.path)
+        for directory in sorted({f.directory for f in removed}):
+            target.delete_marker(directory)
+        return ResetReport(name, mark.position, new, tuple(f.path for f in removed))
+
+
+def _rows(target: ExportTarget, f: ExportFile) -> int:
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.read_metadata(target.spec.path(f.path), filesystem=target.fs).num_rows)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {f.path}: {exc}") from None

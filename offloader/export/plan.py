@@ -1,0 +1,115 @@
+"""What an export run reads and what its tasks report: driver-side values, no I/O.
+
+:func:`topic_plan` turns a topic's ledger list and its watermark into the range the run
+exports: every entry after the watermark up to the last entry of the last *closed* ledger (the
+open ledger is never exported, so the watermark never passes the last closed ledger).
+:class:`RangeTask` is one source task (an offloaded block or a chunk of a local ledger) with the
+range its rows must fall in; :class:`WrittenFile` is what a task reports for each file it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from offloader.metadata.base import LedgerRecord
+
+__all__ = ["ExportRunner", "RangeTask", "TopicPlan", "WrittenFile", "before", "topic_plan"]
+
+Position = tuple[int, int]
+
+
+def before(position: Position) -> Position:
+    """The position just before ``position`` (``(L, -1)``: nothing of ledger L)."""
+    return (position[0], position[1] - 1)
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    """Export ``topic``'s entries in ``(start, end]``; nothing when ``end <= start``."""
+
+    topic: str
+    start: Position
+    end: Position
+    ledger_ids: tuple[int, ...]
+
+    @property
+    def empty(self) -> bool:
+        """No entry of the listed ledgers can be in ``(start, end]``."""
+        return not any(self.contains(lid, 0, 1 << 62) for lid in self.ledger_ids)
+
+    def clipped(self, end: Position) -> TopicPlan:
+        """The plan cut at ``end`` (``--until``)."""
+        end = min(self.end, end)
+        ids = tuple(i for i in self.ledger_ids if i <= end[0])
+        return TopicPlan(self.topic, self.start, max(end, self.start), ids)
+
+    def contains(self, ledger_id: int, first: int, last: int) -> bool:
+        """Can entries ``first..last`` of ``ledger_id`` hold a row of the plan?"""
+        return (
+            self.start < self.end
+            and (ledger_id, last) > self.start
+            and (ledger_id, first) <= self.end
+        )
+
+
+def topic_plan(topic: str, ledgers: Sequence[LedgerRecord], start: Position) -> TopicPlan:
+    closed = [
+        r
+        for r in ledgers
+        if r.state == "CLOSED" and r.entries > 0 and (r.ledger_id, r.entries - 1) > start
+    ]
+    if not closed:
+        return TopicPlan(topic, start, start, ())
+    last = closed[-1]
+    return TopicPlan(
+        topic, start, (last.ledger_id, last.entries - 1), tuple(r.ledger_id for r in closed)
+    )
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """One source task (``task``: a :mod:`offloader.spark.plan` descriptor, or a Kafka
+    segment partition) and the range ``(start, end]`` its rows must fall in. ``topic`` is the
+    watermark's key; ``directory_topic`` the topic its files are under (Kafka: the topic of
+    the ``kafka:<topic>:<partition>`` key); ``ledger_id`` the first half of its positions."""
+
+    task: Any
+    topic: str
+    start: Position
+    end: Position
+    ledger_id: int = -1
+    directory_topic: str | None = None
+
+    @property
+    def dir_topic(self) -> str:
+        return self.directory_topic or self.topic
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A complete file a task wrote (its name is ``path``, relative to the target root)."""
+
+    topic: str
+    path: str
+    ledger_id: int
+    first_entry: int
+    last_entry: int
+    rows: int
+    invalid_rows: int
+    size: int
+    max_publish_ms: int | None
+
+
+class ExportRunner(Protocol):
+    """The engine that reads and writes (Spark: :class:`offloader.spark.export_job.SparkRunner`)."""
+
+    def first_at_or_after(self, plans: Sequence[TopicPlan], until_ms: int) -> dict[str, Position]:
+        """Per topic, the first position in its plan whose message was published at or after
+        ``until_ms`` (topics with none are absent)."""
+        ...
+
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+        """Write every row of the plans; return the files (all complete when it returns)."""
+        ...

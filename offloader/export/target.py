@@ -1,0 +1,213 @@
+"""The export target as the driver sees it: list, delete and mark files through ``pyarrow.fs``.
+
+A local directory (``LocalFileSystem``) or ``s3://bucket/prefix`` (``S3FileSystem`` with the
+export's endpoint and region; credentials from the ``AWS_*`` environment). Objects are put whole
+through :mod:`offloader.store` (one PUT: pyarrow's writer uploads in parts with aws-chunked
+bodies, which Ceph RGW 16 refuses). The driver lists a topic's files (their names say what they
+hold, :mod:`offloader.export.naming`), removes what a crashed run left (files past the
+watermark, temporary files, and on S3 unfinished multipart uploads, aborted through
+:mod:`offloader.store`), writes ``_SUCCESS`` markers and reads the Parquet footers ``export
+reset --to TIME`` needs. Executors write files themselves (:mod:`offloader.spark.export_write`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from offloader.errors import ConfigError, StoreError
+from offloader.export.naming import SUCCESS, ExportFile, is_temp_name, parse_file_name, topic_dir
+from offloader.logs import get_logger
+from offloader.store.base import ObjectStore
+
+__all__ = ["TargetListing", "TargetSpec", "open_filesystem"]
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Where files go (picklable: executors open their own filesystem from it)."""
+
+    url: str  # normalized: s3://bucket/prefix or an absolute path
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    @property
+    def is_s3(self) -> bool:
+        return self.url.startswith("s3://")
+
+    @property
+    def root(self) -> str:
+        """The root as a path of the filesystem (``bucket/prefix`` on S3)."""
+        return self.url[5:] if self.is_s3 else self.url
+
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}" if relative else self.root
+
+    def open(self) -> pafs.FileSystem:
+        return open_filesystem(self)
+
+    def open_store(self) -> ObjectStore:
+        """The S3 target as an :class:`ObjectStore` (whole-object puts: one PUT, never a
+        multipart upload, so a file is there complete or not at all)."""
+        from offloader.store import open_store
+
+        return open_store(self.url, endpoint_url=self.endpoint_url, region=self.region)
+
+
+def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
+    if not spec.is_s3:
+        return pafs.LocalFileSystem()
+    endpoint = spec.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+    kwargs: dict[str, object] = {
+        "region": spec.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    }
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        kwargs["endpoint_override"] = parts.netloc
+        kwargs["scheme"] = parts.scheme or "https"
+    try:
+        return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"export target {spec.url}: {exc}") from None
+
+
+@dataclass
+class TargetListing:
+    """What a topic's directory holds."""
+
+    files: list[ExportFile] = field(default_factory=list)
+    temps: list[str] = field(default_factory=list)
+    markers: set[str] = field(default_factory=set)  # directories with a _SUCCESS
+
+    def of_generation(self, generation: int) -> list[ExportFile]:
+        return [f for f in self.files if f.generation == generation]
+
+
+class ExportTarget:
+    """The driver's handle on a target."""
+
+    def __init__(self, spec: TargetSpec) -> None:
+        self.spec = spec
+        self.fs = spec.open()
+
+    def _rel(self, path: str) -> str:
+        root = self.spec.root.rstrip("/") + "/"
+        return path[len(root) :] if path.startswith(root) else path
+
+    def list_topic(self, topic: str) -> TargetListing:
+        selector = pafs.FileSelector(
+            self.spec.path(topic_dir(topic)), recursive=True, allow_not_found=True
+        )
+        out = TargetListing()
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise StoreError(f"export target {self.spec.url}: cannot list: {exc}") from None
+        for info in infos:
+            if info.type != pafs.FileType.File:
+                continue
+            rel = self._rel(info.path)
+            name = rel.rpartition("/")[2]
+            if name == SUCCESS:
+                out.markers.add(rel.rpartition("/")[0])
+            elif is_temp_name(rel):
+                out.temps.append(rel)
+            else:
+                parsed = parse_file_name(rel, int(info.size or 0))
+                if parsed is not None:
+                    out.files.append(parsed)
+        out.files.sort(key=lambda f: (f.first, f.last, f.path))
+        return out
+
+    def delete(self, relative: str) -> None:
+        try:
+            self.fs.delete_file(self.spec.path(relative))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"export target {self.spec.url}: cannot delete {relative}: {exc}"
+            ) from None
+
+    def exists(self, relative: str) -> bool:
+        info = self.fs.get_file_info(self.spec.path(relative))
+        return bool(info.type == pafs.FileType.File)
+
+    def put_marker(self, directory: str) -> None:
+        path = self.spec.path(f"{directory}/{SUCCESS}")
+        try:
+            if not self.spec.is_s3:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    os.fsync(f.fileno())
+                return
+            store = self.spec.open_store()
+            try:
+                store.put(f"{directory}/{SUCCESS}", b"", {})
+            finally:
+                store.close()
+        except OSError as exc:
+            raise StoreError(f"export target {self.spec.url}: cannot write {path}: {exc}") from None
+
+    def delete_marker(self, directory: str) -> None:
+        self.delete(f"{directory}/{SUCCESS}")
+
+    def publish_range(self, relative: str) -> tuple[int, int] | None:
+        """The least and greatest ``publish_time`` (Kafka: ``timestamp``) in epoch ms of a
+        file, from its footer (None when it records none)."""
+        try:
+            meta = pq.read_metadata(self.spec.path(relative), filesystem=self.fs)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise StoreError(
+                f"export target {self.spec.url}: cannot read {relative}: {exc}"
+            ) from None
+        names = meta.schema.names
+        if "publish_time" not in names and "timestamp" not in names:
+            return None
+        # Pulsar messages' publish time, or a Kafka record's timestamp
+        column = names.index("publish_time" if "publish_time" in names else "timestamp")
+        lo: int | None = None
+        hi: int | None = None
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            mn, mx = _ms(stats.min), _ms(stats.max)
+            lo = mn if lo is None else min(lo, mn)
+            hi = mx if hi is None else max(hi, mx)
+        return None if lo is None or hi is None else (lo, hi)
+
+    def abort_uploads(self, topic: str) -> int:
+        """Abort unfinished multipart uploads under the topic's directory (S3 only)."""
+        if not self.spec.is_s3:
+            return 0
+        from offloader.store import open_store
+
+        store = open_store(
+            self.spec.url, endpoint_url=self.spec.endpoint_url, region=self.spec.region
+        )
+        try:
+            uploads = store.list_multipart_uploads(topic_dir(topic) + "/")
+            for up in uploads:
+                store.abort_multipart_upload(up.key, up.upload_id)
+                log.info("export.upload_aborted", key=up.key)
+            return len(uploads)
+        finally:
+            store.close()
+
+
+def _ms(value: object) -> int:
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(value.timestamp() * 1000)
+    return int(str(value)) // 1000

@@ -1,0 +1,197 @@
+"""The Spark engine of ``offloader export run``: plans source tasks, writes in executors.
+
+:class:`SparkRunner` implements :class:`~offloader.export.plan.ExportRunner`. On the driver it
+builds a ``pulsar-messages`` reader for the topics (values read as bytes; the decoded value's
+Arrow type taken from the source's own schema for the export's ``value_format``), plans its
+tasks (one per offloaded block, or per chunk of a ledger still on local disk), keeps those that
+overlap each topic's range, and runs one Spark job with one partition per task: each task writes
+its files (:mod:`offloader.spark.export_write`) and returns their descriptions, which the driver
+collects. Spark retries a failed task; its rewrite has the same names and bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from offloader.errors import ConfigError
+from offloader.export.plan import RangeTask, TopicPlan, WrittenFile
+from offloader.export.run import target_spec
+from offloader.export.settings import ExportSpec
+from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
+from offloader.spark.message_rows import BASE_COLUMNS
+from offloader.spark.messages import PulsarMessagesReader
+from offloader.spark.source import register
+
+__all__ = ["LocalRunner", "SparkRunner", "binary_schema"]
+
+
+def binary_schema() -> Any:
+    """The ``pulsar-messages`` schema with ``value`` as bytes, built without a JVM."""
+    from pyspark.sql import types as T
+
+    kinds = {
+        "STRING": T.StringType(),
+        "BIGINT": T.LongType(),
+        "INT": T.IntegerType(),
+        "BINARY": T.BinaryType(),
+        "MAP<STRING, STRING>": T.MapType(T.StringType(), T.StringType()),
+        "TIMESTAMP": T.TimestampType(),
+        "BOOLEAN": T.BooleanType(),
+    }
+    fields = [T.StructField(name, kinds[kind]) for name, kind in BASE_COLUMNS]
+    return T.StructType([*fields, T.StructField("value", T.BinaryType())])
+
+
+class SparkRunner:
+    """Reads through ``pulsar-messages`` and writes Parquet from the executors."""
+
+    def __init__(
+        self,
+        spark: Any,
+        home: str,
+        spec: ExportSpec,
+        *,
+        store_url: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        self.spark = spark
+        self.home = str(home)
+        self.spec = spec
+        self.source_options = {
+            k: v
+            for k, v in (("store", store_url), ("endpoint", endpoint_url), ("region", region))
+            if v
+        }
+        register(spark)
+
+    def _schema(self, **options: str) -> Any:
+        reader = self.spark.read.format("pulsar-messages")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.option("topics", "x").load().schema
+
+    def config(self) -> WriteConfig:
+        spec = self.spec
+        decoded = None
+        if spec.value_format in ("json", "avro"):
+            opts = {"value_format": spec.value_format}
+            if spec.schema:
+                opts["schema"] = spec.schema
+            if spec.avro_schema:
+                opts["avro_schema"] = spec.avro_schema
+            decoded = to_arrow_schema(self._schema(**opts), timezone="UTC").field("value").type
+        return WriteConfig(
+            target_spec(spec),
+            spec.generation,
+            spec.partition_by,
+            spec.time_field,
+            spec.field_path,
+            spec.max_file_size,
+            spec.flatten,
+            spec.value_format,
+            spec.avro_schema,
+            decoded,
+        )
+
+    def _reader(self, plans: Sequence[TopicPlan]) -> PulsarMessagesReader:
+        ids = sorted({i for p in plans for i in p.ledger_ids})
+        options = {
+            **self.source_options,
+            "topics": ",".join(p.topic for p in plans),
+            "home": self.home,
+            "ledger_ids": ",".join(map(str, ids)),
+            "value_format": "binary",
+            "pushdown": "false",
+        }
+        return PulsarMessagesReader(options, self._schema(value_format="binary"))
+
+    def _tasks(self, reader: PulsarMessagesReader, plans: Sequence[TopicPlan]) -> list[RangeTask]:
+        by_topic = {p.topic: p for p in plans}
+        out = []
+        for task in reader.plan():
+            plan = by_topic.get(task.topic or "")
+            if plan is not None and plan.contains(
+                task.ledger_id, task.first_entry_id, task.last_entry_id
+            ):
+                out.append(RangeTask(task, plan.topic, plan.start, plan.end))
+        return out
+
+    def first_at_or_after(
+        self, plans: Sequence[TopicPlan], until_ms: int
+    ) -> dict[str, tuple[int, int]]:
+        reader = self._reader(plans)
+        tasks = self._tasks(reader, plans)
+        if not tasks:
+            return {}
+        conf = self.config()
+        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
+        found = rdd.flatMap(lambda rt: first_at_or_after(reader, rt, until_ms, conf)).collect()
+        out: dict[str, tuple[int, int]] = {}
+        for topic, ledger, entry in found:
+            out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
+        return out
+
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+        reader = self._reader(plans)
+        tasks = self._tasks(reader, plans)
+        if not tasks:
+            return []
+        conf = self.config()
+
+        def run(items: Any) -> Any:
+            store = conf.target.open_store() if conf.target.is_s3 else None
+            try:
+                for rt in items:
+                    yield from write_range_task(reader, rt, conf, store)
+            finally:
+                if store is not None:
+                    store.close()
+
+        rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
+        return list(rdd.mapPartitions(run).collect())
+
+
+class LocalRunner(SparkRunner):
+    """The same tasks run one after another in this process, without Spark (no JVM): for
+    small exports, the service's continuous mode and the kill -9 harness. Values are written
+    as bytes (``--value-format`` json/avro needs the Spark engine for the decoded type)."""
+
+    def __init__(self, home: str, spec: ExportSpec) -> None:
+        if spec.value_format in ("json", "avro"):
+            raise ConfigError(
+                "the local export engine writes values as bytes: use the Spark "
+                "engine for --value-format json/avro"
+            )
+        self.spark = None
+        self.home = str(home)
+        self.spec = spec
+        self.source_options = {}
+
+    def _schema(self, **options: str) -> Any:
+        return binary_schema()
+
+    def first_at_or_after(
+        self, plans: Sequence[TopicPlan], until_ms: int
+    ) -> dict[str, tuple[int, int]]:
+        reader = self._reader(plans)
+        conf = self.config()
+        out: dict[str, tuple[int, int]] = {}
+        for rt in self._tasks(reader, plans):
+            for topic, ledger, entry in first_at_or_after(reader, rt, until_ms, conf):
+                out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
+        return out
+
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+        reader = self._reader(plans)
+        tasks = self._tasks(reader, plans)
+        conf = self.config()
+        store = conf.target.open_store() if conf.target.is_s3 else None
+        try:
+            return [w for rt in tasks for w in write_range_task(reader, rt, conf, store)]
+        finally:
+            if store is not None:
+                store.close()

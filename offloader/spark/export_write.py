@@ -1,0 +1,312 @@
+"""The executor side of an export: one source task's messages into Parquet files.
+
+:func:`write_range_task` reads a block (or a chunk of a local ledger) through the
+``pulsar-messages`` reader, keeps the rows inside the run's range, decodes the value when the
+export asks (JSON / Avro: a ``value_decoded`` struct, or ``value_<field>`` columns with
+``flatten``), computes each row's time partition (publish time, event time, or a field of the
+decoded value: epoch millis or ISO-8601; missing or unparsable: the ``__invalid__``
+partition), and writes one zstd Parquet file per partition value (split at entry boundaries
+past ``max_file_size`` bytes of Arrow data), named by :mod:`offloader.export.naming`. A local
+file is written under a temporary name, fsynced and renamed; an S3 object is put whole
+(one PUT through :mod:`offloader.store`). Every file is complete when the task returns its
+:class:`~offloader.export.plan.WrittenFile`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import InputPartition
+
+from offloader.crashpoints import crash_point
+from offloader.export.naming import Partitioning, file_name, topic_dir
+from offloader.export.plan import RangeTask, WrittenFile
+from offloader.export.target import TargetSpec
+from offloader.spark.message_rows import ValueDecoder
+from offloader.spark.source import TaskPartition
+
+__all__ = ["WriteConfig", "first_at_or_after", "write_range_task"]
+
+_ROW_OVERHEAD = 96  # bytes of Arrow data per row besides the value, for --max-file-size
+
+
+@dataclass(frozen=True)
+class WriteConfig:
+    """How tasks write (picklable)."""
+
+    target: TargetSpec
+    generation: int
+    partition_by: str
+    time_field: str
+    field_path: tuple[str, ...] | None
+    max_file_size: int
+    flatten: bool
+    value_format: str
+    avro_schema: str | None
+    #: the Arrow type of the decoded value (json / avro), None for binary / string
+    decoded_type: pa.DataType | None = None
+    #: the source's columns of a position and of the publish time (Kafka: partition, offset,
+    #: timestamp)
+    ledger_column: str = "ledger_id"
+    entry_column: str = "entry_id"
+    publish_column: str = "publish_time"
+
+
+def _in_range(table: pa.Table, ledger_id: int, rt: RangeTask, column: str) -> pa.Table:
+    if (ledger_id, 1 << 62) <= rt.start or (ledger_id, -1) > rt.end:
+        return table.slice(0, 0)
+    entries = table.column(column)
+    mask = None
+    if ledger_id == rt.start[0]:
+        mask = pc.greater(entries, rt.start[1])
+    if ledger_id == rt.end[0]:
+        upper = pc.less_equal(entries, rt.end[1])
+        mask = upper if mask is None else pc.and_(mask, upper)
+    return table if mask is None else table.filter(mask)
+
+
+def _read(reader: Any, rt: RangeTask, conf: WriteConfig) -> pa.Table | None:
+    part = rt.task if isinstance(rt.task, InputPartition) else TaskPartition(rt.task)
+    batches = list(reader.read(part))
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    table = _in_range(table, _ledger_of(rt), rt, conf.entry_column)
+    return table if table.num_rows else None
+
+
+def _ledger_of(rt: RangeTask) -> int:
+    return rt.ledger_id if rt.ledger_id >= 0 else int(rt.task.ledger_id)
+
+
+def first_at_or_after(
+    reader: Any, rt: RangeTask, until_ms: int, conf: WriteConfig
+) -> list[tuple[str, int, int]]:
+    """``[(topic, ledger, entry)]`` of the task's first in-range message published at or
+    after ``until_ms`` (empty when none)."""
+    table = _read(reader, rt, conf)
+    if table is None:
+        return []
+    micros = pc.cast(table.column(conf.publish_column), pa.int64())
+    late = table.filter(pc.greater_equal(micros, until_ms * 1000))
+    if not late.num_rows:
+        return []
+    return [(rt.topic, _ledger_of(rt), int(late.column(conf.entry_column)[0].as_py()))]
+
+
+# --- time partitions --------------------------------------------------------------------------
+def _to_ms(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value == value and abs(value) < 1e17 else None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return _to_ms(parsed)
+    return None
+
+
+def _field(value: Any, path: Sequence[str]) -> Any:
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
+
+
+def _decoded(table: pa.Table, conf: WriteConfig) -> list[Any] | None:
+    """The decoded values as Python objects (dicts), or None when not decoded."""
+    if conf.value_format in ("json", "avro"):
+        decoder = ValueDecoder(conf.value_format, conf.avro_schema)
+        return [
+            decoder.decode(v, n, e)
+            for v, n, e in zip(
+                table.column("value").to_pylist(),
+                table.column("is_null").to_pylist(),
+                table.column("encrypted").to_pylist(),
+                strict=True,
+            )
+        ]
+    return None
+
+
+def _buckets(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> pa.Array:
+    """Per row, its time partition's bucket (null: ``__invalid__``)."""
+    size = Partitioning(conf.partition_by).size_ms * 1000
+    if conf.field_path is None:
+        column = conf.publish_column if conf.time_field == "publish_time" else conf.time_field
+        micros = pc.cast(table.column(column), pa.int64())
+        return (
+            pc.divide(micros, size).combine_chunks()
+            if micros.num_chunks
+            else pa.array([], pa.int64())
+        )
+    if decoded is None:  # binary / string values: read the field from JSON
+        decoded = []
+        for raw in table.column("value").to_pylist():
+            try:
+                decoded.append(json.loads(raw) if raw is not None else None)
+            except ValueError:
+                decoded.append(None)
+    out = []
+    for value in decoded:
+        ms = _to_ms(_field(value, conf.field_path))
+        out.append(None if ms is None or ms < 0 else (ms * 1000) // size)
+    return pa.array(out, pa.int64())
+
+
+def _with_decoded(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> pa.Table:
+    if decoded is None or conf.decoded_type is None:
+        return table
+    column = _struct_array(decoded, conf.decoded_type)
+    if not conf.flatten or not pa.types.is_struct(conf.decoded_type):
+        return table.append_column("value_decoded", column)
+    for i in range(conf.decoded_type.num_fields):
+        child = conf.decoded_type.field(i)
+        table = table.append_column(f"value_{child.name}", pc.struct_field(column, [i]))
+    return table
+
+
+def _struct_array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    out = []
+    for v in values:  # the rows the type does not describe become NULL, as in the source
+        try:
+            pa.array([v], kind)
+            out.append(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            out.append(None)
+    return pa.array(out, kind)
+
+
+# --- files --------------------------------------------------------------------------------------
+def _splits(table: pa.Table, max_bytes: int, entry_column: str) -> Iterator[pa.Table]:
+    """Slices of at most ``max_bytes`` (estimated Arrow bytes), cut only between entries."""
+    if table.nbytes <= max_bytes:
+        yield table
+        return
+    lengths = pc.binary_length(table.column("value")).to_pylist()
+    entries = table.column(entry_column).to_pylist()
+    at, size = 0, 0
+    for i, length in enumerate(lengths):
+        row = (length or 0) + _ROW_OVERHEAD
+        if i > at and size + row > max_bytes and entries[i] != entries[i - 1]:
+            yield table.slice(at, i - at)
+            at, size = i, 0
+        size += row
+    yield table.slice(at)
+
+
+def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
+    if conf.target.is_s3:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        data = sink.getvalue()
+        crash_point("export.before_put")
+        fs.put(relative, memoryview(data), {})  # one whole PUT: visible once complete
+        crash_point("export.after_file")
+        return int(data.size)
+    path = conf.target.path(relative)
+    directory, _, name = path.rpartition("/")
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+            size = f.tell()
+        crash_point("export.before_rename")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    crash_point("export.after_file")
+    return size
+
+
+def write_range_task(
+    reader: Any, rt: RangeTask, conf: WriteConfig, fs: Any = None
+) -> list[WrittenFile]:
+    """Write the task's rows; the files written (complete)."""
+    table = _read(reader, rt, conf)
+    if table is None:
+        return []
+    decoded = _decoded(table, conf)
+    buckets = _buckets(table, conf, decoded)
+    table = _with_decoded(table, conf, decoded)
+    own = fs is None and conf.target.is_s3
+    if fs is None and conf.target.is_s3:
+        fs = conf.target.open_store()
+    try:
+        return _write_groups(rt, conf, table, buckets, fs)
+    finally:
+        if own:
+            fs.close()
+
+
+def _write_groups(
+    rt: RangeTask, conf: WriteConfig, table: pa.Table, buckets: pa.Array, fs: Any
+) -> list[WrittenFile]:
+    parts = Partitioning(conf.partition_by)
+    ledger_id = _ledger_of(rt)
+    out: list[WrittenFile] = []
+    values = [v for v in pc.unique(buckets).to_pylist() if v is not None]
+    groups: list[tuple[int | None, pa.Table]] = [
+        (int(v), table.filter(pc.equal(buckets, v))) for v in sorted(values)
+    ]
+    if buckets.null_count:
+        groups.append((None, table.filter(pc.is_null(buckets))))
+    for bucket, rows in groups:
+        directory = f"{topic_dir(rt.dir_topic)}/{parts.directory(bucket)}"
+        for piece in _splits(rows, conf.max_file_size, conf.entry_column):
+            entries = piece.column(conf.entry_column)
+            first, last = int(entries[0].as_py()), int(entries[-1].as_py())
+            name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
+            relative = f"{directory}/{name}"
+            size = _write(conf, fs, relative, piece)
+            top = pc.max(piece.column(conf.publish_column)).value
+            out.append(
+                WrittenFile(
+                    rt.topic,
+                    relative,
+                    ledger_id,
+                    first,
+                    last,
+                    piece.num_rows,
+                    piece.num_rows if bucket is None else 0,
+                    size,
+                    None if top is None else int(top) // 1000,
+                )
+            )
+    return out
