@@ -23,7 +23,7 @@ from offloader.export.settings import ExportSpec
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
 from offloader.spark.message_rows import BASE_COLUMNS
 from offloader.spark.messages import PulsarMessagesReader
-from offloader.spark.source import register
+from offloader.spark.sources import register
 
 __all__ = ["LocalRunner", "SparkRunner", "binary_schema"]
 
