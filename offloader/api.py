@@ -766,8 +766,10 @@ class Offloader:
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
     def _export_meta(self) -> ExportMetadataStore:
         if self._exports is None:
-            read_only = not os.access(self._rt.home, os.W_OK)
-            self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
+            # the runtime's store: a shared PostgreSQL one keeps every broker's watermarks
+            location = self._rt.metadata_location
+            read_only = not self._rt.metadata_url and not os.access(self._rt.home, os.W_OK)
+            self._exports = open_export_metadata_store(location, read_only=read_only)
         return self._exports
 
     def export_run(
