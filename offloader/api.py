@@ -794,7 +794,7 @@ class Offloader:
             return self._export_kafka(list(topics), spec, spark, engine)
         runner: SparkRunner
         if engine == "local":
-            runner = LocalRunner(str(self._rt.home), spec)
+            runner = LocalRunner(str(self._rt.home), spec, metadata_url=self._rt.metadata_url)
         elif engine == "spark":
             if spark is None:
                 from offloader.spark import local_session
@@ -802,7 +802,9 @@ class Offloader:
                 if self._spark is None:
                     self._spark = local_session("ledger-offloader-export")
                 spark = self._spark
-            runner = SparkRunner(spark, str(self._rt.home), spec)
+            runner = SparkRunner(
+                spark, str(self._rt.home), spec, metadata_url=self._rt.metadata_url
+            )
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
         return run_export(
@@ -835,6 +837,7 @@ class Offloader:
             store_url=self._rt.store.url,
             endpoint_url=props.get("endpoint") or None,
             region=props.get("region") or None,
+            metadata_url=self._rt.metadata_url,
         )
         return run_kafka_export(
             self.kafka().ctx.meta,

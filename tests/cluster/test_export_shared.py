@@ -1,0 +1,57 @@
+"""Export watermarks in the shared PostgreSQL store: ``offloader --metadata postgresql://...
+export run/status/reset`` from two homes see and move one watermark (the local engine: no
+JVM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from cli.main import cli
+from offloader.api import MessageOptions
+from tests.cluster.conftest import Broker
+from tests.spark.export_helpers import TOPIC, digest, duck_digest, offload_all
+
+
+def _export(tmp_path: Path, shared: tuple[str, str], home: str, *args: str) -> Any:
+    metadata, store = shared
+    command = ["--home", str(tmp_path / home), "--store", store, "--metadata", metadata]
+    res = CliRunner().invoke(cli, [*command, "--json", "export", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output.strip().splitlines()[-1])
+
+
+def test_two_homes_share_one_export_watermark(
+    tmp_path: Path, shared: tuple[str, str], broker: Broker
+) -> None:
+    a = broker("a")
+    a.create_namespace("public/default")
+    values = [json.dumps({"i": i}).encode() for i in range(60)]
+    a.produce_messages(TOPIC, iter(values), MessageOptions(batch_size=4))
+    a.roll_over(TOPIC)
+    offload_all(a, TOPIC)  # broker b reads a's ledgers from the shared object store
+    broker("b")  # b's home, registered in the shared store
+    lake = str(tmp_path / "lake")
+
+    first = _export(tmp_path, shared, "a", "run", TOPIC, "--to", lake, "--engine", "local")
+    assert first["rows"] == 60 and first["watermark"] != [-1, -1]
+    assert duck_digest(lake) == (60, 60, digest(values)[1])
+    seen = _export(tmp_path, shared, "b", "status", TOPIC, "--to", lake)
+    assert seen["watermark"] == first["watermark"] and seen["rows"] == 60
+    again = _export(tmp_path, shared, "b", "run", TOPIC, "--to", lake, "--engine", "local")
+    assert again["rows"] == 0 and again["watermark"] == first["watermark"]  # nothing twice
+
+    into_last = f"{first['watermark'][0]}:0"  # a message id in the last exported ledger
+    back = _export(tmp_path, shared, "b", "reset", TOPIC, "--target", lake, "--to", into_last)
+    assert back["previous"] == first["watermark"] and back["watermark"] < first["watermark"]
+    assert back["removed"]  # b removed the files after it, from the shared target
+    seen = _export(tmp_path, shared, "a", "status", TOPIC, "--to", lake)
+    assert seen["watermark"] == back["watermark"] and seen["rows"] < 60
+    redo = _export(tmp_path, shared, "a", "run", TOPIC, "--to", lake, "--engine", "local")
+    assert redo["watermark"] == first["watermark"] and 0 < redo["rows"] < 60
+    assert duck_digest(lake) == (60, 60, digest(values)[1])  # still every message once
+    assert not (tmp_path / "a" / "metadata.db").exists()  # nothing in the homes' SQLite
+    assert not (tmp_path / "b" / "metadata.db").exists()
