@@ -164,7 +164,9 @@ def run_export(
     fingerprint = spec.fingerprint()
     with contextlib.ExitStack() as locks:
         for name in names:
-            locks.enter_context(export_lock(home, spec.target, name, spec.generation))
+            locks.enter_context(
+                export_lock(home, spec.target, name, spec.generation, shared=exports)
+            )
         marks: dict[str, ExportWatermark | None] = {}
         listings: dict[str, TargetListing] = {}
         removed: dict[str, int] = {}

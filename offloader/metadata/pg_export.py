@@ -9,13 +9,20 @@ is one READ COMMITTED transaction whose read-modify-write holds the watermark ro
 created with ``INSERT ... ON CONFLICT DO NOTHING``, which waits for a concurrent insert of the
 same key and then reports it, so of two brokers racing for the first commit exactly one wins
 and the other gets OffloadConflict, as it does when both advance an existing row.
+
+Runs from several homes on one store are serialized per ``(target, topic, generation)`` by
+:meth:`PgExportMetadataStore.export_lock`, a session-level advisory lock on a connection of its
+own (:meth:`~offloader.metadata.pg_db.PgDatabase.session_lock`), which the export flow holds
+beside the home's file lock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from offloader.errors import InvalidLedgerState, OffloadConflict
+from offloader.errors import ExportBusy, InvalidLedgerState, OffloadConflict
 from offloader.metadata import pg_rows as pg
 from offloader.metadata.export_base import ExportWatermark
 from offloader.metadata.export_sqlite import check_watermark, watermark_record, watermark_values
@@ -63,6 +70,21 @@ class PgExportMetadataStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    @contextmanager
+    def export_lock(
+        self, target: str, topic: str, generation: int, *, timeout: float
+    ) -> Iterator[None]:
+        """The cluster-wide lock of one export (see the module docstring)."""
+        with self._db.session_lock(
+            f"export\x1f{target}\x1f{topic}\x1f{generation}", timeout
+        ) as held:
+            if not held:
+                raise ExportBusy(
+                    f"{topic} is being exported to {target} (generation {generation}) by "
+                    "another broker on the shared metadata store; try again when it is done"
+                )
+            yield
 
     def get_watermark(self, target: str, topic: str, generation: int) -> ExportWatermark | None:
         with self._db.read() as cur:

@@ -1,17 +1,24 @@
-"""Export watermarks in the shared PostgreSQL store: ``offloader --metadata postgresql://...
-export run/status/reset`` from two homes see and move one watermark (the local engine: no
-JVM)."""
+"""Exports on the shared PostgreSQL store: ``offloader --metadata postgresql://... export
+run/status/reset`` from two homes see and move one watermark (the local engine: no JVM), and
+runs from different homes take one lock."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
 from offloader.api import MessageOptions
+from offloader.errors import ExportBusy
+from offloader.export.lock import export_lock
+from offloader.metadata.pg_export import PgExportMetadataStore
 from tests.cluster.conftest import Broker
 from tests.spark.export_helpers import TOPIC, digest, duck_digest, offload_all
 
@@ -55,3 +62,49 @@ def test_two_homes_share_one_export_watermark(
     assert duck_digest(lake) == (60, 60, digest(values)[1])  # still every message once
     assert not (tmp_path / "a" / "metadata.db").exists()  # nothing in the homes' SQLite
     assert not (tmp_path / "b" / "metadata.db").exists()
+
+
+def test_homes_on_one_store_take_one_export_lock(tmp_path: Path, pg_url: str) -> None:
+    """The file lock is per home; on a shared store the store's lock serializes runs from
+    every home, and a holder killed with -9 releases it (its connection ends)."""
+    stores = [PgExportMetadataStore(pg_url) for _ in range(2)]
+    homes = [tmp_path / "a", tmp_path / "b"]
+    try:
+        with export_lock(homes[0], "/lake", TOPIC, 1, shared=stores[0]):
+            with (
+                pytest.raises(ExportBusy, match="another broker"),
+                export_lock(homes[1], "/lake", TOPIC, 1, timeout=0.2, shared=stores[1]),
+            ):
+                pass
+            with export_lock(homes[1], "/lake", TOPIC, 2, timeout=0.2, shared=stores[1]):
+                pass  # another generation is another export
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, pg_url, TOPIC],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            with pytest.raises(ExportBusy), stores[1].export_lock("/lake", TOPIC, 1, timeout=0.2):
+                pass
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(timeout=30)
+            with stores[1].export_lock("/lake", TOPIC, 1, timeout=10):
+                pass
+        finally:
+            holder.kill()
+            holder.wait(timeout=30)
+    finally:
+        for s in stores:
+            s.close()
+
+
+_HOLDER = """
+import sys, time
+from offloader.metadata.pg_export import PgExportMetadataStore
+store = PgExportMetadataStore(sys.argv[1])
+with store.export_lock("/lake", sys.argv[2], 1, timeout=10):
+    print("held", flush=True)
+    time.sleep(600)
+"""
