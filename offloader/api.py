@@ -807,6 +807,7 @@ class Offloader:
             )
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
         return run_export(
             self._rt.meta,
             self._export_meta(),
@@ -815,6 +816,7 @@ class Offloader:
             list(topics),
             runner,
             self._rt.now_ms,
+            foreign={t for t, o in owners.items() if o.broker_id != self._rt.me},
         )
 
     def _export_kafka(

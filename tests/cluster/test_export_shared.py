@@ -60,6 +60,16 @@ def test_two_homes_share_one_export_watermark(
     redo = _export(tmp_path, shared, "a", "run", TOPIC, "--to", lake, "--engine", "local")
     assert redo["watermark"] == first["watermark"] and 0 < redo["rows"] < 60
     assert duck_digest(lake) == (60, 60, digest(values)[1])  # still every message once
+    # a's new ledgers, closed but still only on a's disk: b stops before them, a does not
+    more = [json.dumps({"i": i}).encode() for i in range(60, 80)]
+    a.produce_messages(TOPIC, iter(more), MessageOptions(batch_size=4))
+    a.roll_over(TOPIC)
+    held = _export(tmp_path, shared, "b", "run", TOPIC, "--to", lake, "--engine", "local")
+    assert held["rows"] == 0 and held["watermark"] == first["watermark"]
+    offload_all(a, TOPIC)
+    late = _export(tmp_path, shared, "b", "run", TOPIC, "--to", lake, "--engine", "local")
+    assert late["rows"] == 20 and late["watermark"] > first["watermark"]
+    assert duck_digest(lake) == (80, 80, digest(values + more)[1])
     assert not (tmp_path / "a" / "metadata.db").exists()  # nothing in the homes' SQLite
     assert not (tmp_path / "b" / "metadata.db").exists()
 
