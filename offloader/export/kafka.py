@@ -68,7 +68,9 @@ def run_kafka_export(
     with contextlib.ExitStack() as locks:
         for name in names:
             locks.enter_context(
-                export_lock(Path(str(home)), spec.target, PREFIX + name, spec.generation)
+                export_lock(
+                    Path(str(home)), spec.target, PREFIX + name, spec.generation, shared=exports
+                )
             )
         plans: list[TopicPlan] = []
         marks: dict[str, ExportWatermark | None] = {}

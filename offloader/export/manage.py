@@ -161,7 +161,7 @@ def reset_export(
     name, directory, partition = _names(topic)
     target = ExportTarget(target_spec)
     lock_key = f"kafka:{directory}" if partition is not None else name
-    with export_lock(home, target_spec.url, lock_key, generation):
+    with export_lock(home, target_spec.url, lock_key, generation, shared=exports):
         mark = exports.get_watermark(target_spec.url, name, generation)
         if mark is None:
             raise NotFound(

@@ -54,12 +54,21 @@ class TopicPlan:
         )
 
 
-def topic_plan(topic: str, ledgers: Sequence[LedgerRecord], start: Position) -> TopicPlan:
+def topic_plan(
+    topic: str, ledgers: Sequence[LedgerRecord], start: Position, *, offloaded_only: bool = False
+) -> TopicPlan:
+    """``(start, last closed entry]``. ``offloaded_only`` (a topic another broker owns, on a
+    shared store: its ledgers that are not offloaded are on the owner's disk): up to the first
+    closed ledger that is not completely offloaded, so the watermark never passes messages this
+    home cannot read."""
     closed = [
         r
         for r in ledgers
         if r.state == "CLOSED" and r.entries > 0 and (r.ledger_id, r.entries - 1) > start
     ]
+    if offloaded_only:
+        local = [i for i, r in enumerate(closed) if r.offload is None or not r.offload.complete]
+        closed = closed[: local[0]] if local else closed
     if not closed:
         return TopicPlan(topic, start, start, ())
     last = closed[-1]

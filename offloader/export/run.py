@@ -19,7 +19,7 @@ compare-and-set leaves the watermark where it was; a crash after it leaves compl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -156,7 +156,11 @@ def run_export(
     topics: Sequence[str],
     runner: ExportRunner,
     now_ms: Callable[[], int],
+    *,
+    foreign: Collection[str] = (),
 ) -> list[TopicExportReport]:
+    """``foreign``: topics another broker owns (a shared store), exported only as far as their
+    ledgers are offloaded (:func:`~offloader.export.plan.topic_plan`)."""
     names = sorted({str(TopicName.parse(t)) for t in topics})
     if not names:
         raise ExportError("export run: name at least one topic")
@@ -164,7 +168,9 @@ def run_export(
     fingerprint = spec.fingerprint()
     with contextlib.ExitStack() as locks:
         for name in names:
-            locks.enter_context(export_lock(home, spec.target, name, spec.generation))
+            locks.enter_context(
+                export_lock(home, spec.target, name, spec.generation, shared=exports)
+            )
         marks: dict[str, ExportWatermark | None] = {}
         listings: dict[str, TargetListing] = {}
         removed: dict[str, int] = {}
@@ -176,7 +182,9 @@ def run_export(
             marks[name] = mark
             listings[name], removed[name] = prepare_topic(target, name, spec.generation, start)
             crash_point("export.after_cleanup")
-            plans.append(topic_plan(name, meta.list_ledgers(name), start))
+            plans.append(
+                topic_plan(name, meta.list_ledgers(name), start, offloaded_only=name in foreign)
+            )
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)

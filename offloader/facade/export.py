@@ -86,8 +86,10 @@ class ExportFacade(ServiceFacade):
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
     def _export_meta(self) -> ExportMetadataStore:
         if self._exports is None:
-            read_only = not os.access(self._rt.home, os.W_OK)
-            self._exports = open_export_metadata_store(self._rt.home, read_only=read_only)
+            # the runtime's store: a shared PostgreSQL one keeps every broker's watermarks
+            location = self._rt.metadata_location
+            read_only = not self._rt.metadata_url and not os.access(self._rt.home, os.W_OK)
+            self._exports = open_export_metadata_store(location, read_only=read_only)
         return self._exports
 
     def export_run(
@@ -113,7 +115,7 @@ class ExportFacade(ServiceFacade):
             return self._export_kafka(list(topics), spec, spark, engine)
         runner: SparkRunner
         if engine == "local":
-            runner = LocalRunner(str(self._rt.home), spec)
+            runner = LocalRunner(str(self._rt.home), spec, metadata_url=self._rt.metadata_url)
         elif engine == "spark":
             if spark is None:
                 from offloader.spark import local_session
@@ -121,9 +123,12 @@ class ExportFacade(ServiceFacade):
                 if self._spark is None:
                     self._spark = local_session("ledger-offloader-export")
                 spark = self._spark
-            runner = SparkRunner(spark, str(self._rt.home), spec)
+            runner = SparkRunner(
+                spark, str(self._rt.home), spec, metadata_url=self._rt.metadata_url
+            )
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
         return run_export(
             self._rt.meta,
             self._export_meta(),
@@ -132,6 +137,7 @@ class ExportFacade(ServiceFacade):
             list(topics),
             runner,
             self._rt.now_ms,
+            foreign={t for t, o in owners.items() if o.broker_id != self._rt.me},
         )
 
     def _export_kafka(
@@ -154,6 +160,7 @@ class ExportFacade(ServiceFacade):
             store_url=self._rt.store.url,
             endpoint_url=props.get("endpoint") or None,
             region=props.get("region") or None,
+            metadata_url=self._rt.metadata_url,
         )
         return run_kafka_export(
             self.kafka().ctx.meta,

@@ -118,13 +118,18 @@ def cluster_of(meta: MetadataStore) -> ClusterMetadata:
 
 
 def open_export_metadata_store(
-    home_dir: str | Path, *, read_only: bool = False
+    location: str | Path, *, read_only: bool = False
 ) -> ExportMetadataStore:
-    """The export watermarks in the same ``<home_dir>/metadata.db`` (its own connection);
-    ``read_only`` as in :func:`open_metadata_store`."""
+    """The export watermarks in the same store as :func:`open_metadata_store` (a
+    ``postgresql://`` URL, where ``read_only`` does not apply, or ``<home>/metadata.db``), over
+    its own connection; ``read_only`` as in :func:`open_metadata_store`."""
+    if is_postgres_url(location):
+        from offloader.metadata.pg_export import PgExportMetadataStore
+
+        return PgExportMetadataStore(str(location))
     from offloader.metadata.export_sqlite import SqliteExportMetadataStore
 
-    home = Path(home_dir)
+    home = Path(location)
     if not read_only:
         home.mkdir(parents=True, exist_ok=True)
     return SqliteExportMetadataStore(home / METADATA_FILENAME, read_only=read_only)

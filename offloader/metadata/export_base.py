@@ -20,6 +20,7 @@ The SQL is in :mod:`offloader.metadata.export_schema` (schema version 6) and
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -76,3 +77,16 @@ class ExportMetadataStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SharedExportLocks(Protocol):
+    """What a store shared by several homes adds (PostgreSQL): a lock per export that every
+    process on the store sees, beside the home's file lock (:mod:`offloader.export.lock`), so
+    that a run from one home never removes another home's files before they are committed."""
+
+    def export_lock(
+        self, target: str, topic: str, generation: int, *, timeout: float
+    ) -> AbstractContextManager[None]:
+        """Held for the body; :class:`~offloader.errors.ExportBusy` after ``timeout`` s."""
+        ...

@@ -8,7 +8,9 @@ of :mod:`offloader.metadata.sqlite_schema`; the table's SQL in
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from offloader.errors import InvalidLedgerState, OffloadConflict
 from offloader.metadata.export_base import ExportWatermark
@@ -16,7 +18,8 @@ from offloader.metadata.export_schema import INSERT, SELECT_ONE, UPDATE
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
 
 
-def _record(row: sqlite3.Row) -> ExportWatermark:
+def watermark_record(row: sqlite3.Row | Mapping[str, Any]) -> ExportWatermark:
+    """A row of ``export_watermarks`` (SQLite's, or PostgreSQL's as a dict) as its record."""
     return ExportWatermark(
         target=row["target"],
         topic=row["topic"],
@@ -32,7 +35,8 @@ def _record(row: sqlite3.Row) -> ExportWatermark:
     )
 
 
-def _values(w: ExportWatermark) -> tuple[object, ...]:
+def watermark_values(w: ExportWatermark) -> tuple[object, ...]:
+    """The non-key columns of ``w``, in the order of the INSERT and UPDATE statements."""
     return (
         w.ledger_id,
         w.entry_id,
@@ -45,7 +49,8 @@ def _values(w: ExportWatermark) -> tuple[object, ...]:
     )
 
 
-def _check(w: ExportWatermark) -> None:
+def check_watermark(w: ExportWatermark) -> None:
+    """Refuse a generation below 1 and negative positions or totals (InvalidLedgerState)."""
     if w.generation < 1:
         raise InvalidLedgerState(f"export generation {w.generation} is below 1")
     if w.position < (-1, -1) or min(w.rows, w.files, w.invalid_rows) < 0:
@@ -77,7 +82,7 @@ class SqliteExportMetadataStore:
     def get_watermark(self, target: str, topic: str, generation: int) -> ExportWatermark | None:
         with self._db.read() as conn:
             row = conn.execute(SELECT_ONE, (target, topic, generation)).fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else watermark_record(row)
 
     def list_watermarks(
         self, target: str | None = None, topic: str | None = None
@@ -90,10 +95,10 @@ class SqliteExportMetadataStore:
             sql, args = sql + " AND topic = ?", [*args, topic]
         with self._db.read() as conn:
             rows = conn.execute(sql + " ORDER BY target, topic, generation", args).fetchall()
-        return [_record(r) for r in rows]
+        return [watermark_record(r) for r in rows]
 
     def advance(self, new: ExportWatermark, expected: tuple[int, int] | None) -> ExportWatermark:
-        _check(new)
+        check_watermark(new)
         key = (new.target, new.topic, new.generation)
         with self._db.write() as conn:
             row = conn.execute(SELECT_ONE, key).fetchone()
@@ -109,18 +114,18 @@ class SqliteExportMetadataStore:
                     f"{new.position}; use reset"
                 )
             if row is None:
-                conn.execute(INSERT, (*key, *_values(new)))
+                conn.execute(INSERT, (*key, *watermark_values(new)))
             else:
-                conn.execute(UPDATE, (*_values(new), *key))
+                conn.execute(UPDATE, (*watermark_values(new), *key))
         return new
 
     def reset(self, new: ExportWatermark) -> ExportWatermark:
-        _check(new)
+        check_watermark(new)
         key = (new.target, new.topic, new.generation)
         with self._db.write() as conn:
             row = conn.execute(SELECT_ONE, key).fetchone()
             if row is None:
-                conn.execute(INSERT, (*key, *_values(new)))
+                conn.execute(INSERT, (*key, *watermark_values(new)))
                 return new
             current = (row["ledger_id"], row["entry_id"])
             if new.position > current:
@@ -128,5 +133,5 @@ class SqliteExportMetadataStore:
                     f"export reset of {new.topic} would move the watermark forward from "
                     f"{current} to {new.position}"
                 )
-            conn.execute(UPDATE, (*_values(new), *key))
+            conn.execute(UPDATE, (*watermark_values(new), *key))
         return new

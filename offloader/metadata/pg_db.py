@@ -22,6 +22,7 @@ Messages name the server as ``host:port/dbname``, never the password of the URL.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -217,6 +218,35 @@ class PgDatabase:
                         )
                     raise error from exc
                 raise
+
+    # --- session locks --------------------------------------------------------------------
+    @contextmanager
+    def session_lock(self, name: str, timeout_s: float, poll_s: float = 0.05) -> Iterator[bool]:
+        """Hold the advisory lock ``name`` (of this schema) for the body, on a connection of
+        its own: the server releases it when that connection ends, so a process killed with
+        -9 never leaves it held. Yields False, holding nothing, when another session kept it
+        for ``timeout_s``. A connection lost during the body loses the lock with it."""
+        conn = self._connect()
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    row = conn.execute(
+                        b"SELECT pg_try_advisory_lock(hashtextextended(%s || current_schema(), 0))"
+                        b" AS held",
+                        (name + "\x1f",),
+                    ).fetchone()
+                except psycopg.Error as exc:
+                    raise translate_error(exc, self.where, self.busy_timeout_s) from exc
+                if row is not None and row["held"]:
+                    break
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(poll_s)
+            yield True
+        finally:
+            conn.close()
 
     # --- migrations -----------------------------------------------------------------------
     def _migrate(self, migrations: Sequence[Sequence[str]]) -> None:

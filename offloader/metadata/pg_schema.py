@@ -5,7 +5,8 @@ Only SQL text. :data:`PG_MIGRATIONS` is the schema history of a PostgreSQL metad
 :class:`~offloader.metadata.pg_db.PgDatabase`. It is numbered on its own, apart from the SQLite
 ``PRAGMA user_version``: PostgreSQL version 1 is the port of SQLite versions 1 to 5 (ledgers and
 offload contexts, offload status and locks, topic policies, transforms, the Kafka tier) in one
-step, version 2 adds the cluster tables (brokers, topic ownership, leases). A new table is one
+step, version 2 adds the cluster tables (brokers, topic ownership, leases), version 3 the export
+watermarks (SQLite version 6, :mod:`offloader.metadata.export_schema`). A new table is one
 more tuple appended to :data:`PG_MIGRATIONS`; never edit a step that has shipped.
 
 Types: every integer is ``BIGINT`` (SQLite's integers are signed 64-bit too), flags are
@@ -188,10 +189,29 @@ _CLUSTER = (
     )""",
 )
 
+#: PostgreSQL v3 (SQLite v6): the export watermarks (offloader.metadata.export_base)
+_EXPORT = (
+    """CREATE TABLE export_watermarks (
+        target TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        generation BIGINT NOT NULL CHECK (generation >= 1),
+        ledger_id BIGINT NOT NULL DEFAULT -1,
+        entry_id BIGINT NOT NULL DEFAULT -1,
+        publish_time_ms BIGINT,
+        settings TEXT NOT NULL DEFAULT '',
+        rows BIGINT NOT NULL DEFAULT 0 CHECK (rows >= 0),
+        files BIGINT NOT NULL DEFAULT 0 CHECK (files >= 0),
+        invalid_rows BIGINT NOT NULL DEFAULT 0 CHECK (invalid_rows >= 0),
+        updated_ms BIGINT NOT NULL,
+        PRIMARY KEY (target, topic, generation)
+    )""",
+)
+
 #: version N of the schema is reached by applying PG_MIGRATIONS[0..N-1] in order
 PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (*_LEDGERS, *_STATUS_AND_LOCKS, *_TOPIC_POLICIES, *_TRANSFORMS, *_KAFKA),
     _CLUSTER,
+    _EXPORT,
 )
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 

@@ -45,6 +45,12 @@ def binary_schema() -> Any:
     return T.StructType([*fields, T.StructField("value", T.BinaryType())])
 
 
+def _source_options(*pairs: tuple[str, str | None]) -> dict[str, str]:
+    """The ``pulsar-messages`` options that are set (``metadata``: a shared store's URL, whose
+    topics list every broker's offloaded ledgers)."""
+    return {k: v for k, v in pairs if v}
+
+
 class SparkRunner:
     """Reads through ``pulsar-messages`` and writes Parquet from the executors."""
 
@@ -57,15 +63,17 @@ class SparkRunner:
         store_url: str | None = None,
         endpoint_url: str | None = None,
         region: str | None = None,
+        metadata_url: str | None = None,
     ) -> None:
         self.spark = spark
         self.home = str(home)
         self.spec = spec
-        self.source_options = {
-            k: v
-            for k, v in (("store", store_url), ("endpoint", endpoint_url), ("region", region))
-            if v
-        }
+        self.source_options = _source_options(
+            ("store", store_url),
+            ("endpoint", endpoint_url),
+            ("region", region),
+            ("metadata", metadata_url),
+        )
         register(spark)
 
     def _schema(self, **options: str) -> Any:
@@ -160,7 +168,7 @@ class LocalRunner(SparkRunner):
     small exports, the service's continuous mode and the kill -9 harness. Values are written
     as bytes (``--value-format`` json/avro needs the Spark engine for the decoded type)."""
 
-    def __init__(self, home: str, spec: ExportSpec) -> None:
+    def __init__(self, home: str, spec: ExportSpec, *, metadata_url: str | None = None) -> None:
         if spec.value_format in ("json", "avro"):
             raise ConfigError(
                 "the local export engine writes values as bytes: use the Spark "
@@ -169,7 +177,7 @@ class LocalRunner(SparkRunner):
         self.spark = None
         self.home = str(home)
         self.spec = spec
-        self.source_options = {}
+        self.source_options = _source_options(("metadata", metadata_url))
 
     def _schema(self, **options: str) -> Any:
         return binary_schema()

@@ -33,12 +33,14 @@ class KafkaRunner:
         store_url: str | None = None,
         endpoint_url: str | None = None,
         region: str | None = None,
+        metadata_url: str | None = None,
     ) -> None:
         self.spark = spark
         self.options = {
             k: v
             for k, v in (
                 ("home", str(home)),
+                ("metadata", metadata_url),  # a shared store: every broker's segments
                 ("store", store_url),
                 ("endpoint", endpoint_url),
                 ("region", region),

@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from offloader.metadata.base import MetadataStore
+from offloader.metadata.export_base import ExportMetadataStore
+from offloader.metadata.export_sqlite import SqliteExportMetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+from offloader.metadata.pg_export import PgExportMetadataStore
 from offloader.metadata.pg_kafka import PgKafkaMetadataStore
 from offloader.metadata.pg_store import PgMetadataStore
 from offloader.metadata.sqlite import SqliteMetadataStore
@@ -28,6 +31,7 @@ class Backend:
     new_location: Callable[[pytest.FixtureRequest, Path], str]
     open: Callable[[str], MetadataStore]
     open_kafka: Callable[[str], KafkaMetadataStore]
+    open_export: Callable[[str], ExportMetadataStore]
 
 
 def _sqlite_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -40,8 +44,16 @@ def _pg_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend("sqlite", _sqlite_location, SqliteMetadataStore, SqliteKafkaMetadataStore),
-    "postgresql": Backend("postgresql", _pg_location, PgMetadataStore, PgKafkaMetadataStore),
+    "sqlite": Backend(
+        "sqlite",
+        _sqlite_location,
+        SqliteMetadataStore,
+        SqliteKafkaMetadataStore,
+        SqliteExportMetadataStore,
+    ),
+    "postgresql": Backend(
+        "postgresql", _pg_location, PgMetadataStore, PgKafkaMetadataStore, PgExportMetadataStore
+    ),
 }
 
 

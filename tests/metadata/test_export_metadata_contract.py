@@ -1,34 +1,45 @@
-"""The ExportMetadataStore contract: every backend (SQLite now, PostgreSQL later) passes it.
+"""The ExportMetadataStore contract: every backend (SQLite, PostgreSQL) passes it.
 
-Backends plug in through ``EXPORT_BACKENDS`` below (a name and a way to open a fresh store).
+Backends plug in through ``tests/metadata/backends.py`` (a name, a fresh location, an opener).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from offloader.errors import InvalidLedgerState, OffloadConflict
 from offloader.metadata import open_export_metadata_store
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
 from offloader.metadata.export_sqlite import SqliteExportMetadataStore
+from offloader.metadata.pg_db import PgDatabase
+from offloader.metadata.pg_export import PgExportMetadataStore
+from offloader.metadata.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+from offloader.metadata.pg_store import PgMetadataStore
 from offloader.metadata.sqlite import SqliteMetadataStore
 from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from tests.metadata.backends import BACKENDS, Backend
 
-EXPORT_BACKENDS: dict[str, Callable[[Path], ExportMetadataStore]] = {
-    "sqlite": lambda tmp: SqliteExportMetadataStore(tmp / "metadata.db"),
-}
 TARGET = "s3://lake/exports"
 TOPIC = "persistent://public/default/orders"
 
 
-@pytest.fixture(params=sorted(EXPORT_BACKENDS))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExportMetadataStore]:
-    opened = EXPORT_BACKENDS[request.param](tmp_path)
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Backend, str]:
+    """A backend and a fresh location on it (a file path, or a URL on a new schema)."""
+    chosen = BACKENDS[request.param]
+    return chosen, chosen.new_location(request, tmp_path)
+
+
+@pytest.fixture()
+def store(backend: tuple[Backend, str]) -> Iterator[ExportMetadataStore]:
+    opened = backend[0].open_export(backend[1])
     yield opened
     opened.close()
 
@@ -106,3 +117,50 @@ def test_sqlite_migrates_a_version_5_database(tmp_path: Path) -> None:
         assert reader.get_watermark(TARGET, TOPIC, 1) == _mark(1, 2)
     finally:
         reader.close()
+
+
+def test_two_connections_racing_the_first_commit_one_wins(backend: tuple[Backend, str]) -> None:
+    """Two stores on one location (two brokers) both read "no watermark" and commit: exactly
+    one advance lands, the other is an OffloadConflict, and both then see the winner's."""
+    opened = [backend[0].open_export(backend[1]) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    outcomes: dict[int, object] = {}
+
+    def commit(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = opened[i].advance(_mark(10 + i, 5, rows=i), None)
+        except OffloadConflict as exc:
+            outcomes[i] = exc
+
+    try:
+        threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        won = [v for v in outcomes.values() if isinstance(v, ExportWatermark)]
+        lost = [v for v in outcomes.values() if isinstance(v, OffloadConflict)]
+        assert len(won) == 1 and len(lost) == 1, outcomes
+        assert opened[0].get_watermark(TARGET, TOPIC, 1) == won[0]
+        assert opened[1].list_watermarks() == won
+    finally:
+        for s in opened:
+            s.close()
+
+
+@pytest.mark.postgres
+def test_postgresql_migrates_a_version_2_schema(pg_url: str) -> None:
+    PgDatabase(pg_url, migrations=PG_MIGRATIONS[:2]).close()
+    with PgMetadataStore(pg_url) as meta:  # the metadata store migrates it too
+        meta.create_namespace("t/ns", 1)
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT version FROM offloader_schema").fetchone()
+    assert row is not None and row[0] == PG_SCHEMA_VERSION == 3
+    exports = open_export_metadata_store(pg_url, read_only=True)  # not read-only: shared
+    try:
+        assert isinstance(exports, PgExportMetadataStore)
+        exports.advance(_mark(1, 2), None)
+        assert exports.get_watermark(TARGET, TOPIC, 1) == _mark(1, 2)
+    finally:
+        exports.close()
