@@ -83,6 +83,17 @@ class ExportFacade(ServiceFacade):
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
 
+    def _spark_session(self, spark: object | None) -> object:
+        """``spark`` when the caller gave one, else this facade's own loopback session
+        (made on first use and kept for later exports)."""
+        if spark is not None:
+            return spark
+        if self._spark is None:
+            from offloader.spark import local_session
+
+            self._spark = local_session("ledger-offloader-export")
+        return self._spark
+
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
     def _export_meta(self) -> ExportMetadataStore:
         if self._exports is None:
@@ -117,12 +128,7 @@ class ExportFacade(ServiceFacade):
         if engine == "local":
             runner = LocalRunner(str(self._rt.home), spec, metadata_url=self._rt.metadata_url)
         elif engine == "spark":
-            if spark is None:
-                from offloader.spark import local_session
-
-                if self._spark is None:
-                    self._spark = local_session("ledger-offloader-export")
-                spark = self._spark
+            spark = self._spark_session(spark)
             runner = SparkRunner(
                 spark, str(self._rt.home), spec, metadata_url=self._rt.metadata_url
             )
@@ -146,12 +152,8 @@ class ExportFacade(ServiceFacade):
         from offloader.export.kafka import run_kafka_export
         from offloader.spark.export_kafka import KafkaRunner
 
-        if engine == "spark" and spark is None:
-            from offloader.spark import local_session
-
-            if self._spark is None:
-                self._spark = local_session("ledger-offloader-export")
-            spark = self._spark
+        if engine == "spark":
+            spark = self._spark_session(spark)
         props = self._rt.driver.properties
         runner = KafkaRunner(
             spark if engine == "spark" else None,
@@ -244,12 +246,8 @@ class ExportFacade(ServiceFacade):
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
         runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
         if kafka:
-            if engine == "spark" and spark is None:
-                from offloader.spark import local_session
-
-                if self._spark is None:
-                    self._spark = local_session("ledger-offloader-export")
-                spark = self._spark
+            if engine == "spark":
+                spark = self._spark_session(spark)
             props = self._rt.driver.properties
             runner = IcebergKafkaRunner(
                 spark if engine == "spark" else None,
@@ -270,12 +268,7 @@ class ExportFacade(ServiceFacade):
         if engine == "local":
             runner = IcebergLocalRunner(str(self._rt.home), spec)
         elif engine == "spark":
-            if spark is None:
-                from offloader.spark import local_session
-
-                if self._spark is None:
-                    self._spark = local_session("ledger-offloader-export")
-                spark = self._spark
+            spark = self._spark_session(spark)
             runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
