@@ -8,8 +8,10 @@ never deadlock), the attempt's row in ``fail_offload`` and ``mark_attempt_cleane
 COMMITTED a statement run after the lock is granted sees the newest committed row, so exactly one
 of several racing processes wins a compare-and-set. The offload lock is one upsert whose
 ``WHERE`` decides (free, ours, or stale) atomically. As in SQLite, a lost compare-and-set
-commits the attempt's new state (SUPERSEDED) and raises OffloadConflict afterwards. It is a mixin
-of :class:`~offloader.metadata.pg_store.PgMetadataStore`.
+commits the attempt's new state (SUPERSEDED) and raises OffloadConflict afterwards. The checks
+and the errors they raise are in :mod:`offloader.metadata.rules`, shared with SQLite; this
+module runs them under its row locks. It is a mixin of
+:class:`~offloader.metadata.pg_store.PgMetadataStore`.
 """
 
 from __future__ import annotations

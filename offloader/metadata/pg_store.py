@@ -4,7 +4,8 @@ This module owns the PostgreSQL SQL for namespaces, topics and ledgers; the offl
 status and lock are in :mod:`offloader.metadata.pg_offload`, brokers, topic ownership and leases
 in :mod:`offloader.metadata.pg_cluster`, the connection, transactions and error translation in
 :mod:`offloader.metadata.pg_db`, the tables in :mod:`offloader.metadata.pg_schema`. Rows become
-records through the functions SQLite uses (:mod:`offloader.metadata.sqlite_rows`).
+records through the functions SQLite uses (:mod:`offloader.metadata.sqlite_rows`), and the state
+checks, validation and error messages are SQLite's too (:mod:`offloader.metadata.rules`).
 
 Every change is one READ COMMITTED transaction whose read-modify-write is made atomic by a row
 lock (``FOR UPDATE`` on the topic for ledger appends, on the ledger for state changes) or by one

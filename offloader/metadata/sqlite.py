@@ -2,7 +2,8 @@
 
 This module owns the SQL for namespaces, topics and ledgers; the offload lifecycle, status and
 lock live in :mod:`offloader.metadata.sqlite_offload`, rows-to-records in
-:mod:`offloader.metadata.sqlite_rows`, and the file, schema, pragmas, transactions and error
+:mod:`offloader.metadata.sqlite_rows`, the checks and errors shared with PostgreSQL in
+:mod:`offloader.metadata.rules`, and the file, schema, pragmas, transactions and error
 translation in :mod:`offloader.metadata.sqlite_schema`. These four modules are the only ones that
 touch ``sqlite3``. Every change runs in one ``BEGIN IMMEDIATE`` transaction, so the CLI and a
 running service (separate processes) can share the file.

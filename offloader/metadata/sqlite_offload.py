@@ -5,7 +5,9 @@ the attempt and points the ledger at it in one ``BEGIN IMMEDIATE`` transaction;
 ``complete_offload`` and ``mark_local_deleted`` check the ledger's UUID inside the transaction
 that changes it, so exactly one of several racing processes wins. When a compare-and-set loses,
 the attempt's new state (SUPERSEDED) is committed first and OffloadConflict raised afterwards.
-It is a mixin of :class:`~offloader.metadata.sqlite.SqliteMetadataStore`.
+The checks and the errors they raise are in :mod:`offloader.metadata.rules`, shared with
+PostgreSQL; this module runs them inside its transactions. It is a mixin of
+:class:`~offloader.metadata.sqlite.SqliteMetadataStore`.
 """
 
 from __future__ import annotations
