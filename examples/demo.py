@@ -157,6 +157,19 @@ class Demo:
         self.step_number += 1
         print(f"\n=== {self.step_number}. {title}", flush=True)
 
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` from the repository root in this home's environment (output captured,
+        at most five minutes)."""
+        return subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
     def offloader(
         self,
         *args: str,
@@ -167,15 +180,7 @@ class Demo:
         """Run ``offloader ARGS``; print the command and (the first ``show`` lines of) its
         output; fail unless it exits 0 (and prints ``expect``, when given)."""
         print(f"$ offloader {shlex.join(args)}", flush=True)
-        proc = subprocess.run(
-            [*CLI, *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = self.run([*CLI, *args])
         if not quiet:
             lines = proc.stdout.splitlines()
             for line in lines if show is None else lines[:show]:
@@ -208,15 +213,7 @@ class Demo:
         """Run ``python -m examples.MODULE ARGS`` in this home; print the command and its
         output; fail (naming the ``job``) unless it exits 0. Returns its output."""
         print(f"$ python -m examples.{module} {shlex.join(args)}", flush=True)
-        proc = subprocess.run(
-            [sys.executable, "-m", f"examples.{module}", *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = self.run([sys.executable, "-m", f"examples.{module}", *args])
         for line in proc.stdout.splitlines():
             print(f"  {line}")
         if proc.returncode != 0:
