@@ -27,7 +27,7 @@ def _fails(demo: Any, args: list[str], expect: str) -> str:
     from examples.demo import CLI, StepFailed
 
     print(f"$ offloader {shlex.join(args)}", flush=True)
-    proc = demo.run([*CLI, *args])
+    proc: subprocess.CompletedProcess[str] = demo.run([*CLI, *args])
     print(f"  {proc.stderr.strip()}")
     if proc.returncode != 1 or expect not in proc.stderr:
         raise StepFailed(f"`offloader {shlex.join(args)}` should fail saying {expect!r}")
