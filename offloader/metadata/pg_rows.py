@@ -43,10 +43,8 @@ def find_ledger(cur: Cursor, ledger_id: int) -> LedgerRecord | None:
 
 
 def get_ledger(cur: Cursor, ledger_id: int, *, lock: bool = False) -> LedgerRecord:
-    what = f"ledger {ledger_id}"
-    if lock:
-        need(lock_ledger(cur, ledger_id) or None, what)
-    return need(find_ledger(cur, ledger_id), what)
+    locked = lock_ledger(cur, ledger_id) if lock else True
+    return need(find_ledger(cur, ledger_id) if locked else None, f"ledger {ledger_id}")
 
 
 def get_attempt(cur: Cursor, uuid: str, *, lock: bool = False) -> OffloadAttempt:
