@@ -24,12 +24,10 @@ TOPIC = "persistent://demo/cluster/orders"
 
 def _fails(demo: Any, args: list[str], expect: str) -> str:
     """Run ``offloader ARGS`` in ``demo``'s home, expecting exit 1 with ``expect`` in stderr."""
-    from examples.demo import CLI, REPO_ROOT, StepFailed
+    from examples.demo import CLI, StepFailed
 
     print(f"$ offloader {shlex.join(args)}", flush=True)
-    proc = subprocess.run(
-        [*CLI, *args], cwd=REPO_ROOT, env=demo.env, capture_output=True, text=True, timeout=300
-    )
+    proc: subprocess.CompletedProcess[str] = demo.run([*CLI, *args])
     print(f"  {proc.stderr.strip()}")
     if proc.returncode != 1 or expect not in proc.stderr:
         raise StepFailed(f"`offloader {shlex.join(args)}` should fail saying {expect!r}")

@@ -157,6 +157,19 @@ class Demo:
         self.step_number += 1
         print(f"\n=== {self.step_number}. {title}", flush=True)
 
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` from the repository root in this home's environment (output captured,
+        at most five minutes)."""
+        return subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
     def offloader(
         self,
         *args: str,
@@ -167,15 +180,7 @@ class Demo:
         """Run ``offloader ARGS``; print the command and (the first ``show`` lines of) its
         output; fail unless it exits 0 (and prints ``expect``, when given)."""
         print(f"$ offloader {shlex.join(args)}", flush=True)
-        proc = subprocess.run(
-            [*CLI, *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = self.run([*CLI, *args])
         if not quiet:
             lines = proc.stdout.splitlines()
             for line in lines if show is None else lines[:show]:
@@ -192,6 +197,38 @@ class Demo:
     def json(self, *args: str, **kwargs: Any) -> list[dict[str, Any]]:
         out = self.offloader("--json", *args, **kwargs)
         return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def ledgers(self, topic: str, *, show: bool = False) -> list[dict[str, Any]]:
+        """The topic's ledgers from ``topics info --json`` (after printing ``topics info``
+        itself when ``show``)."""
+        if show:
+            self.offloader("topics", "info", topic)
+        return list(self.json("topics", "info", topic, quiet=True)[0]["ledgers"])
+
+    def offloaded(self, topic: str, *, show: bool = False) -> list[dict[str, Any]]:
+        """The topic's offloaded ledgers (see :meth:`ledgers`)."""
+        return [ledger for ledger in self.ledgers(topic, show=show) if ledger["offloaded"]]
+
+    def example(self, module: str, args: list[str], job: str) -> str:
+        """Run ``python -m examples.MODULE ARGS`` in this home; print the command and its
+        output; fail (naming the ``job``) unless it exits 0. Returns its output."""
+        print(f"$ python -m examples.{module} {shlex.join(args)}", flush=True)
+        proc = self.run([sys.executable, "-m", f"examples.{module}", *args])
+        for line in proc.stdout.splitlines():
+            print(f"  {line}")
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr[-4000:])
+            raise StepFailed(f"{job} exited {proc.returncode}")
+        return proc.stdout
+
+
+def spark_unavailable() -> str | None:
+    """Why a Spark job cannot run here (PySpark or Java missing), or None when it can."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "PySpark is not installed (pip install -e '.[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java, and no java is on PATH"
+    return None
 
 
 def check(condition: bool, message: str) -> None:
@@ -247,8 +284,8 @@ def namespaces(demo: Demo) -> None:
 def produce_and_offload_prefix(demo: Demo, data_file: Path) -> None:
     demo.step(f"Produce {ENTRIES} entries of {ENTRY_SIZE} bytes to {MANUAL_TOPIC}")
     demo.offloader("topics", "produce", MANUAL_TOPIC, "--file", str(data_file), expect="Produced")
-    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
-    check(len(info["ledgers"]) >= 5, f"{len(info['ledgers'])} ledgers")
+    ledgers = demo.ledgers(MANUAL_TOPIC)
+    check(len(ledgers) >= 5, f"{len(ledgers)} ledgers")
 
     demo.step("Offload all but the newest 10M (pulsar-admin topics offload -s 10M)")
     demo.offloader(
@@ -260,9 +297,7 @@ def produce_and_offload_prefix(demo: Demo, data_file: Path) -> None:
         expect="Offload triggered for",
     )
     demo.offloader("topics", "offload-status", MANUAL_TOPIC, expect="Offload was a success")
-    demo.offloader("topics", "info", MANUAL_TOPIC)
-    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
-    offloaded = [ledger for ledger in info["ledgers"] if ledger["offloaded"]]
+    offloaded = demo.offloaded(MANUAL_TOPIC, show=True)
     check(len(offloaded) >= 3, f"{len(offloaded)} ledgers offloaded to S3")
 
 
@@ -278,22 +313,20 @@ def automatic_offload(demo: Demo) -> None:
         "4K",
         expect="Offloaded automatically",
     )
-    demo.offloader("topics", "info", AUTO_TOPIC)
-    info = demo.json("topics", "info", AUTO_TOPIC, quiet=True)[0]
+    ledgers = demo.ledgers(AUTO_TOPIC, show=True)
     kept_local = sum(
         ledger["size_bytes"]
-        for ledger in info["ledgers"]
+        for ledger in ledgers
         if not ledger["offloaded"] and ledger["state"] == "CLOSED"
     )
-    offloaded = [ledger["ledger_id"] for ledger in info["ledgers"] if ledger["offloaded"]]
+    offloaded = [ledger["ledger_id"] for ledger in ledgers if ledger["offloaded"]]
     check(bool(offloaded), f"ledgers {offloaded} offloaded by the 8M threshold")
     check(kept_local <= 8 * 1024 * 1024, f"{kept_local} bytes of closed ledgers kept local")
 
 
 def read_back(demo: Demo, digests: list[str]) -> None:
     demo.step("Read the entries back (offloaded ledgers come from S3) and check them")
-    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
-    first_offloaded = next(ledger for ledger in info["ledgers"] if ledger["offloaded"])
+    first_offloaded = demo.offloaded(MANUAL_TOPIC)[0]
     demo.offloader(
         "topics",
         "read",
@@ -320,36 +353,17 @@ def spark(demo: Demo) -> None:
     if not script.exists():
         print("  skipped: examples/spark_count.py does not exist yet")
         return
-    if importlib.util.find_spec("pyspark") is None:
-        print("  skipped: PySpark is not installed (pip install -e '.[spark]')")
+    why_not = spark_unavailable()
+    if why_not is not None:
+        print(f"  skipped: {why_not}")
         return
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        print("  skipped: Spark needs Java, and no java is on PATH")
-        return
-    args = [
-        "--home",
-        str(demo.home),
-        "--store",
-        demo.target.store_url,
-        "--topics",
-        MANUAL_TOPIC,
-        AUTO_TOPIC,
-    ]
-    print(f"$ python -m examples.spark_count {shlex.join(args)}", flush=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "examples.spark_count", *args],
-        cwd=REPO_ROOT,
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    for line in proc.stdout.splitlines():
-        print(f"  {line}")
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise StepFailed(f"the Spark job exited {proc.returncode}")
+    args = [*_home_and_store(demo), "--topics", MANUAL_TOPIC, AUTO_TOPIC]
+    demo.example("spark_count", args, "the Spark job")
+
+
+def _home_and_store(demo: Demo) -> list[str]:
+    """The ``--home`` and ``--store`` arguments of the example jobs."""
+    return ["--home", str(demo.home), "--store", demo.target.store_url]
 
 
 def pulsar_messages(demo: Demo) -> None:
@@ -375,33 +389,17 @@ def pulsar_messages(demo: Demo) -> None:
     demo.offloader("topics", "read", MESSAGES_TOPIC, "--decode", "pulsar", "--count", "3")
 
     demo.step("Spark: messages per key published in round 2 (examples/spark_messages.py)")
-    if importlib.util.find_spec("pyspark") is None or (
-        shutil.which("java") is None and not os.environ.get("JAVA_HOME")
-    ):
+    if spark_unavailable() is not None:
         print("  skipped: needs PySpark and Java")
         return
     args = [
-        "--home", str(demo.home), "--store", demo.target.store_url, "--topics", MESSAGES_TOPIC,
+        *_home_and_store(demo), "--topics", MESSAGES_TOPIC,
         "--from-ms", str(marks[1]), "--to-ms", str(marks[2] - 1),
     ]  # fmt: skip
-    print(f"$ python -m examples.spark_messages {shlex.join(args)}", flush=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "examples.spark_messages", *args],
-        cwd=REPO_ROOT,
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    for line in proc.stdout.splitlines():
-        print(f"  {line}")
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise StepFailed(f"the Spark job exited {proc.returncode}")
+    out = demo.example("spark_messages", args, "the Spark job")
     got = {
         parts[0]: int(parts[1])
-        for parts in (line.split() for line in proc.stdout.splitlines())
+        for parts in (line.split() for line in out.splitlines())
         if len(parts) == 2 and parts[0] in SENSOR_KEYS
     }
     check(got == per_round, f"round 2's messages per key: {got}")
@@ -413,28 +411,9 @@ def export_parquet(demo: Demo, work: Path) -> None:
         print("  skipped: needs PySpark, Java and duckdb")
         return
     lake = work / "lake"
-    args = [
-        "--home", str(demo.home), "--store", demo.target.store_url, "--topics", MESSAGES_TOPIC,
-        "--to", str(lake), "--query",
-    ]  # fmt: skip
-    print(f"$ python -m examples.spark_export {shlex.join(args)}", flush=True)
-    runs = []
-    for _ in range(2):  # the second run finds nothing new: exactly once
-        proc = subprocess.run(
-            [sys.executable, "-m", "examples.spark_export", *args],
-            cwd=REPO_ROOT,
-            env=demo.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        for line in proc.stdout.splitlines():
-            print(f"  {line}")
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stderr[-4000:])
-            raise StepFailed(f"the export job exited {proc.returncode}")
-        runs.append(proc.stdout)
+    args = [*_home_and_store(demo), "--topics", MESSAGES_TOPIC, "--to", str(lake), "--query"]
+    # the second run finds nothing new: exactly once
+    runs = [demo.example("spark_export", args, "the export job") for _ in range(2)]
     exported = json.loads(runs[0].splitlines()[0])["rows"]
     again = json.loads(runs[1].splitlines()[0])["rows"]
     counted = [
@@ -485,9 +464,7 @@ def deletion_lag(demo: Demo) -> None:
     demo.offloader("namespaces", "set-offload-deletion-lag", "demo/manual", "--lag", "0")
     demo.offloader("namespaces", "get-offload-deletion-lag", "demo/manual", expect="0 minute(s)")
     demo.offloader("service", "run", "--once", expect="local copies deleted")
-    demo.offloader("topics", "info", MANUAL_TOPIC)
-    info = demo.json("topics", "info", MANUAL_TOPIC, quiet=True)[0]
-    offloaded = [ledger for ledger in info["ledgers"] if ledger["offloaded"]]
+    offloaded = demo.offloaded(MANUAL_TOPIC, show=True)
     check(
         all(ledger["local_deleted"] for ledger in offloaded),
         f"local copies of {len(offloaded)} offloaded ledgers deleted",
@@ -515,8 +492,7 @@ def encrypted_namespace(demo: Demo) -> None:
     )
     demo.offloader("topics", "produce", SECURE_TOPIC, "--synthetic", "3000", "--size", "4K")
     demo.offloader("topics", "offload-prefix", SECURE_TOPIC, "--size-threshold", "1K")
-    info = demo.json("topics", "info", SECURE_TOPIC, quiet=True)[0]
-    offloaded = {ledger["ledger_id"]: ledger for ledger in info["ledgers"] if ledger["offloaded"]}
+    offloaded = {ledger["ledger_id"]: ledger for ledger in demo.offloaded(SECURE_TOPIC)}
     check(len(offloaded) == 2, f"ledgers {sorted(offloaded)} offloaded, encrypted")
     first = min(offloaded)
     demo.offloader("topics", "read", SECURE_TOPIC, "--from", f"{first}:0", "--count", "2")

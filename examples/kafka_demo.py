@@ -10,12 +10,6 @@ print.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -84,14 +78,6 @@ def write_log_dir(root: Path) -> dict[int, list[tuple[int, int]]]:
     return layout
 
 
-def _spark_available() -> str | None:
-    if importlib.util.find_spec("pyspark") is None:
-        return "PySpark is not installed (pip install -e '.[spark]')"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "Spark needs Java, and no java is on PATH"
-    return None
-
-
 def kafka_part(demo: Any, work: Path, check: Any) -> None:
     """Upload, status, read by offset and by time, and a Spark query (``demo``: examples.demo's
     Demo; ``check``: its check function)."""
@@ -151,29 +137,17 @@ def kafka_part(demo: Any, work: Path, check: Any) -> None:
     check(rows[0]["tier"] == "remote" and rows[-1]["tier"] == "local", "remote, then local")
 
     demo.step("Kafka: count records per partition with Spark (kafka-segments source)")
-    why_not = _spark_available()
+    from examples.demo import spark_unavailable
+
+    why_not = spark_unavailable()
     if why_not is not None:
         print(f"  skipped: {why_not}")
         return
     args = ["--home", str(demo.home), "--store", demo.target.store_url]
-    print(f"$ python -m examples.kafka_spark {shlex.join(args)}", flush=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "examples.kafka_spark", *args],
-        cwd=Path(__file__).resolve().parent.parent,
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    for line in proc.stdout.splitlines():
-        print(f"  {line}")
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr[-4000:])
-        raise RuntimeError(f"the Kafka Spark job exited {proc.returncode}")
+    out = demo.example("kafka_spark", args, "the Kafka Spark job")
     expected = {p: segs[-1][0] for p, segs in layout.items()}  # records in closed segments
     for partition, count in expected.items():
         check(
-            f"{TOPIC}  {partition}  {count}" in proc.stdout,
+            f"{TOPIC}  {partition}  {count}" in out,
             f"Spark counted {count} remote records in partition {partition}",
         )

@@ -99,6 +99,12 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "pyiceberg": ("offloader.export.iceberg_catalog", "offloader.export.iceberg_fileio"),
 }
 
+#: modules inside a backend package that decide without I/O: they import no SDK (sqlite3,
+#: psycopg, ...), and none of their backend's SQL modules (ARCHITECTURE.md, metadata/)
+PURE: dict[str, tuple[str, ...]] = {
+    "offloader.metadata.rules": ("offloader.metadata.sqlite", "offloader.metadata.pg_"),
+}
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -213,6 +219,15 @@ def test_the_tree_keeps_the_import_rules() -> None:
         for v in check_module(module, path.read_text(), is_package)
     ]
     assert violations == [], "\n".join(violations)
+
+
+def test_pure_modules_import_no_sdk_and_no_sql_module() -> None:
+    for module, banned in PURE.items():
+        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        for imported, line in imports_of(path.read_text(), module, False):
+            top = imported.split(".")[0]
+            assert top not in SDK_OWNERS, f"{module}:{line} imports {imported}"
+            assert not imported.startswith(banned), f"{module}:{line} imports {imported}"
 
 
 def test_every_module_has_a_layer_and_a_docstring() -> None:

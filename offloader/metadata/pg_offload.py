@@ -8,8 +8,10 @@ never deadlock), the attempt's row in ``fail_offload`` and ``mark_attempt_cleane
 COMMITTED a statement run after the lock is granted sees the newest committed row, so exactly one
 of several racing processes wins a compare-and-set. The offload lock is one upsert whose
 ``WHERE`` decides (free, ours, or stale) atomically. As in SQLite, a lost compare-and-set
-commits the attempt's new state (SUPERSEDED) and raises OffloadConflict afterwards. It is a mixin
-of :class:`~offloader.metadata.pg_store.PgMetadataStore`.
+commits the attempt's new state (SUPERSEDED) and raises OffloadConflict afterwards. The checks
+and the errors they raise are in :mod:`offloader.metadata.rules`, shared with SQLite; this
+module runs them under its row locks. It is a mixin of
+:class:`~offloader.metadata.pg_store.PgMetadataStore`.
 """
 
 from __future__ import annotations
@@ -18,18 +20,12 @@ import json
 from collections.abc import Sequence
 
 from offloader.errors import (
-    AlreadyExists,
-    InvalidLedgerState,
-    MetadataError,
-    NotFound,
-    OffloadAlreadyComplete,
     OffloadConflict,
 )
 from offloader.metadata import pg_rows as pg
+from offloader.metadata import rules
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import (
-    ATTEMPT_STATES,
-    OFFLOAD_STATUSES,
     AttemptState,
     DriverMetadata,
     LedgerRecord,
@@ -40,7 +36,6 @@ from offloader.metadata.base import (
     TopicOffloadStatus,
 )
 from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.sqlite_offload import lost_reason
 
 
 class PgOffloadTables:
@@ -61,17 +56,7 @@ class PgOffloadTables:
     ) -> OffloadContext | None:
         with self._db.write() as cur:
             ledger = pg.get_ledger(cur, ledger_id, lock=True)
-            if ledger.state == "DELETED":
-                raise NotFound(f"ledger {ledger_id} was deleted")
-            if ledger.state != "CLOSED":
-                raise InvalidLedgerState(
-                    f"ledger {ledger_id} is {ledger.state}; only a closed ledger can be offloaded"
-                )
-            previous = ledger.offload
-            if previous is not None and previous.complete:
-                raise OffloadAlreadyComplete(
-                    f"ledger {ledger_id} is already offloaded (uuid {previous.uuid})"
-                )
+            previous = rules.previous_offload(ledger)
             inserted = pg.one(
                 cur,
                 "INSERT INTO offload_attempts (uuid, ledger_id, topic, state, started_ms, "
@@ -90,7 +75,7 @@ class PgOffloadTables:
                 ),
             )
             if inserted is None:
-                raise AlreadyExists(f"offload attempt {uuid} already exists")
+                raise rules.already_exists(f"offload attempt {uuid}")
             if previous is not None:
                 cur.execute(
                     "UPDATE offload_attempts SET state = 'SUPERSEDED', finished_ms = %s "
@@ -118,17 +103,12 @@ class PgOffloadTables:
         with self._db.write() as cur:
             pg.lock_ledger(cur, ledger_id)  # ledger before attempt; absent: the CAS is lost
             attempt = pg.get_attempt(cur, uuid, lock=True)
-            if attempt.ledger_id != ledger_id:
-                raise OffloadConflict(
-                    f"offload attempt {uuid} belongs to ledger {attempt.ledger_id}, not {ledger_id}"
-                )
+            rules.check_attempt_of(attempt, ledger_id)
             ledger = pg.find_ledger(cur, ledger_id)
-            reason = lost_reason(ledger, uuid, ledger_id)
-            if reason is None and ledger is not None and ledger.offload is not None:
-                if ledger.offload.complete:
-                    return ledger.offload  # a repeated complete: already done
-                if attempt.state != "STARTED":
-                    raise OffloadConflict(f"offload attempt {uuid} is {attempt.state}")
+            decision = rules.decide_completion(ledger, attempt, uuid, ledger_id)
+            if decision.done is not None:
+                return decision.done
+            if decision.now:
                 cur.execute(
                     "UPDATE offload_attempts SET state = 'COMPLETED', finished_ms = %s, "
                     "data_size = %s, index_size = %s, block_crc32c = %s, index_crc32c = %s "
@@ -147,29 +127,17 @@ class PgOffloadTables:
                     "WHERE ledger_id = %s",
                     (now_ms, ledger_id),
                 )
-                completed = pg.get_ledger(cur, ledger_id).offload
-                if completed is None:  # pragma: no cover - set two statements above
-                    raise MetadataError(f"ledger {ledger_id} lost its offload context")
-                return completed
+                return rules.completed_context(pg.get_ledger(cur, ledger_id))
             cur.execute(
                 "UPDATE offload_attempts SET state = 'SUPERSEDED', finished_ms = %s, error = %s "
                 "WHERE uuid = %s AND state = 'STARTED'",
-                (now_ms, reason, uuid),
+                (now_ms, decision.lost, uuid),
             )
-        raise OffloadConflict(reason)
+        raise OffloadConflict(decision.lost)
 
     def fail_offload(self, ledger_id: int, uuid: str, now_ms: int, error: str) -> None:
         with self._db.write() as cur:
-            attempt = pg.get_attempt(cur, uuid, lock=True)
-            if attempt.ledger_id != ledger_id:
-                raise OffloadConflict(
-                    f"offload attempt {uuid} belongs to ledger {attempt.ledger_id}, not {ledger_id}"
-                )
-            if attempt.state == "COMPLETED":
-                raise OffloadConflict(
-                    f"offload attempt {uuid} already completed; its objects must stay"
-                )
-            if attempt.state == "STARTED":
+            if rules.fails_now(pg.get_attempt(cur, uuid, lock=True), ledger_id):
                 cur.execute(
                     "UPDATE offload_attempts SET state = 'FAILED', finished_ms = %s, error = %s "
                     "WHERE uuid = %s",
@@ -183,14 +151,7 @@ class PgOffloadTables:
 
     def mark_local_deleted(self, ledger_id: int, uuid: str) -> LedgerRecord:
         with self._db.write() as cur:
-            ledger = pg.get_ledger(cur, ledger_id, lock=True)
-            reason = lost_reason(ledger, uuid, ledger_id)
-            if reason is not None:
-                raise OffloadConflict(reason)
-            if not ledger.offload_complete:
-                raise InvalidLedgerState(
-                    f"offload {uuid} of ledger {ledger_id} is not complete; the local copy stays"
-                )
+            rules.check_local_delete(pg.get_ledger(cur, ledger_id, lock=True), uuid)
             cur.execute(
                 "UPDATE ledgers SET offload_local_deleted = TRUE WHERE ledger_id = %s",
                 (ledger_id,),
@@ -208,21 +169,9 @@ class PgOffloadTables:
         topic: str | None = None,
         states: Sequence[AttemptState] | None = None,
     ) -> list[OffloadAttempt]:
-        clauses: list[str] = []
-        args: list[object] = []
-        if ledger_id is not None:
-            clauses.append("ledger_id = %s")
-            args.append(ledger_id)
-        if topic is not None:
-            clauses.append("topic = %s")
-            args.append(topic)
-        if states is not None:
-            unknown = set(states) - set(ATTEMPT_STATES)
-            if unknown:
-                raise MetadataError(f"unknown attempt state(s): {sorted(unknown)}")
-            clauses.append("state = ANY(%s)")
-            args.append(list(states))
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, args = rules.attempt_filter(
+            rules.POSTGRES, ledger_id=ledger_id, topic=topic, states=states
+        )
         with self._db.read() as cur:
             found = pg.all_rows(cur, pg.ATTEMPT_SELECT + where + " ORDER BY seq", args)
         return [rows.attempt_record(row) for row in found]
@@ -230,14 +179,10 @@ class PgOffloadTables:
     def mark_attempt_cleaned(self, uuid: str, now_ms: int) -> OffloadAttempt:
         with self._db.write() as cur:
             pg.get_attempt(cur, uuid, lock=True)
-            if pg.one(
-                cur,
-                "SELECT 1 FROM ledgers WHERE offload_uuid = %s AND state != 'DELETED'",
-                (uuid,),
-            ):
-                raise OffloadConflict(
-                    f"offload {uuid} is still claimed by its ledger; its objects must stay"
-                )
+            claimed = pg.one(
+                cur, "SELECT 1 FROM ledgers WHERE offload_uuid = %s AND state != 'DELETED'", (uuid,)
+            )
+            rules.check_unclaimed(uuid, claimed is not None)
             cur.execute(
                 "UPDATE offload_attempts SET state = 'CLEANED', "
                 "finished_ms = coalesce(finished_ms, %s) WHERE uuid = %s",
@@ -253,8 +198,7 @@ class PgOffloadTables:
                 (index_size, index_crc32c, uuid),
             )
             changed = cur.rowcount
-        if changed != 1:
-            raise NotFound(f"no completed offload attempt {uuid}")
+        rules.check_rewritten(uuid, changed)
 
     def claimed_offloads(self) -> list[LedgerRecord]:
         with self._db.read() as cur:
@@ -278,8 +222,7 @@ class PgOffloadTables:
     def set_offload_status(
         self, topic: str, status: OffloadStatusValue, now_ms: int, error: str | None = None
     ) -> None:
-        if status not in OFFLOAD_STATUSES:
-            raise MetadataError(f"unknown offload status {status!r}")
+        rules.check_offload_status(status)
         with self._db.write() as cur:
             pg.require_topic(cur, topic, lock="FOR KEY SHARE")
             cur.execute(
@@ -294,9 +237,7 @@ class PgOffloadTables:
         with self._db.read() as cur:
             pg.require_topic(cur, topic)
             row = pg.one(cur, "SELECT * FROM topic_offload_status WHERE topic = %s", (topic,))
-        if row is None:
-            return TopicOffloadStatus(topic, "NOT_RUN")
-        return TopicOffloadStatus(topic, row["status"], row["last_error"], row["updated_ms"])
+        return rows.offload_status(topic, row)
 
     def try_acquire_offload_lock(
         self, topic: str, owner: str, now_ms: int, stale_after_ms: int
@@ -333,6 +274,4 @@ class PgOffloadTables:
     def get_offload_lock(self, topic: str) -> OffloadLock | None:
         with self._db.read() as cur:
             row = pg.one(cur, "SELECT * FROM offload_locks WHERE topic = %s", (topic,))
-        if row is None:
-            return None
-        return OffloadLock(row["topic"], row["owner"], row["acquired_ms"], row["heartbeat_ms"])
+        return rows.offload_lock(row)

@@ -1,7 +1,8 @@
 """The lookups every PostgreSQL metadata transaction uses (rows to records are shared with
 SQLite in :mod:`offloader.metadata.sqlite_rows`).
 
-Each takes a cursor inside an open transaction and raises NotFound; ``lock=True`` takes the
+Each takes a cursor inside an open transaction and raises NotFound
+(:func:`offloader.metadata.rules.need`, as SQLite's lookups do); ``lock=True`` takes the
 row's lock (``FOR UPDATE``) so the caller's read-modify-write is atomic at READ COMMITTED.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offloader.errors import NotFound
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import LedgerRecord, OffloadAttempt
 from offloader.metadata.pg_db import Cursor
+from offloader.metadata.rules import need
 
 LEDGER_SELECT = rows.LEDGER_SELECT
 ATTEMPT_SELECT = rows.ATTEMPT_SELECT
@@ -42,32 +43,22 @@ def find_ledger(cur: Cursor, ledger_id: int) -> LedgerRecord | None:
 
 
 def get_ledger(cur: Cursor, ledger_id: int, *, lock: bool = False) -> LedgerRecord:
-    if lock and not lock_ledger(cur, ledger_id):
-        raise NotFound(f"ledger {ledger_id} does not exist")
-    found = find_ledger(cur, ledger_id)
-    if found is None:
-        raise NotFound(f"ledger {ledger_id} does not exist")
-    return found
+    locked = lock_ledger(cur, ledger_id) if lock else True
+    return need(find_ledger(cur, ledger_id) if locked else None, f"ledger {ledger_id}")
 
 
 def get_attempt(cur: Cursor, uuid: str, *, lock: bool = False) -> OffloadAttempt:
     suffix = " FOR UPDATE" if lock else ""
     row = one(cur, ATTEMPT_SELECT + " WHERE uuid = %s" + suffix, (uuid,))
-    if row is None:
-        raise NotFound(f"offload attempt {uuid} does not exist")
-    return rows.attempt_record(row)
+    return rows.attempt_record(need(row, f"offload attempt {uuid}"))
 
 
 def require_topic(cur: Cursor, topic: str, *, lock: str = "") -> dict[str, Any]:
     """The topic's row; ``lock`` is "" or a locking clause (``FOR SHARE``, ``FOR UPDATE``)."""
     row = one(cur, f"SELECT * FROM topics WHERE name = %s {lock}", (topic,))
-    if row is None:
-        raise NotFound(f"topic {topic} does not exist")
-    return row
+    return need(row, f"topic {topic}")
 
 
 def require_namespace(cur: Cursor, name: str, *, lock: str = "") -> dict[str, Any]:
     row = one(cur, f"SELECT * FROM namespaces WHERE name = %s {lock}", (name,))
-    if row is None:
-        raise NotFound(f"namespace {name} does not exist")
-    return row
+    return need(row, f"namespace {name}")

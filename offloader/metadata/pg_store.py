@@ -4,7 +4,8 @@ This module owns the PostgreSQL SQL for namespaces, topics and ledgers; the offl
 status and lock are in :mod:`offloader.metadata.pg_offload`, brokers, topic ownership and leases
 in :mod:`offloader.metadata.pg_cluster`, the connection, transactions and error translation in
 :mod:`offloader.metadata.pg_db`, the tables in :mod:`offloader.metadata.pg_schema`. Rows become
-records through the functions SQLite uses (:mod:`offloader.metadata.sqlite_rows`).
+records through the functions SQLite uses (:mod:`offloader.metadata.sqlite_rows`), and the state
+checks, validation and error messages are SQLite's too (:mod:`offloader.metadata.rules`).
 
 Every change is one READ COMMITTED transaction whose read-modify-write is made atomic by a row
 lock (``FOR UPDATE`` on the topic for ledger appends, on the ledger for state changes) or by one
@@ -13,8 +14,8 @@ conditional statement (``INSERT ... ON CONFLICT``, ``UPDATE ... RETURNING``).
 
 from __future__ import annotations
 
-from offloader.errors import AlreadyExists, InvalidLedgerState, NamespaceNotEmpty, NotFound
 from offloader.metadata import pg_rows as pg
+from offloader.metadata import rules
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicRecord, namespace_of_topic
 from offloader.metadata.pg_cluster import ClusterTables
@@ -22,7 +23,7 @@ from offloader.metadata.pg_db import DEFAULT_BUSY_TIMEOUT_S, PgDatabase
 from offloader.metadata.pg_offload import PgOffloadTables
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
-_POLICY_ASSIGNMENTS = ", ".join(f"{column} = %s" for column in rows.POLICY_COLUMNS)
+_POLICY_ASSIGNMENTS = rules.POSTGRES.assignments(rows.POLICY_COLUMNS)
 
 
 class PgMetadataStore(PgOffloadTables, ClusterTables):
@@ -53,18 +54,18 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
         self, name: str, now_ms: int, policies: NamespacePolicies | None = None
     ) -> NamespaceRecord:
         policies = policies or NamespacePolicies()
-        values = [getattr(policies, column) for column in rows.POLICY_COLUMNS]
+        values = rules.policy_values(policies, rows.POLICY_COLUMNS)
         columns = ", ".join(rows.POLICY_COLUMNS)
-        marks = ", %s" * len(rows.POLICY_COLUMNS)
+        marks = rules.POSTGRES.marks(2 + len(rows.POLICY_COLUMNS))
         with self._db.write() as cur:
             row = pg.one(
                 cur,
-                f"INSERT INTO namespaces (name, created_ms, {columns}) VALUES (%s, %s{marks}) "
+                f"INSERT INTO namespaces (name, created_ms, {columns}) VALUES ({marks}) "
                 "ON CONFLICT (name) DO NOTHING RETURNING *",
                 (name, now_ms, *values),
             )
             if row is None:
-                raise AlreadyExists(f"namespace {name} already exists")
+                raise rules.already_exists(f"namespace {name}")
             return rows.namespace_record(row)
 
     def get_namespace(self, name: str) -> NamespaceRecord:
@@ -74,29 +75,23 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
     def list_namespaces(self, tenant: str | None = None) -> list[NamespaceRecord]:
         with self._db.read() as cur:
             found = pg.all_rows(cur, "SELECT * FROM namespaces ORDER BY name")
-        records = [rows.namespace_record(row) for row in found]
-        if tenant is not None:
-            records = [r for r in records if r.name.split("/", 1)[0] == tenant]
-        return records
+        return rules.of_tenant([rows.namespace_record(row) for row in found], tenant)
 
     def set_policies(self, name: str, policies: NamespacePolicies) -> NamespaceRecord:
-        values = [getattr(policies, column) for column in rows.POLICY_COLUMNS]
+        values = rules.policy_values(policies, rows.POLICY_COLUMNS)
         with self._db.write() as cur:
             row = pg.one(
                 cur,
                 f"UPDATE namespaces SET {_POLICY_ASSIGNMENTS} WHERE name = %s RETURNING *",
                 (*values, name),
             )
-            if row is None:
-                raise NotFound(f"namespace {name} does not exist")
-            return rows.namespace_record(row)
+            return rows.namespace_record(rules.need(row, f"namespace {name}"))
 
     def delete_namespace(self, name: str) -> None:
         with self._db.write() as cur:
             pg.require_namespace(cur, name, lock="FOR UPDATE")
             count = pg.one(cur, "SELECT count(*) AS n FROM topics WHERE namespace = %s", (name,))
-            if count is not None and count["n"]:
-                raise NamespaceNotEmpty(f"namespace {name} still has {count['n']} topic(s)")
+            rules.check_namespace_empty(name, count["n"] if count is not None else 0)
             cur.execute("DELETE FROM namespaces WHERE name = %s", (name,))
 
     # --- topics ---------------------------------------------------------------------------
@@ -113,7 +108,7 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
             if existing is not None:
                 if exist_ok:
                     return rows.topic_record(existing)
-                raise AlreadyExists(f"topic {name} already exists")
+                raise rules.already_exists(f"topic {name}")
             pg.require_namespace(cur, namespace, lock="FOR KEY SHARE")
             row = pg.one(
                 cur,
@@ -123,7 +118,7 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
             )
             if row is None:  # created by another process since the SELECT above
                 if not exist_ok:
-                    raise AlreadyExists(f"topic {name} already exists")
+                    raise rules.already_exists(f"topic {name}")
                 row = pg.require_topic(cur, name)
             return rows.topic_record(row)
 
@@ -156,20 +151,17 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
         with self._db.read() as cur:
             pg.require_topic(cur, name)
             row = pg.one(cur, "SELECT * FROM topic_offload_policies WHERE topic = %s", (name,))
-        if row is None:
-            return TopicPolicies()
-        return TopicPolicies(**{column: row[column] for column in TOPIC_POLICY_FIELDS})
+        return rows.topic_policies(row)
 
     def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicPolicies:
-        values = [getattr(policies, column) for column in TOPIC_POLICY_FIELDS]
+        values = rules.policy_values(policies, TOPIC_POLICY_FIELDS)
         with self._db.write() as cur:
             pg.require_topic(cur, name, lock="FOR UPDATE")
             cur.execute("DELETE FROM topic_offload_policies WHERE topic = %s", (name,))
             if not policies.is_empty:
-                marks = ", ".join("%s" for _ in TOPIC_POLICY_FIELDS)
                 cur.execute(
                     f"INSERT INTO topic_offload_policies (topic, {', '.join(TOPIC_POLICY_FIELDS)})"
-                    f" VALUES (%s, {marks})".encode(),
+                    f" VALUES ({rules.POSTGRES.marks(1 + len(TOPIC_POLICY_FIELDS))})".encode(),
                     (name, *values),
                 )
         return policies
@@ -182,24 +174,18 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
                 "UPDATE counters SET value = value + 1 WHERE name = 'next_ledger_id' "
                 "RETURNING value - 1 AS id",
             )
-            if row is None:  # pragma: no cover - the row is created by the first migration
-                raise InvalidLedgerState("the ledger id counter is missing")
-            return int(row["id"])
+            return rules.counter_value(row["id"] if row is not None else None)
 
     def add_ledger(self, topic: str, ledger_id: int, created_ms: int) -> LedgerRecord:
-        if ledger_id < 0:
-            raise InvalidLedgerState(f"ledger id {ledger_id} is negative")
+        rules.check_ledger_id(ledger_id)
         with self._db.write() as cur:
             pg.require_topic(cur, topic, lock="FOR UPDATE")  # one append per topic at a time
             if pg.one(cur, "SELECT 1 FROM ledgers WHERE ledger_id = %s", (ledger_id,)):
-                raise AlreadyExists(f"ledger {ledger_id} already exists")
+                raise rules.already_exists(f"ledger {ledger_id}")
             newest = pg.one(
                 cur, "SELECT max(ledger_id) AS m FROM ledgers WHERE topic = %s", (topic,)
             )
-            if newest is not None and newest["m"] is not None and newest["m"] >= ledger_id:
-                raise InvalidLedgerState(
-                    f"ledger {ledger_id} is not newer than ledger {newest['m']} of {topic}"
-                )
+            rules.check_newer(ledger_id, newest["m"] if newest is not None else None, topic)
             cur.execute(
                 "INSERT INTO ledgers (ledger_id, topic, created_ms, state) "
                 "VALUES (%s, %s, %s, 'OPEN')",
@@ -214,9 +200,7 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
 
     def update_ledger_stats(self, ledger_id: int, entries: int, size_bytes: int) -> LedgerRecord:
         with self._db.write() as cur:
-            ledger = pg.get_ledger(cur, ledger_id, lock=True)
-            if ledger.state != "OPEN":
-                raise InvalidLedgerState(f"ledger {ledger_id} is {ledger.state}, not OPEN")
+            rules.require_open(pg.get_ledger(cur, ledger_id, lock=True))
             cur.execute(
                 "UPDATE ledgers SET entries = %s, size_bytes = %s WHERE ledger_id = %s",
                 (entries, size_bytes, ledger_id),
@@ -229,12 +213,8 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
         with self._db.write() as cur:
             ledger = pg.get_ledger(cur, ledger_id, lock=True)
             final = (closed_ms, entries, size_bytes)
-            if ledger.state == "CLOSED" and (
-                (ledger.closed_ms, ledger.entries, ledger.size_bytes) == final
-            ):
+            if rules.is_repeated_close(ledger, final):
                 return ledger
-            if ledger.state != "OPEN":
-                raise InvalidLedgerState(f"ledger {ledger_id} is {ledger.state}, not OPEN")
             cur.execute(
                 "UPDATE ledgers SET state = 'CLOSED', closed_ms = %s, entries = %s, "
                 "size_bytes = %s WHERE ledger_id = %s",

@@ -2,7 +2,8 @@
 
 This module owns the SQL for namespaces, topics and ledgers; the offload lifecycle, status and
 lock live in :mod:`offloader.metadata.sqlite_offload`, rows-to-records in
-:mod:`offloader.metadata.sqlite_rows`, and the file, schema, pragmas, transactions and error
+:mod:`offloader.metadata.sqlite_rows`, the checks and errors shared with PostgreSQL in
+:mod:`offloader.metadata.rules`, and the file, schema, pragmas, transactions and error
 translation in :mod:`offloader.metadata.sqlite_schema`. These four modules are the only ones that
 touch ``sqlite3``. Every change runs in one ``BEGIN IMMEDIATE`` transaction, so the CLI and a
 running service (separate processes) can share the file.
@@ -12,14 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from offloader.errors import AlreadyExists, InvalidLedgerState, NamespaceNotEmpty
+from offloader.metadata import rules
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicRecord, namespace_of_topic
 from offloader.metadata.sqlite_offload import OffloadTables
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
-_POLICY_ASSIGNMENTS = ", ".join(f"{column} = ?" for column in rows.POLICY_COLUMNS)
+_POLICY_ASSIGNMENTS = rules.SQLITE.assignments(rows.POLICY_COLUMNS)
 
 
 class SqliteMetadataStore(OffloadTables):
@@ -58,14 +59,14 @@ class SqliteMetadataStore(OffloadTables):
         self, name: str, now_ms: int, policies: NamespacePolicies | None = None
     ) -> NamespaceRecord:
         policies = policies or NamespacePolicies()
-        values = [getattr(policies, column) for column in rows.POLICY_COLUMNS]
+        values = rules.policy_values(policies, rows.POLICY_COLUMNS)
         columns = ", ".join(rows.POLICY_COLUMNS)
-        marks = ", ?" * len(rows.POLICY_COLUMNS)
+        marks = rules.SQLITE.marks(2 + len(rows.POLICY_COLUMNS))
         with self._db.write() as conn:
             if rows.one(conn, "SELECT 1 FROM namespaces WHERE name = ?", (name,)):
-                raise AlreadyExists(f"namespace {name} already exists")
+                raise rules.already_exists(f"namespace {name}")
             conn.execute(
-                f"INSERT INTO namespaces (name, created_ms, {columns}) VALUES (?, ?{marks})",
+                f"INSERT INTO namespaces (name, created_ms, {columns}) VALUES ({marks})",
                 (name, now_ms, *values),
             )
             return rows.namespace_record(rows.require_namespace(conn, name))
@@ -77,13 +78,10 @@ class SqliteMetadataStore(OffloadTables):
     def list_namespaces(self, tenant: str | None = None) -> list[NamespaceRecord]:
         with self._db.read() as conn:
             found = conn.execute("SELECT * FROM namespaces ORDER BY name").fetchall()
-        records = [rows.namespace_record(row) for row in found]
-        if tenant is not None:
-            records = [r for r in records if r.name.split("/", 1)[0] == tenant]
-        return records
+        return rules.of_tenant([rows.namespace_record(row) for row in found], tenant)
 
     def set_policies(self, name: str, policies: NamespacePolicies) -> NamespaceRecord:
-        values = [getattr(policies, column) for column in rows.POLICY_COLUMNS]
+        values = rules.policy_values(policies, rows.POLICY_COLUMNS)
         with self._db.write() as conn:
             rows.require_namespace(conn, name)
             conn.execute(
@@ -95,8 +93,7 @@ class SqliteMetadataStore(OffloadTables):
         with self._db.write() as conn:
             rows.require_namespace(conn, name)
             count = rows.one(conn, "SELECT count(*) FROM topics WHERE namespace = ?", (name,))
-            if count is not None and count[0]:
-                raise NamespaceNotEmpty(f"namespace {name} still has {count[0]} topic(s)")
+            rules.check_namespace_empty(name, count[0] if count is not None else 0)
             conn.execute("DELETE FROM namespaces WHERE name = ?", (name,))
 
     # --- topics ---------------------------------------------------------------------------
@@ -113,7 +110,7 @@ class SqliteMetadataStore(OffloadTables):
             if existing is not None:
                 if exist_ok:
                     return rows.topic_record(existing)
-                raise AlreadyExists(f"topic {name} already exists")
+                raise rules.already_exists(f"topic {name}")
             rows.require_namespace(conn, namespace)
             conn.execute(
                 "INSERT INTO topics (name, namespace, created_ms) VALUES (?, ?, ?)",
@@ -150,19 +147,17 @@ class SqliteMetadataStore(OffloadTables):
         with self._db.read() as conn:
             rows.require_topic(conn, name)
             row = rows.one(conn, "SELECT * FROM topic_offload_policies WHERE topic = ?", (name,))
-        if row is None:
-            return TopicPolicies()
-        return TopicPolicies(**{column: row[column] for column in TOPIC_POLICY_FIELDS})
+        return rows.topic_policies(row)
 
     def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicPolicies:
-        values = [getattr(policies, column) for column in TOPIC_POLICY_FIELDS]
+        values = rules.policy_values(policies, TOPIC_POLICY_FIELDS)
         with self._db.write() as conn:
             rows.require_topic(conn, name)
             conn.execute("DELETE FROM topic_offload_policies WHERE topic = ?", (name,))
             if not policies.is_empty:
                 conn.execute(
                     f"INSERT INTO topic_offload_policies (topic, {', '.join(TOPIC_POLICY_FIELDS)})"
-                    " VALUES (?, ?, ?, ?, ?)",
+                    f" VALUES ({rules.SQLITE.marks(1 + len(TOPIC_POLICY_FIELDS))})",
                     (name, *values),
                 )
         return policies
@@ -175,22 +170,16 @@ class SqliteMetadataStore(OffloadTables):
                 "UPDATE counters SET value = value + 1 WHERE name = 'next_ledger_id' "
                 "RETURNING value - 1",
             )
-            if row is None:  # pragma: no cover - the row is created by the first migration
-                raise InvalidLedgerState("the ledger id counter is missing")
-            return int(row[0])
+            return rules.counter_value(row[0] if row is not None else None)
 
     def add_ledger(self, topic: str, ledger_id: int, created_ms: int) -> LedgerRecord:
-        if ledger_id < 0:
-            raise InvalidLedgerState(f"ledger id {ledger_id} is negative")
+        rules.check_ledger_id(ledger_id)
         with self._db.write() as conn:
             rows.require_topic(conn, topic)
             if rows.one(conn, "SELECT 1 FROM ledgers WHERE ledger_id = ?", (ledger_id,)):
-                raise AlreadyExists(f"ledger {ledger_id} already exists")
+                raise rules.already_exists(f"ledger {ledger_id}")
             newest = rows.one(conn, "SELECT max(ledger_id) FROM ledgers WHERE topic = ?", (topic,))
-            if newest is not None and newest[0] is not None and newest[0] >= ledger_id:
-                raise InvalidLedgerState(
-                    f"ledger {ledger_id} is not newer than ledger {newest[0]} of {topic}"
-                )
+            rules.check_newer(ledger_id, newest[0] if newest is not None else None, topic)
             conn.execute(
                 "INSERT INTO ledgers (ledger_id, topic, created_ms, state) "
                 "VALUES (?, ?, ?, 'OPEN')",
@@ -205,9 +194,7 @@ class SqliteMetadataStore(OffloadTables):
 
     def update_ledger_stats(self, ledger_id: int, entries: int, size_bytes: int) -> LedgerRecord:
         with self._db.write() as conn:
-            ledger = rows.get_ledger(conn, ledger_id)
-            if ledger.state != "OPEN":
-                raise InvalidLedgerState(f"ledger {ledger_id} is {ledger.state}, not OPEN")
+            rules.require_open(rows.get_ledger(conn, ledger_id))
             conn.execute(
                 "UPDATE ledgers SET entries = ?, size_bytes = ? WHERE ledger_id = ?",
                 (entries, size_bytes, ledger_id),
@@ -220,12 +207,8 @@ class SqliteMetadataStore(OffloadTables):
         with self._db.write() as conn:
             ledger = rows.get_ledger(conn, ledger_id)
             final = (closed_ms, entries, size_bytes)
-            if ledger.state == "CLOSED" and (
-                (ledger.closed_ms, ledger.entries, ledger.size_bytes) == final
-            ):
+            if rules.is_repeated_close(ledger, final):
                 return ledger
-            if ledger.state != "OPEN":
-                raise InvalidLedgerState(f"ledger {ledger_id} is {ledger.state}, not OPEN")
             conn.execute(
                 "UPDATE ledgers SET state = 'CLOSED', closed_ms = ?, entries = ?, size_bytes = ? "
                 "WHERE ledger_id = ?",

@@ -5,7 +5,9 @@ the attempt and points the ledger at it in one ``BEGIN IMMEDIATE`` transaction;
 ``complete_offload`` and ``mark_local_deleted`` check the ledger's UUID inside the transaction
 that changes it, so exactly one of several racing processes wins. When a compare-and-set loses,
 the attempt's new state (SUPERSEDED) is committed first and OffloadConflict raised afterwards.
-It is a mixin of :class:`~offloader.metadata.sqlite.SqliteMetadataStore`.
+The checks and the errors they raise are in :mod:`offloader.metadata.rules`, shared with
+PostgreSQL; this module runs them inside its transactions. It is a mixin of
+:class:`~offloader.metadata.sqlite.SqliteMetadataStore`.
 """
 
 from __future__ import annotations
@@ -14,17 +16,11 @@ import json
 from collections.abc import Sequence
 
 from offloader.errors import (
-    AlreadyExists,
-    InvalidLedgerState,
-    MetadataError,
-    NotFound,
-    OffloadAlreadyComplete,
     OffloadConflict,
 )
+from offloader.metadata import rules
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import (
-    ATTEMPT_STATES,
-    OFFLOAD_STATUSES,
     AttemptState,
     DriverMetadata,
     LedgerRecord,
@@ -55,19 +51,9 @@ class OffloadTables:
     ) -> OffloadContext | None:
         with self._db.write() as conn:
             ledger = rows.get_ledger(conn, ledger_id)
-            if ledger.state == "DELETED":
-                raise NotFound(f"ledger {ledger_id} was deleted")
-            if ledger.state != "CLOSED":
-                raise InvalidLedgerState(
-                    f"ledger {ledger_id} is {ledger.state}; only a closed ledger can be offloaded"
-                )
-            previous = ledger.offload
-            if previous is not None and previous.complete:
-                raise OffloadAlreadyComplete(
-                    f"ledger {ledger_id} is already offloaded (uuid {previous.uuid})"
-                )
+            previous = rules.previous_offload(ledger)
             if rows.one(conn, "SELECT 1 FROM offload_attempts WHERE uuid = ?", (uuid,)):
-                raise AlreadyExists(f"offload attempt {uuid} already exists")
+                raise rules.already_exists(f"offload attempt {uuid}")
             conn.execute(
                 "INSERT INTO offload_attempts (uuid, ledger_id, topic, state, started_ms, "
                 "driver_name, driver_properties, data_key, index_key) "
@@ -109,18 +95,13 @@ class OffloadTables:
     ) -> OffloadContext:
         with self._db.write() as conn:
             attempt = rows.get_attempt(conn, uuid)
-            if attempt.ledger_id != ledger_id:
-                raise OffloadConflict(
-                    f"offload attempt {uuid} belongs to ledger {attempt.ledger_id}, not {ledger_id}"
-                )
+            rules.check_attempt_of(attempt, ledger_id)
             found = rows.one(conn, rows.LEDGER_SELECT + " WHERE l.ledger_id = ?", (ledger_id,))
             ledger = rows.ledger_record(found) if found is not None else None
-            reason = lost_reason(ledger, uuid, ledger_id)
-            if reason is None and ledger is not None and ledger.offload is not None:
-                if ledger.offload.complete:
-                    return ledger.offload  # a repeated complete: already done
-                if attempt.state != "STARTED":
-                    raise OffloadConflict(f"offload attempt {uuid} is {attempt.state}")
+            decision = rules.decide_completion(ledger, attempt, uuid, ledger_id)
+            if decision.done is not None:
+                return decision.done
+            if decision.now:
                 conn.execute(
                     "UPDATE offload_attempts SET state = 'COMPLETED', finished_ms = ?, "
                     "data_size = ?, index_size = ?, block_crc32c = ?, index_crc32c = ? "
@@ -139,29 +120,17 @@ class OffloadTables:
                     "WHERE ledger_id = ?",
                     (now_ms, ledger_id),
                 )
-                completed = rows.get_ledger(conn, ledger_id).offload
-                if completed is None:  # pragma: no cover - set two statements above
-                    raise MetadataError(f"ledger {ledger_id} lost its offload context")
-                return completed
+                return rules.completed_context(rows.get_ledger(conn, ledger_id))
             conn.execute(
                 "UPDATE offload_attempts SET state = 'SUPERSEDED', finished_ms = ?, error = ? "
                 "WHERE uuid = ? AND state = 'STARTED'",
-                (now_ms, reason, uuid),
+                (now_ms, decision.lost, uuid),
             )
-        raise OffloadConflict(reason)
+        raise OffloadConflict(decision.lost)
 
     def fail_offload(self, ledger_id: int, uuid: str, now_ms: int, error: str) -> None:
         with self._db.write() as conn:
-            attempt = rows.get_attempt(conn, uuid)
-            if attempt.ledger_id != ledger_id:
-                raise OffloadConflict(
-                    f"offload attempt {uuid} belongs to ledger {attempt.ledger_id}, not {ledger_id}"
-                )
-            if attempt.state == "COMPLETED":
-                raise OffloadConflict(
-                    f"offload attempt {uuid} already completed; its objects must stay"
-                )
-            if attempt.state == "STARTED":
+            if rules.fails_now(rows.get_attempt(conn, uuid), ledger_id):
                 conn.execute(
                     "UPDATE offload_attempts SET state = 'FAILED', finished_ms = ?, error = ? "
                     "WHERE uuid = ?",
@@ -175,14 +144,7 @@ class OffloadTables:
 
     def mark_local_deleted(self, ledger_id: int, uuid: str) -> LedgerRecord:
         with self._db.write() as conn:
-            ledger = rows.get_ledger(conn, ledger_id)
-            reason = lost_reason(ledger, uuid, ledger_id)
-            if reason is not None:
-                raise OffloadConflict(reason)
-            if not ledger.offload_complete:
-                raise InvalidLedgerState(
-                    f"offload {uuid} of ledger {ledger_id} is not complete; the local copy stays"
-                )
+            rules.check_local_delete(rows.get_ledger(conn, ledger_id), uuid)
             conn.execute(
                 "UPDATE ledgers SET offload_local_deleted = 1 WHERE ledger_id = ?", (ledger_id,)
             )
@@ -199,21 +161,9 @@ class OffloadTables:
         topic: str | None = None,
         states: Sequence[AttemptState] | None = None,
     ) -> list[OffloadAttempt]:
-        clauses: list[str] = []
-        args: list[object] = []
-        if ledger_id is not None:
-            clauses.append("ledger_id = ?")
-            args.append(ledger_id)
-        if topic is not None:
-            clauses.append("topic = ?")
-            args.append(topic)
-        if states is not None:
-            unknown = set(states) - set(ATTEMPT_STATES)
-            if unknown:
-                raise MetadataError(f"unknown attempt state(s): {sorted(unknown)}")
-            clauses.append(f"state IN ({', '.join('?' * len(states))})")
-            args.extend(states)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, args = rules.attempt_filter(
+            rules.SQLITE, ledger_id=ledger_id, topic=topic, states=states
+        )
         with self._db.read() as conn:
             found = conn.execute(rows.ATTEMPT_SELECT + where + " ORDER BY seq", args).fetchall()
         return [rows.attempt_record(row) for row in found]
@@ -221,14 +171,10 @@ class OffloadTables:
     def mark_attempt_cleaned(self, uuid: str, now_ms: int) -> OffloadAttempt:
         with self._db.write() as conn:
             rows.get_attempt(conn, uuid)
-            if rows.one(
-                conn,
-                "SELECT 1 FROM ledgers WHERE offload_uuid = ? AND state != 'DELETED'",
-                (uuid,),
-            ):
-                raise OffloadConflict(
-                    f"offload {uuid} is still claimed by its ledger; its objects must stay"
-                )
+            claimed = rows.one(
+                conn, "SELECT 1 FROM ledgers WHERE offload_uuid = ? AND state != 'DELETED'", (uuid,)
+            )
+            rules.check_unclaimed(uuid, claimed is not None)
             conn.execute(
                 "UPDATE offload_attempts SET state = 'CLEANED', "
                 "finished_ms = coalesce(finished_ms, ?) WHERE uuid = ?",
@@ -243,8 +189,7 @@ class OffloadTables:
                 "WHERE uuid = ? AND state = 'COMPLETED'",
                 (index_size, index_crc32c, uuid),
             ).rowcount
-        if changed != 1:
-            raise NotFound(f"no completed offload attempt {uuid}")
+        rules.check_rewritten(uuid, changed)
 
     def claimed_offloads(self) -> list[LedgerRecord]:
         with self._db.read() as conn:
@@ -266,8 +211,7 @@ class OffloadTables:
     def set_offload_status(
         self, topic: str, status: OffloadStatusValue, now_ms: int, error: str | None = None
     ) -> None:
-        if status not in OFFLOAD_STATUSES:
-            raise MetadataError(f"unknown offload status {status!r}")
+        rules.check_offload_status(status)
         with self._db.write() as conn:
             rows.require_topic(conn, topic)
             conn.execute(
@@ -281,9 +225,7 @@ class OffloadTables:
         with self._db.read() as conn:
             rows.require_topic(conn, topic)
             row = rows.one(conn, "SELECT * FROM topic_offload_status WHERE topic = ?", (topic,))
-        if row is None:
-            return TopicOffloadStatus(topic, "NOT_RUN")
-        return TopicOffloadStatus(topic, row["status"], row["last_error"], row["updated_ms"])
+        return rows.offload_status(topic, row)
 
     def try_acquire_offload_lock(
         self, topic: str, owner: str, now_ms: int, stale_after_ms: int
@@ -330,18 +272,4 @@ class OffloadTables:
     def get_offload_lock(self, topic: str) -> OffloadLock | None:
         with self._db.read() as conn:
             row = rows.one(conn, "SELECT * FROM offload_locks WHERE topic = ?", (topic,))
-        if row is None:
-            return None
-        return OffloadLock(row["topic"], row["owner"], row["acquired_ms"], row["heartbeat_ms"])
-
-
-def lost_reason(ledger: LedgerRecord | None, uuid: str, ledger_id: int) -> str | None:
-    """Why ``uuid`` no longer owns the ledger's offload, or None when it still does."""
-    if ledger is None:
-        return f"ledger {ledger_id} no longer exists; offload {uuid} is not claimed"
-    if ledger.state == "DELETED":
-        return f"ledger {ledger_id} was deleted; offload {uuid} is not claimed"
-    if ledger.offload is None or ledger.offload.uuid != uuid:
-        current = ledger.offload.uuid if ledger.offload is not None else None
-        return f"Existing UUID {current} of ledger {ledger_id} does not match {uuid}"
-    return None
+        return rows.offload_lock(row)

@@ -3,7 +3,8 @@
 This module owns the mapping between the tables of :mod:`offloader.metadata.sqlite_schema` and
 the records of :mod:`offloader.metadata.base` (JSON for driver properties and block checksums);
 the PostgreSQL backend maps its rows with the same functions.
-The lookups take a connection inside an open transaction and raise NotFound.
+The lookups take a connection inside an open transaction and raise NotFound
+(:func:`offloader.metadata.rules.need`).
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from offloader.errors import NotFound
 from offloader.metadata.base import (
     DriverMetadata,
     LedgerRecord,
     NamespaceRecord,
     OffloadAttempt,
     OffloadContext,
+    OffloadLock,
+    TopicOffloadStatus,
     TopicRecord,
 )
-from offloader.policies import NamespacePolicies
+from offloader.metadata.rules import need
+from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
 LEDGER_SELECT = """
 SELECT l.ledger_id, l.topic, l.entries, l.size_bytes, l.created_ms, l.closed_ms, l.state,
@@ -116,6 +119,27 @@ def attempt_record(row: Row) -> OffloadAttempt:
     )
 
 
+def topic_policies(row: Row | None) -> TopicPolicies:
+    """A topic's own policies from its ``topic_offload_policies`` row (no row: all None)."""
+    if row is None:
+        return TopicPolicies()
+    return TopicPolicies(**{column: row[column] for column in TOPIC_POLICY_FIELDS})
+
+
+def offload_status(topic: str, row: Row | None) -> TopicOffloadStatus:
+    """A topic's ``offload-status`` from its row (no row: NOT_RUN)."""
+    if row is None:
+        return TopicOffloadStatus(topic, "NOT_RUN")
+    return TopicOffloadStatus(topic, row["status"], row["last_error"], row["updated_ms"])
+
+
+def offload_lock(row: Row | None) -> OffloadLock | None:
+    """The holder of a topic's offload lock from its row, if any."""
+    if row is None:
+        return None
+    return OffloadLock(row["topic"], row["owner"], row["acquired_ms"], row["heartbeat_ms"])
+
+
 def one(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute(sql, tuple(args)).fetchone()
     return row
@@ -123,27 +147,17 @@ def one(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqli
 
 def get_ledger(conn: sqlite3.Connection, ledger_id: int) -> LedgerRecord:
     row = one(conn, LEDGER_SELECT + " WHERE l.ledger_id = ?", (ledger_id,))
-    if row is None:
-        raise NotFound(f"ledger {ledger_id} does not exist")
-    return ledger_record(row)
+    return ledger_record(need(row, f"ledger {ledger_id}"))
 
 
 def get_attempt(conn: sqlite3.Connection, uuid: str) -> OffloadAttempt:
-    row = one(conn, ATTEMPT_SELECT + " WHERE uuid = ?", (uuid,))
-    if row is None:
-        raise NotFound(f"offload attempt {uuid} does not exist")
+    row = need(one(conn, ATTEMPT_SELECT + " WHERE uuid = ?", (uuid,)), f"offload attempt {uuid}")
     return attempt_record(row)
 
 
 def require_topic(conn: sqlite3.Connection, topic: str) -> sqlite3.Row:
-    row = one(conn, "SELECT * FROM topics WHERE name = ?", (topic,))
-    if row is None:
-        raise NotFound(f"topic {topic} does not exist")
-    return row
+    return need(one(conn, "SELECT * FROM topics WHERE name = ?", (topic,)), f"topic {topic}")
 
 
 def require_namespace(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
-    row = one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,))
-    if row is None:
-        raise NotFound(f"namespace {name} does not exist")
-    return row
+    return need(one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,)), f"namespace {name}")
