@@ -21,10 +21,10 @@ from formats.kafka.names import kafka_uuid_to_uuid
 from formats.transform import chunks as chunks_mod
 from formats.transform import decode_segment_table, kafka_compress_hints
 from formats.transform.section import CHUNK_ZSTD
-from offloader.api import KafkaSettings, KafkaTier, TransformPolicy
+from offloader.api import KafkaSettings, KafkaTier, Offloader, TransformPolicy
 from offloader.errors import MissingKeyError, StoreError
 from offloader.keyring import KEY_RING_ENV, KeyRing
-from offloader.metadata.kafka_base import RemoteSegmentRecord
+from offloader.metadata.kafka_base import DELETE_FINISHED, RemoteSegmentRecord
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from tests.kafka.logdir import PartitionLayout, write_partition
 from tests.kafka.test_fetch import _expected, _rows
@@ -314,3 +314,52 @@ def test_policy_commands_of_the_tier(
     with pytest.raises(MissingKeyError, match="nope"):
         tier.set_transform("orders", TransformPolicy(encryption="aes-256-gcm", key_id="nope"))
     assert tier.remove_transform("orders") and not tier.remove_transform("orders")
+
+
+@pytest.mark.parametrize(
+    "method, call, codec",
+    # codec 4: chunks stored as they are, several parts per segment; put 1: the .chunks
+    [("upload_part", 1, 0), ("upload_part", 3, 4), ("complete_multipart_upload", 1, 0),
+     ("put", 1, 0)],
+)  # fmt: skip
+def test_a_failed_transformed_copy_is_cleaned_and_retried(
+    tmp_path: Path,
+    make_tier: Callable[..., KafkaTier],
+    ring: KeyRing,
+    method: str,
+    call: int,
+    codec: int,
+) -> None:
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=500, codecs=(codec,), pad=200)
+    tier = make_tier(settings=SETTINGS)
+    tier.set_transform("orders", ZSTD_AES)
+    plain = tier.ctx.store
+    faulty = FaultyObjectStore(
+        plain, FaultPlan().fail(method, StoreError("injected"), on_call=call)
+    )
+    tier.ctx.store = faulty
+    report = tier.upload(root)
+    assert [s.kind for s in report.segments] == ["failed"]
+    (record,) = tier.ctx.meta.list_segments("orders", 0)
+    assert record.state == DELETE_FINISHED and "chunks" in record.keys
+    assert list(plain.list("kafka/")) == [] and plain.list_multipart_uploads("kafka/") == []
+    tier.ctx.store = plain
+    report = tier.upload(root)
+    assert report.ok and len(report.of("uploaded")) == len(layout.segments) - 1
+
+
+def test_transformed_segments_are_no_orphans(
+    tmp_path: Path, ring: KeyRing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "logs"
+    write_partition(root, "orders", 0, records=300)
+    with Offloader.from_settings(tmp_path / "home", None) as off:
+        tier = off.kafka(SETTINGS)
+        tier.set_transform("orders", ZSTD_AES)
+        assert tier.upload(root).ok
+        assert off.orphans(min_age_seconds=0).clean
+        seg = tier.ctx.meta.list_segments("orders", 0)[0]
+        tier.ctx.store.delete(seg.keys["chunks"])
+        report = off.orphans(min_age_seconds=0)
+        assert [m.key for m in report.missing] == [seg.keys["chunks"]]
