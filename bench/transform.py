@@ -223,7 +223,8 @@ def main(argv: list[str]) -> int:
         if not args.no_kafka:
             from bench.transform_kafka import kafka_rows
 
-            values = [bytes(JsonLedger(1, 1).payload(i)) for i in range(POOL)]
+            pool = JsonLedger(1, 1)
+            values = [pool.payload(i) for i in range(POOL)]
             kafka_rows(srv, size, args.reads, values, common)
     note("bench transform: done")
     return 0
