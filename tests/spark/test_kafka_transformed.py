@@ -55,7 +55,7 @@ def test_kafka_segments_and_export_of_a_transformed_topic(
         .option("home", str(home))
         .option("store", store)
         .option("endpoint", moto_endpoint.url)
-        .option("split_bytes", "12000")
+        .option("split_bytes", "5000")
         .load()
     )
     assert df.rdd.getNumPartitions() > len(segments)  # split at index entries, as plain
