@@ -14,6 +14,10 @@ On one S3 server (moto in its own process by default; ``--server rgw`` for Ceph 
   (MB/s), transformed vs plain (goal >= 0.8); the random ledger is the worst case (every byte
   decrypted, nothing saved on the download).
 
+* ``transform.kafka.*``: the same for a Kafka segment (``bench/transform_kafka.py``): upload
+  of a transformed topic vs a plain one, fetches by offset, sequential reads (``--no-kafka``
+  leaves them out).
+
     python -m bench transform [--size 64M] [--server moto|rgw] [--reads 50] [--repeat 1]
 """
 
@@ -118,6 +122,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--server", default="moto", choices=["moto", "rgw"])
     parser.add_argument("--reads", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-kafka", action="store_true")
     args = parser.parse_args(argv)
     quiet_logs()
     size = parse_size(args.size)
@@ -215,6 +220,12 @@ def main(argv: list[str]) -> int:
                 **common,
             )
         store.close()
+        if not args.no_kafka:
+            from bench.transform_kafka import kafka_rows
+
+            pool = JsonLedger(1, 1)
+            values = [pool.payload(i) for i in range(POOL)]
+            kafka_rows(srv, size, args.reads, values, common)
     note("bench transform: done")
     return 0
 

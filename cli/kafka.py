@@ -13,6 +13,8 @@
   ``{topic, partition, offset, timestamp, timestamp_type, key, value, headers, tier}``; key,
   value and header values as UTF-8 text when they are, base64 with ``--payload``.
 * ``set-retention TOPIC --time T --size S``, ``get-retention TOPIC``, ``apply-retention [TOPIC]``.
+* ``set-offload-transform|get-offload-transform|remove-offload-transform TOPIC``: in
+  :mod:`cli.kafka_transforms`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def kafka() -> None:
       offloader kafka status orders --log-dir /var/lib/kafka/data
       offloader kafka read orders 0 --from-offset 1200 --count 10 --json
       offloader kafka set-retention orders --time 7d --size -1
+      offloader kafka set-offload-transform orders --compression zstd --encryption aes-256-gcm
     """
 
 

@@ -42,6 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.transforms:namespaces",  # the same group, with the transform commands added
     "cli.transforms:objects",  # the same group, with rekey added
     "cli.kafka:kafka",
+    "cli.kafka_transforms:kafka",  # the same group, with the transform commands added
     "cli.cluster:topics",  # the topics group, with unload added
     "cli.cluster:brokers",
     "cli.export:export",

@@ -84,6 +84,11 @@ def kafka_part(demo: Any, work: Path, check: Any) -> None:
     log_dir = work / "kafka-logs"
     layout = write_log_dir(log_dir)
     closed = sum(len(s) - 1 for s in layout.values())
+    demo.step(f"Kafka: store {TOPIC}'s segments compressed and encrypted (the active key)")
+    demo.offloader(
+        "kafka", "set-offload-transform", TOPIC, "--compression", "zstd",
+        "--encryption", "aes-256-gcm", expect="zstd+aes-256-gcm",
+    )  # fmt: skip
     demo.step(
         f"Kafka: upload the closed segments of a broker log directory ({TOPIC}, 2 partitions)"
     )
@@ -103,6 +108,12 @@ def kafka_part(demo: Any, work: Path, check: Any) -> None:
     demo.offloader("kafka", "status", TOPIC, "--log-dir", str(log_dir))
     status = demo.json("kafka", "status", TOPIC, "--log-dir", str(log_dir), quiet=True)
     check(all(s["upload_lag"] == 0 for s in status), "upload lag 0 on both partitions")
+    rekeyed = demo.json("objects", "rekey", "--to-key", "k2", quiet=True)
+    kafka_rekeyed = [r for r in rekeyed if r["topic"].startswith("kafka:")]
+    check(
+        len(kafka_rekeyed) == closed and all(r["action"] == "unchanged" for r in kafka_rekeyed),
+        f"{closed} encrypted segments, their data keys wrapped by the active key k2",
+    )
 
     demo.step("Kafka: fetch 5 records at offset 1234 of partition 0 (one ranged GET)")
     rows = demo.json("kafka", "read", TOPIC, "0", "--from-offset", "1234", "--count", "5", show=2)

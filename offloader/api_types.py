@@ -72,6 +72,9 @@ class BrokerSettings:
     #: offloader.toml's [transform.namespaces]: the transform of namespaces that set none in
     #: the metadata store (spec/transforms.md)
     namespace_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
+    #: offloader.toml's [transform.kafka_topics]: the transform of Kafka topics that set none
+    #: in the metadata store (spec/transforms.md §8)
+    kafka_topic_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
     #: Kafka broker log directories whose closed segments the service uploads each pass
     kafka_log_dirs: tuple[str, ...] = ()
     #: only Kafka topics matching this regex (None: all)

@@ -50,15 +50,21 @@ MIN_SAVING = 0.10
 DEFAULT_ZSTD_LEVEL = 3
 _NONCE = struct.Struct(">IQ")
 _AAD = struct.Struct(">4s16sqIIBI")
-_AAD_MAGIC = b"LOTC"
+#: the associated data's first 4 bytes: Pulsar data objects
+AAD_MAGIC_PULSAR = b"LOTC"
+#: ... and Kafka segments (uuid: the remote segment id, ledger_id: the base offset)
+AAD_MAGIC_KAFKA = b"LOTK"
 
 
 @dataclass(frozen=True)
 class ObjectIdentity:
-    """What a chunk's associated data binds it to: the offload attempt's uuid and the ledger."""
+    """What a chunk's associated data binds it to: the offload attempt's uuid and the ledger
+    (for a Kafka segment: its remote segment id as a UUID and its base offset, with the
+    ``LOTK`` magic so that a chunk of one kind can never authenticate as the other)."""
 
     uuid: str
     ledger_id: int
+    magic: bytes = AAD_MAGIC_PULSAR
 
     def uuid_bytes(self) -> bytes:
         try:
@@ -73,7 +79,7 @@ def chunk_nonce(block: int, chunk: int) -> bytes:
 
 def chunk_aad(identity: ObjectIdentity, block: int, chunk: int, flags: int, length: int) -> bytes:
     return _AAD.pack(
-        _AAD_MAGIC, identity.uuid_bytes(), identity.ledger_id, block, chunk, flags, length
+        identity.magic, identity.uuid_bytes(), identity.ledger_id, block, chunk, flags, length
     )
 
 

@@ -103,3 +103,24 @@ def compress_hints(
         body = view[frame + ENTRY_HEADER_LEN : frame + ENTRY_HEADER_LEN + max(length, 0)]
         hints.append(pulsar_compression_codec(body) == 0)
     return hints
+
+
+def kafka_compress_hints(
+    compressed_spans: Sequence[tuple[int, int]], start: int, length: int, chunk_size: int
+) -> list[bool]:
+    """Per chunk of the ``.log`` bytes ``[start, start + length)``: False when at least half
+    of the chunk lies in record batches whose attributes carry a codec (``attributes & 0x7``:
+    gzip, snappy, lz4, zstd; spec/transforms.md §8). ``compressed_spans`` are those batches'
+    ``[start, end)`` byte ranges in the ``.log``, ascending and disjoint."""
+    ends = [e for _, e in compressed_spans]
+    hints: list[bool] = []
+    for a in range(start, start + length, chunk_size):
+        b = min(a + chunk_size, start + length)
+        covered = 0
+        i = bisect_right(ends, a)  # the first span ending after a
+        while i < len(compressed_spans) and compressed_spans[i][0] < b:
+            s, e = compressed_spans[i]
+            covered += min(e, b) - max(s, a)
+            i += 1
+        hints.append(2 * covered < b - a)
+    return hints

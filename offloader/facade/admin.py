@@ -113,10 +113,12 @@ class AdminFacade(FacadeBase):
 
     def rekey(self, to_key: str, *, dry_run: bool = False) -> list[RekeyOutcome]:
         """Re-wrap the data keys of every encrypted offloaded object with ``to_key``,
-        rewriting only index objects (``objects rekey``; safe to interrupt and re-run)."""
+        rewriting only index objects (``objects rekey``; safe to interrupt and re-run), then
+        those of encrypted Kafka segments (only their ``.chunks`` objects)."""
         rt = self._rt
-        return rekey_offloads(rt.store, rt.meta, rt.broker.offload.key_ring, to_key,
-                              dry_run=dry_run)  # fmt: skip
+        outcomes = rekey_offloads(rt.store, rt.meta, rt.broker.offload.key_ring, to_key,
+                                  dry_run=dry_run)  # fmt: skip
+        return outcomes + self.kafka().rekey(to_key, dry_run=dry_run)
 
     def set_offload_transform(self, namespace: str, policy: TransformPolicy) -> NamespacePolicies:
         """Set how NEW data objects of the namespace are stored (spec/transforms.md); objects

@@ -3,8 +3,9 @@ opened on first use, managed ledgers by topic name."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
@@ -58,15 +59,32 @@ class FacadeBase:
 
     def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
         """The Kafka tier (segments of broker log directories) on this store and home; opened
-        on first use, closed with this facade. ``settings`` apply when it is first opened."""
+        on first use, closed with this facade. ``settings`` apply when it is first opened; the
+        transform settings ``settings`` leaves unset (key ring, chunk size and cache,
+        offloader.toml's per-topic policies) come from the broker settings."""
         if self._kafka is None:
+            settings = self._kafka_settings(settings or KafkaSettings())
             self._kafka = KafkaTier(
                 self._rt.store,
                 open_kafka_metadata_store(self._rt.metadata_location),
-                settings or KafkaSettings(),
+                settings,
                 self._rt.clock_ms,
             )
         return self._kafka
+
+    def _kafka_settings(self, settings: KafkaSettings) -> KafkaSettings:
+        broker = self._rt.broker
+        offload = broker.offload
+        changes: dict[str, Any] = {}
+        if settings.key_ring is None:
+            changes["key_ring"] = offload.key_ring
+        if settings.transform_chunk_size is None:
+            changes["transform_chunk_size"] = offload.transform_chunk_size
+        if settings.chunk_cache_bytes is None:
+            changes["chunk_cache_bytes"] = offload.chunk_cache_bytes
+        if not settings.topic_transforms:
+            changes["topic_transforms"] = broker.kafka_topic_transforms
+        return dataclasses.replace(settings, **changes)
 
     def _ml(self, topic: str) -> ManagedLedger:
         return ManagedLedger(self._rt, TopicName.parse(topic))

@@ -7,7 +7,10 @@
 max timestamp, starts a segment's first task at the index position of its first wanted offset
 and, with a lower time bound, no earlier than the batch the ``.timeindex`` names for that time
 (``.timeindex`` -> offset -> ``.index`` -> position, as a fetch by time does), and filters the
-records exactly. :func:`read_task` reads one task with one ranged GET.
+records exactly. :func:`read_task` reads one task with one ranged GET. A transformed segment's
+task carries its chunk table (loaded once, on the driver) and the key ring's path: the executor
+reads the task's bytes through the decoding view, still one ranged GET (of the chunks covering
+them).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from formats.kafka.batch import decode_records, iter_batch_headers
+from formats.transform import TransformSection
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.segments import IndexCache
+from offloader.kafka.transform_read import is_transformed, segment_view
 from offloader.kafka.types import KafkaRecordRow
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
 from offloader.store.base import ObjectStore
@@ -99,6 +104,11 @@ class ScanTask:
     start: int
     end: int
     scan_filter: ScanFilter = field(default_factory=ScanFilter)
+    #: a transformed segment: its id, chunk table, key ring and decoded-chunk cache size
+    segment_id: str = ""
+    transform: TransformSection | None = None
+    key_ring: str | None = None
+    cache_bytes: int = 0
 
 
 def _cuts(positions: Iterable[int], start: int, size: int, split: int) -> list[int]:
@@ -139,10 +149,21 @@ def plan_scan(
                 start = max(start, index.lookup(at)[1])
         positions = index.positions if index is not None else ()
         bounds = _cuts(positions, start, seg.size_bytes, split_bytes)
+        section = cache.section(seg) if is_transformed(seg) else None
         for a, b in itertools.pairwise(bounds):
             tasks.append(
                 ScanTask(
-                    seg.topic, seg.partition, seg.keys["log"], seg.base_offset, a, b, scan_filter
+                    seg.topic,
+                    seg.partition,
+                    seg.keys["log"],
+                    seg.base_offset,
+                    a,
+                    b,
+                    scan_filter,
+                    seg.segment_id,
+                    section,
+                    cache.key_ring,
+                    cache.cache_bytes,
                 )
             )
     return tasks
@@ -150,6 +171,16 @@ def plan_scan(
 
 def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
     """The task's records (filtered), from one ranged GET."""
+    if task.transform is not None:
+        store = segment_view(
+            store,
+            task.key,
+            task.segment_id,
+            task.base_offset,
+            task.transform,
+            key_ring=task.key_ring,
+            cache_bytes=task.cache_bytes,
+        )
     data = store.get_range(task.key, task.start, task.end).data
     flt = task.scan_filter
     hi = flt.offset_range[1]

@@ -2,7 +2,9 @@
 
 A :class:`SegmentView` knows its offsets (``end`` is None for the active local segment), its size,
 how to read ``[start, end)`` of its ``.log``, and its indexes (remote ones fetched once and kept
-in an :class:`IndexCache`). :func:`remote_views` builds them from the metadata (segments that are
+in an :class:`IndexCache`, with the chunk table of a transformed segment: its ``.log`` is then
+read through the decoding view of :mod:`offloader.kafka.transform_read`, still one ranged GET
+per read). :func:`remote_views` builds them from the metadata (segments that are
 COPY_SEGMENT_FINISHED), :func:`local_views` from a broker log directory (read-only).
 """
 
@@ -21,8 +23,10 @@ from formats.kafka.index import (
     decode_time_index,
 )
 from formats.kafka.names import partition_dir_name
+from formats.transform import TransformSection
 from offloader.errors import ObjectNotFound
 from offloader.kafka.logdir import LocalSegment, open_segment_file, scan_partition
+from offloader.kafka.transform_read import is_transformed, load_section, segment_view
 from offloader.metadata.kafka_base import COPY_FINISHED, KafkaMetadataStore, RemoteSegmentRecord
 from offloader.store.base import ObjectStore
 
@@ -50,12 +54,57 @@ class SegmentView:
 
 
 class IndexCache:
-    """Remote ``.index`` / ``.timeindex`` files, fetched once per segment (LRU-bounded)."""
+    """Remote ``.index`` / ``.timeindex`` files and the decoding views of transformed
+    ``.log`` s, fetched once per segment (LRU-bounded). ``key_ring`` and ``cache_bytes``: how
+    transformed segments are decrypted and their decoded chunks cached."""
 
-    def __init__(self, store: ObjectStore, max_segments: int = 512) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        max_segments: int = 512,
+        *,
+        key_ring: str | None = None,
+        cache_bytes: int = 0,
+    ) -> None:
         self._store = store
         self._max = max_segments
         self._cache: OrderedDict[tuple[str, str], OffsetIndex | TimeIndex] = OrderedDict()
+        self.key_ring = key_ring
+        self.cache_bytes = cache_bytes
+        self._views: OrderedDict[str, ObjectStore] = OrderedDict()
+        self._sections: OrderedDict[str, TransformSection] = OrderedDict()
+
+    def section(self, record: RemoteSegmentRecord) -> TransformSection:
+        """The chunk table of a transformed segment (its ``.chunks`` GET once)."""
+        found = self._sections.get(record.segment_id)
+        if found is None:
+            found = self._sections[record.segment_id] = load_section(self._store, record)
+            while len(self._sections) > self._max:
+                self._sections.popitem(last=False)
+        return found
+
+    def log_store(self, record: RemoteSegmentRecord) -> ObjectStore:
+        """The store to read the record's ``.log`` from: the store itself for a plain segment,
+        the decoding view of a transformed one (its ``.chunks`` fetched once)."""
+        if not is_transformed(record):
+            return self._store
+        found = self._views.get(record.segment_id)
+        if found is not None:
+            self._views.move_to_end(record.segment_id)
+            return found
+        view = segment_view(
+            self._store,
+            record.keys["log"],
+            record.segment_id,
+            record.base_offset,
+            self.section(record),
+            key_ring=self.key_ring,
+            cache_bytes=self.cache_bytes,
+        )
+        self._views[record.segment_id] = view
+        while len(self._views) > self._max:
+            self._views.popitem(last=False)
+        return view
 
     def _get(self, record: RemoteSegmentRecord, kind: str) -> OffsetIndex | TimeIndex:
         key = (record.segment_id, kind)
@@ -93,9 +142,13 @@ def remote_views(
     for record in meta.list_segments(topic, partition, states=[COPY_FINISHED]):
         key = record.keys["log"]
 
-        def opener(key: str = key) -> tuple[Reader, Callable[[], None], int]:
+        def opener(
+            key: str = key, record: RemoteSegmentRecord = record
+        ) -> tuple[Reader, Callable[[], None], int]:
+            source = cache.log_store(record) if is_transformed(record) else store
+
             def read(start: int, end: int) -> bytes:
-                return store.get_range(key, start, end).data
+                return source.get_range(key, start, end).data
 
             return read, lambda: None, -1
 

@@ -1,11 +1,15 @@
-"""KafkaSettings: where and how the Kafka tier writes (key prefix, hash prefix, part size)."""
+"""KafkaSettings: where and how the Kafka tier writes (key prefix, hash prefix, part size) and
+how it transforms segments (the key ring, the chunk size, the decoded-chunk cache, and
+offloader.toml's per-topic transform policies; spec/transforms.md §8)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from formats.transform.section import DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 from offloader.config import MIN_S3_BLOCK_SIZE, MiB
 from offloader.errors import ConfigError
+from offloader.policies import TransformPolicy
 
 
 @dataclass(frozen=True)
@@ -23,8 +27,32 @@ class KafkaSettings:
     stale_attempt_ms: int = 3_600_000
     #: enforce S3's 5 MiB minimum part size (off only for tests against small objects)
     enforce_min_part_size: bool = True
+    #: the key ring file of encrypted segments (None: $OFFLOADER_KEY_RING, else ./.offloader/keys;
+    #: the facade fills in the home's)
+    key_ring: str | None = None
+    #: original bytes per chunk of a transformed ``.log`` (None: the broker's [transform]
+    #: chunk_size, 1 MiB by default)
+    transform_chunk_size: int | None = None
+    #: decoded chunks kept for repeated reads, per process (None: the broker's; 0: off)
+    chunk_cache_bytes: int | None = None
+    #: offloader.toml's [transform.kafka_topics]: the policy of topics that set none in the
+    #: metadata store
+    topic_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
+
+    @property
+    def chunk_size(self) -> int:
+        return self.transform_chunk_size or DEFAULT_CHUNK_SIZE
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.chunk_cache_bytes or 0
 
     def __post_init__(self) -> None:
+        chunk = self.transform_chunk_size
+        if chunk is not None and not MIN_CHUNK_SIZE <= chunk <= MAX_CHUNK_SIZE:
+            raise ConfigError(f"transform chunk size {chunk} not in 16..64M")
+        if self.chunk_cache_bytes is not None and self.chunk_cache_bytes < 0:
+            raise ConfigError("chunk cache size must not be negative")
         if not 0 <= self.hash_prefix_len <= 32:
             raise ConfigError(f"hash prefix length {self.hash_prefix_len} not in 0..32")
         if self.enforce_min_part_size and self.part_size < MIN_S3_BLOCK_SIZE:

@@ -9,14 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from formats.kafka.names import check_topic
 from offloader.errors import ConfigError
 from offloader.kafka import fetch, retention, status, upload
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.fetch import READ_MODES, IndexCache
 from offloader.kafka.lag import PartitionCopyLag, copy_lags
+from offloader.kafka.rekey import rekey_segments
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, UploadReport
+from offloader.keyring import KeyRing, ring_path
 from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
+from offloader.offload.rekey import RekeyOutcome
+from offloader.policies import TransformPolicy
 from offloader.store.base import ObjectStore
 
 
@@ -29,7 +34,9 @@ class KafkaTier:
         clock_ms: Callable[[], int],
     ) -> None:
         self.ctx = KafkaContext(store, meta, settings, clock_ms)
-        self.indexes = IndexCache(store)
+        self.indexes = IndexCache(
+            store, key_ring=settings.key_ring, cache_bytes=settings.cache_bytes
+        )
 
     def close(self) -> None:
         self.ctx.meta.close()
@@ -83,6 +90,35 @@ class KafkaTier:
 
     def get_retention(self, topic: str) -> KafkaRetention:
         return self.ctx.meta.get_retention(topic)
+
+    def set_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
+        """How the topic's new segments are stored (spec/transforms.md §8); a key id must be
+        in the key ring (``MissingKeyError``). Segments already remote keep their format."""
+        check_topic(topic)
+        if policy.encrypted:
+            ring = KeyRing(ring_path(self.ctx.settings.key_ring))
+            ring.key(policy.key_id or ring.active_key_id())
+        return self.ctx.meta.set_topic_transform(topic, policy)
+
+    def get_transform(self, topic: str) -> tuple[TransformPolicy, str]:
+        """The policy new segments of ``topic`` get and where it comes from: ``metadata``,
+        ``offloader.toml`` or ``default`` (none)."""
+        stored = self.ctx.meta.get_topic_transform(topic)
+        if stored is not None:
+            return stored, "metadata"
+        toml = dict(self.ctx.settings.topic_transforms).get(topic)
+        if toml is not None:
+            return toml, "offloader.toml"
+        return TransformPolicy(), "default"
+
+    def remove_transform(self, topic: str) -> bool:
+        """Forget the topic's stored policy (offloader.toml's applies again, if any)."""
+        return self.ctx.meta.remove_topic_transform(topic)
+
+    def rekey(self, to_key: str, *, dry_run: bool = False) -> list[RekeyOutcome]:
+        """Re-wrap the data keys of encrypted remote segments with ``to_key`` (only their
+        ``.chunks`` objects are rewritten)."""
+        return rekey_segments(self.ctx, to_key, dry_run=dry_run)
 
     def apply_retention(self, topic: str | None = None) -> list[str]:
         """Delete remote segments past their topic's retention: their segment ids."""

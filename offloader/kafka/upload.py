@@ -10,7 +10,10 @@ Per partition (in offset order), per closed segment not yet remote:
 4. upload the ``.log`` (a multipart upload of ``part_size`` parts, ``concurrency`` at a time,
    each with its CRC32C; one PUT when small), the ``.index`` and ``.timeindex`` (rebuilt by
    Kafka's rule if missing), the producer snapshot and transaction index when present, and the
-   leader-epoch checkpoint cut at the segment's end;
+   leader-epoch checkpoint cut at the segment's end. When the topic has a transform policy the
+   ``.log`` is stored chunked, compressed and/or encrypted (:mod:`offloader.kafka.transform_write`)
+   and its chunk table and wrapped data key go to one more object, ``.chunks``, whose key is
+   recorded with the others in step 3 (spec/transforms.md §8); the index files stay plain;
 5. ``finish_copy``: COPY_SEGMENT_FINISHED and the partition watermark, in one transaction.
 
 Any failure in 4-5 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FINISHED) and stops
@@ -36,10 +39,12 @@ from formats.kafka.errors import KafkaFormatError
 from formats.kafka.index import IndexBuilder
 from formats.kafka.names import (
     encode_leader_epoch_checkpoint,
+    kafka_uuid_to_uuid,
     remote_key,
     segment_leader_epochs,
     uuid_to_kafka,
 )
+from formats.transform import encode_segment_table
 from offloader.crashpoints import crash_point
 from offloader.errors import OffloaderError, StoreError
 from offloader.kafka.context import KafkaContext
@@ -51,6 +56,13 @@ from offloader.kafka.logdir import (
     scan_log_dir,
 )
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
+from offloader.kafka.transform_read import segment_identity
+from offloader.kafka.transform_write import (
+    TRANSFORM_METADATA_KEY,
+    TRANSFORM_METADATA_VALUE,
+    upload_transformed_log,
+    write_transform_for,
+)
 from offloader.kafka.types import SegmentOutcome, UploadReport
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import COPY_FINISHED, NewRemoteSegment
@@ -70,9 +82,13 @@ class _Scan:
         self.end_offset = -1
         self.max_timestamp = -1
         self.batches = 0
+        #: byte ranges of the batches whose attributes carry a codec (already compressed)
+        self.compressed: list[tuple[int, int]] = []
 
     def add(self, header: BatchHeader) -> None:
         self.builder.add(header)
+        if header.compression:
+            self.compressed.append((header.position, header.end))
         self.end_offset = header.last_offset
         self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
         self.batches += 1
@@ -212,8 +228,10 @@ def _copy(
     log_crc: int,
 ) -> SegmentOutcome:
     topic, number = partition.topic, partition.partition
+    transform = write_transform_for(ctx, topic)  # a missing key fails before anything is done
     small = _small_files(partition, segment, files, scan)
     segment_id = uuid_to_kafka(uuid.uuid4())
+    kinds = ("log", "chunks", *small) if transform is not None else ("log", *small)
     keys = {
         kind: remote_key(
             ctx.settings.prefix,
@@ -225,7 +243,7 @@ def _copy(
             kind,
             hash_prefix_len=ctx.settings.hash_prefix_len,
         )
-        for kind in ("log", *small)
+        for kind in kinds
     }
     record = ctx.meta.start_copy(
         NewRemoteSegment(
@@ -254,7 +272,24 @@ def _copy(
     }
     crash_point("kafka.after_start_copy")
     try:
-        upload_log_object(ctx, keys["log"], data, size, metadata)
+        if transform is None:
+            upload_log_object(ctx, keys["log"], data, size, metadata)
+        else:
+            chunked = {**metadata, TRANSFORM_METADATA_KEY: TRANSFORM_METADATA_VALUE}
+            section = upload_transformed_log(
+                ctx,
+                keys["log"],
+                data,
+                size,
+                chunked,
+                transform,
+                segment_identity(segment_id, segment.base_offset),
+                scan.compressed,
+            )
+            table = encode_segment_table(
+                str(kafka_uuid_to_uuid(segment_id)), segment.base_offset, section
+            )
+            ctx.store.put(keys["chunks"], table, chunked)
         crash_point("kafka.after_log_upload")
         for kind, payload in small.items():
             ctx.store.put(keys[kind], payload, metadata)

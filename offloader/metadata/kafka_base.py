@@ -7,7 +7,9 @@ DELETE_SEGMENT_FINISHED`` (a failed or abandoned copy goes from STARTED straight
 DELETE_SEGMENT_STARTED); per partition (:class:`KafkaPartitionRecord`) the topic id, the
 **watermark** (the highest offset whose segment is COPY_SEGMENT_FINISHED: safely remote) and the
 last error; :class:`KafkaGap` s (offset ranges that Kafka deleted before they were copied); and
-per-topic remote retention (:class:`KafkaRetention`).
+per-topic remote retention (:class:`KafkaRetention`) and per-topic transform policies
+(a :class:`~offloader.policies.TransformPolicy` each: how new segments are stored,
+spec/transforms.md §8).
 
 It is separate from :class:`~offloader.metadata.base.MetadataStore` so that every backend
 (SQLite here, PostgreSQL later) implements it on its own; the contract suite in
@@ -26,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
+
+from offloader.policies import TransformPolicy
 
 RemoteSegmentState = Literal[
     "COPY_SEGMENT_STARTED",
@@ -179,5 +183,18 @@ class KafkaMetadataStore(Protocol):
     def set_retention(self, retention: KafkaRetention) -> KafkaRetention: ...
 
     def get_retention(self, topic: str) -> KafkaRetention: ...
+
+    def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
+        """Store (or replace) the topic's transform policy; even the identity is stored (it
+        overrides offloader.toml's ``[transform.kafka_topics]``)."""
+        ...
+
+    def get_topic_transform(self, topic: str) -> TransformPolicy | None:
+        """The topic's stored policy, None when it has none."""
+        ...
+
+    def remove_topic_transform(self, topic: str) -> bool:
+        """Forget the topic's policy; False when it had none."""
+        ...
 
     def close(self) -> None: ...

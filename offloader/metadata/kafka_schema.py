@@ -1,7 +1,9 @@
-"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database).
+"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database, and the
+per-topic transform policies of version 7).
 
-Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` to its
-migrations, and :mod:`offloader.metadata.kafka_sqlite` queries the tables.
+Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
+:data:`KAFKA_TRANSFORM_TABLES` to its migrations, and :mod:`offloader.metadata.kafka_sqlite`
+queries the tables.
 """
 
 from __future__ import annotations
@@ -51,5 +53,17 @@ KAFKA_TABLES: tuple[str, ...] = (
         topic TEXT PRIMARY KEY,
         retention_ms INTEGER NOT NULL DEFAULT -1,
         retention_bytes INTEGER NOT NULL DEFAULT -1
+    )""",
+)
+
+#: schema version 7: a Kafka topic's transform policy (spec/transforms.md §8); the same text is
+#: PostgreSQL's version 4 (offloader/metadata/pg_schema.py)
+KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
+    """CREATE TABLE kafka_topic_transforms (
+        topic TEXT PRIMARY KEY,
+        compression TEXT NOT NULL CHECK (compression IN ('none', 'zstd')),
+        level BIGINT,
+        encryption TEXT NOT NULL CHECK (encryption IN ('none', 'aes-256-gcm')),
+        key_id TEXT
     )""",
 )

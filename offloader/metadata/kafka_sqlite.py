@@ -31,6 +31,7 @@ from offloader.metadata.kafka_base import (
 )
 from offloader.metadata.sqlite_rows import Row
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
+from offloader.policies import TransformPolicy
 
 
 def segment_record(row: Row) -> RemoteSegmentRecord:
@@ -51,6 +52,10 @@ def segment_record(row: Row) -> RemoteSegmentRecord:
         log_crc32c=row["log_crc32c"],
         error=row["error"],
     )
+
+
+def transform_policy(row: Row) -> TransformPolicy:
+    return TransformPolicy(row["compression"], row["level"], row["encryption"], row["key_id"])
 
 
 def partition_record(row: Row) -> KafkaPartitionRecord:
@@ -316,5 +321,29 @@ class SqliteKafkaMetadataStore:
             return KafkaRetention(topic)
         return KafkaRetention(topic, row["retention_ms"], row["retention_bytes"])
 
+    # --- transform policies (spec/transforms.md §8) ----------------------------------------
+    def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO kafka_topic_transforms (topic, compression, level, encryption, "
+                "key_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic) DO UPDATE SET "
+                "compression = excluded.compression, level = excluded.level, "
+                "encryption = excluded.encryption, key_id = excluded.key_id",
+                (topic, policy.compression, policy.level, policy.encryption, policy.key_id),
+            )
+        return policy
 
-__all__ = ["DELETE_FINISHED", "SqliteKafkaMetadataStore"]
+    def get_topic_transform(self, topic: str) -> TransformPolicy | None:
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT * FROM kafka_topic_transforms WHERE topic = ?", (topic,)
+            ).fetchone()
+        return None if row is None else transform_policy(row)
+
+    def remove_topic_transform(self, topic: str) -> bool:
+        with self._db.write() as conn:
+            gone = conn.execute("DELETE FROM kafka_topic_transforms WHERE topic = ?", (topic,))
+            return gone.rowcount > 0
+
+
+__all__ = ["DELETE_FINISHED", "SqliteKafkaMetadataStore", "transform_policy"]

@@ -27,8 +27,9 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentRecord,
     RemoteSegmentState,
 )
-from offloader.metadata.kafka_sqlite import partition_record, segment_record
+from offloader.metadata.kafka_sqlite import partition_record, segment_record, transform_policy
 from offloader.metadata.pg_db import DEFAULT_BUSY_TIMEOUT_S, Cursor, PgDatabase
+from offloader.policies import TransformPolicy
 
 
 class PgKafkaMetadataStore:
@@ -290,6 +291,28 @@ class PgKafkaMetadataStore:
         if row is None:
             return KafkaRetention(topic)
         return KafkaRetention(topic, row["retention_ms"], row["retention_bytes"])
+
+    # --- transform policies (spec/transforms.md §8) ----------------------------------------
+    def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
+        with self._db.write() as cur:
+            cur.execute(
+                "INSERT INTO kafka_topic_transforms (topic, compression, level, encryption, "
+                "key_id) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (topic) DO UPDATE SET "
+                "compression = excluded.compression, level = excluded.level, "
+                "encryption = excluded.encryption, key_id = excluded.key_id",
+                (topic, policy.compression, policy.level, policy.encryption, policy.key_id),
+            )
+        return policy
+
+    def get_topic_transform(self, topic: str) -> TransformPolicy | None:
+        with self._db.read() as cur:
+            row = pg.one(cur, "SELECT * FROM kafka_topic_transforms WHERE topic = %s", (topic,))
+        return None if row is None else transform_policy(row)
+
+    def remove_topic_transform(self, topic: str) -> bool:
+        with self._db.write() as cur:
+            cur.execute("DELETE FROM kafka_topic_transforms WHERE topic = %s", (topic,))
+            return bool(cur.rowcount)
 
 
 __all__ = ["DELETE_FINISHED", "PgKafkaMetadataStore"]

@@ -6,14 +6,17 @@ Only SQL text. :data:`PG_MIGRATIONS` is the schema history of a PostgreSQL metad
 ``PRAGMA user_version``: PostgreSQL version 1 is the port of SQLite versions 1 to 5 (ledgers and
 offload contexts, offload status and locks, topic policies, transforms, the Kafka tier) in one
 step, version 2 adds the cluster tables (brokers, topic ownership, leases), version 3 the export
-watermarks (SQLite version 6, :mod:`offloader.metadata.export_schema`). A new table is one
-more tuple appended to :data:`PG_MIGRATIONS`; never edit a step that has shipped.
+watermarks (SQLite version 6, :mod:`offloader.metadata.export_schema`), version 4 a Kafka
+topic's transform policy (SQLite version 7, :mod:`offloader.metadata.kafka_schema`). A new table
+is one more tuple appended to :data:`PG_MIGRATIONS`; never edit a step that has shipped.
 
 Types: every integer is ``BIGINT`` (SQLite's integers are signed 64-bit too), flags are
 ``BOOLEAN``, JSON payloads stay ``TEXT`` (the row mapping is shared with SQLite).
 """
 
 from __future__ import annotations
+
+from offloader.metadata.kafka_schema import KAFKA_TRANSFORM_TABLES
 
 #: the application name recorded in ``offloader_schema`` (to tell our schema from others)
 APPLICATION = "ledger-offloader"
@@ -212,6 +215,7 @@ PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (*_LEDGERS, *_STATUS_AND_LOCKS, *_TOPIC_POLICIES, *_TRANSFORMS, *_KAFKA),
     _CLUSTER,
     _EXPORT,
+    KAFKA_TRANSFORM_TABLES,  # PostgreSQL v4 (SQLite v7): a Kafka topic's transform policy
 )
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
 from offloader.metadata.export_schema import EXPORT_TABLES
-from offloader.metadata.kafka_schema import KAFKA_TABLES
+from offloader.metadata.kafka_schema import KAFKA_TABLES, KAFKA_TRANSFORM_TABLES
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
@@ -121,7 +121,15 @@ _V4 = (
 )
 
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, KAFKA_TABLES, EXPORT_TABLES)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    KAFKA_TABLES,
+    EXPORT_TABLES,
+    KAFKA_TRANSFORM_TABLES,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -10,6 +10,7 @@
           .option("store", "s3://bucket/prefix")        # default file://<home>/objects
           .option("endpoint", "http://127.0.0.1:9000")  # optional; also region
           .option("topics", "orders,clicks")            # optional: all topics
+          .option("key_ring", "/etc/offloader/keys")    # optional: <home>/keys
           .load())
 
 Columns and types are those of Spark's own Kafka source (``key BINARY, value BINARY, topic
@@ -20,7 +21,10 @@ its bytes with one ranged GET. Filters on ``partition``, ``offset`` and ``timest
 (``=``, ``<``, ``<=``, ``>``, ``>=``, and ``IN`` on partition) are pushed down: segments outside
 them are never planned, a task starts at the index position of its first wanted offset (and,
 with a lower time bound, at the batch the ``.timeindex`` locates), and rows are filtered
-exactly. Control records (transaction markers) are not returned.
+exactly. Control records (transaction markers) are not returned. Transformed segments
+(spec/transforms.md §8) are read through their chunk table, loaded on the driver and carried by
+the tasks; executors unwrap the data key with the key ring (option ``key_ring``, default
+``$OFFLOADER_KEY_RING`` or ``<home>/keys``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from offloader.kafka.scan import FILTER_COLUMNS, ScanFilter, ScanTask, plan_scan
 from offloader.kafka.segments import IndexCache
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.types import KafkaRecordRow
+from offloader.keyring import key_ring_path
 from offloader.metadata import open_kafka_metadata_store
 from offloader.spark.plan import StoreSpec
 from offloader.spark.tasks import executor_store
@@ -130,6 +135,9 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
         topics = self.options.get("topics")
         self.topics = None if not topics else [t.strip() for t in str(topics).split(",")]
         self.split_bytes = int(self.options.get("split_bytes") or 64 * 1024 * 1024)
+        ring = self.options.get("key_ring")
+        self.key_ring = str(ring) if ring else str(key_ring_path(self.home))
+        self.cache_bytes = int(self.options.get("chunk_cache_bytes") or 0)
         self.scan_filter = ScanFilter()
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -160,7 +168,11 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
         )
         try:
             tasks = plan_scan(
-                ctx, IndexCache(store), self.topics, self.scan_filter, self.split_bytes
+                ctx,
+                IndexCache(store, key_ring=self.key_ring, cache_bytes=self.cache_bytes),
+                self.topics,
+                self.scan_filter,
+                self.split_bytes,
             )
         finally:
             ctx.meta.close()

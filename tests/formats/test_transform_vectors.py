@@ -3,18 +3,24 @@ spec-vector test through :data:`TRANSFORM_CHECKS`)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from formats.block import encode_block
+from formats.kafka.encode import NewRecord, encode_batch
+from formats.kafka.names import uuid_to_kafka
 from formats.transform import (
+    AAD_MAGIC_KAFKA,
     ChunkDecoder,
     ChunkEncoder,
     ChunkMap,
     ObjectIdentity,
     TransformSection,
     decode_section,
+    decode_segment_table,
     encode_section,
+    encode_segment_table,
     unwrap_data_key,
     wrap_data_key,
 )
@@ -68,7 +74,44 @@ def check_data(raw: bytes) -> None:
     assert got == bytes(BLOCK[182:224])
 
 
+KAFKA_UUID = "00112233-4455-6677-8899-aabbccddeeff"
+KAFKA_IDENTITY = ObjectIdentity(KAFKA_UUID, 1000, AAD_MAGIC_KAFKA)
+KAFKA_LOG = encode_batch(
+    [NewRecord(1_700_000_000_000, b"key", b"value-" * 8, ())], base_offset=1000
+)
+
+
+def _kafka_example() -> tuple[bytes, TransformSection]:
+    encoder = ChunkEncoder(KAFKA_IDENTITY, chunk_size=64, zstd_level=None, data_key=DATA_KEY)
+    stored, rows = encoder.encode_block(0, KAFKA_LOG)
+    section = TransformSection(
+        chunk_size=64,
+        block_lengths=(len(KAFKA_LOG),),
+        chunks=tuple(rows),
+        encrypted=True,
+        key_id="k1",
+        wrapped_key=wrap_data_key(KEK, DATA_KEY),
+    )
+    return stored, section
+
+
+def check_kafka_aad(raw: bytes) -> None:
+    assert uuid_to_kafka(uuid.UUID(KAFKA_UUID)) == "ABEiM0RVZneImaq7zN3u_w"
+    assert len(KAFKA_LOG) == 119
+    assert chunk_aad(KAFKA_IDENTITY, 0, 1, 0x02, 55) == raw
+
+
+def check_kafka_table(raw: bytes) -> None:
+    stored, section = _kafka_example()
+    assert encode_segment_table(KAFKA_UUID, 1000, section) == raw
+    assert decode_segment_table(raw, KAFKA_UUID, 1000) == section
+    decoder = ChunkDecoder(ChunkMap(section), KAFKA_IDENTITY, DATA_KEY)
+    assert b"".join(decoder.decode_run(0, stored)) == KAFKA_LOG
+
+
 TRANSFORM_CHECKS: dict[str, Callable[[Any], None]] = {
+    "kafka-aad-chunk1": check_kafka_aad,
+    "kafka-chunk-table-example": check_kafka_table,
     "transform-wrapped-key": check_wrapped_key,
     "transform-aad-block0-chunk1": check_aad,
     "transform-section-example": check_section,

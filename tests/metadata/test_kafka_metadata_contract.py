@@ -24,6 +24,7 @@ from offloader.metadata.kafka_base import (
 from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
 from offloader.metadata.sqlite import SqliteMetadataStore
 from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.policies import TransformPolicy
 from tests.metadata.backends import BACKENDS
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -127,6 +128,32 @@ def test_partitions_errors_gaps_retention(store: KafkaMetadataStore) -> None:
     store.set_retention(KafkaRetention("orders", 3_600_000, -1))
     store.set_retention(KafkaRetention("orders", 3_600_000, 1 << 30))
     assert store.get_retention("orders") == KafkaRetention("orders", 3_600_000, 1 << 30)
+
+
+def test_topic_transform_policies(store: KafkaMetadataStore) -> None:
+    assert store.get_topic_transform("orders") is None
+    policy = TransformPolicy("zstd", 5, "aes-256-gcm", "k1")
+    assert store.set_topic_transform("orders", policy) == policy
+    assert store.get_topic_transform("orders") == policy
+    assert store.get_topic_transform("clicks") is None
+    store.set_topic_transform("orders", TransformPolicy())  # the identity is stored too
+    assert store.get_topic_transform("orders") == TransformPolicy()
+    store.set_topic_transform("clicks", TransformPolicy("zstd"))
+    assert store.remove_topic_transform("orders") is True
+    assert store.remove_topic_transform("orders") is False
+    assert store.get_topic_transform("orders") is None
+    assert store.get_topic_transform("clicks") == TransformPolicy("zstd")
+
+
+def test_sqlite_migrates_a_version_6_database_to_topic_transforms(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.db"
+    Database(path, migrations=MIGRATIONS[:6]).close()
+    with SqliteKafkaMetadataStore(path) as kafka:
+        kafka.set_topic_transform("orders", TransformPolicy(encryption="aes-256-gcm"))
+        assert kafka.get_topic_transform("orders") == TransformPolicy(encryption="aes-256-gcm")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    conn.close()
 
 
 def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
