@@ -34,7 +34,6 @@ PRELOAD = (
     "offloader.spark.export_job",
     "offloader.spark.iceberg_job",
     "offloader.export.iceberg_catalog",
-    "tests.spark.export_helpers",
 )
 
 
@@ -106,12 +105,16 @@ class _Zygote:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),),
+            # no jemalloc background thread: the zygote must stay single-threaded to fork
+            env={**os.environ, "JE_ARROW_MALLOC_CONF": "background_thread:false"},
         )
         theirs.close()
         self.sock = ours
         ready = self.sock.recv(1 << 16)
-        if json.loads(ready or b"{}").get("ready") is not True:
-            raise RuntimeError(f"the crash zygote did not start (exit {self.proc.wait()})")
+        answer = json.loads(ready or b"{}")
+        if answer.get("ready") is not True:
+            self.proc.wait()
+            raise RuntimeError(f"the crash zygote did not start: {answer or self.proc.returncode}")
         self.lock = threading.Lock()
         self.replies: dict[int, queue.Queue[dict[str, Any]]] = {}
         self.exits: dict[int, queue.Queue[int]] = {}

@@ -15,7 +15,9 @@ The protocol (on ``FD``, a ``SOCK_SEQPACKET`` socket, one JSON message per packe
 * ``{"pid", "returncode"}`` when a child ends (``-N``: killed by signal N, as ``Popen``).
 
 The zygote exits when the socket closes (its client, :mod:`tests.crash.launcher`, went away).
-The zygote itself starts no thread, so forking it is safe.
+The zygote forks only while it is the one thread of its process (it checks after the imports,
+and refuses to serve otherwise): pyarrow's jemalloc would start a background thread, which the
+launcher turns off (``JE_ARROW_MALLOC_CONF=background_thread:false``, in the zygote only).
 """
 
 from __future__ import annotations
@@ -103,10 +105,26 @@ def serve(sock: socket.socket) -> None:
             sock.send(json.dumps({"pid": pid, "returncode": _returncode(status)}).encode())
 
 
+def _threads() -> list[str]:
+    """This process's threads by name (Linux), for the fork-safety check."""
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        return ["?"]
+    names = []
+    for task in sorted(os.listdir(tasks)):
+        with open(f"{tasks}/{task}/comm") as comm:
+            names.append(comm.read().strip())
+    return names
+
+
 def main(fd: int, modules: list[str]) -> None:
+    sock = socket.socket(fileno=fd)
     for module in modules:
         importlib.import_module(module)
-    sock = socket.socket(fileno=fd)
+    threads = _threads()
+    if len(threads) != 1:  # a fork would copy locks held by the others: refuse
+        sock.send(json.dumps({"ready": False, "threads": threads}).encode())
+        return
     sock.send(b'{"ready": true}')
     serve(sock)
 
