@@ -72,7 +72,7 @@ def sweep(
     """Kill ``run(point, delay)`` at every point's ``occurrences``, then after random
     ``delays`` (uniform, seconds) until :data:`MIN_KILLS` kills landed (at most 3x as many
     runs); after a run that finished first, ``refill(rng)`` gives the worker work again.
-    Then two tries at a run to completion (the first may find a stale lock or a leftover)."""
+    Then a run to completion, with a second try if the first does not print DONE."""
     rng = random.Random(SEED)
     plan: list[tuple[str | None, float]] = [(f"{p}:{n}", 0.0) for p in points for n in occurrences]
     kills = refills = 0
