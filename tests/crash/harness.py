@@ -28,8 +28,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from offloader.api import Offloader, Position
 from offloader.errors import NotFound, ObjectNotFound
 from offloader.metadata.base import LedgerRecord
 from offloader.policies import READ_PRIORITY_LOCAL_FIRST, READ_PRIORITY_TIERED_FIRST
+from tests.crash.launcher import spawn
 from tests.crash.worker import NS, TOPIC, TOTAL_ENTRIES, open_offloader, payload, run, sha256_hex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,21 +98,14 @@ def run_worker(
     child_env.update(env or {})
     if kill.point is not None:
         child_env[crashpoints.ENV_VAR] = f"{kill.point}:{kill.occurrence}"
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.crash.worker", str(home), store_url, str(seed)],
-        cwd=REPO,
-        env=child_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = spawn("tests.crash.worker", [str(home), store_url, str(seed)], child_env)
     try:
         if kill.point is None:
             assert child.stdout is not None
             first = child.stdout.readline()  # READY (or "" if it died at start-up)
             if first.strip() == "READY":
                 time.sleep(kill.delay)
-                child.send_signal(signal.SIGKILL)
+                child.kill()
             out, err = child.communicate(timeout=WORKER_TIMEOUT)
             out = first + out
         else:

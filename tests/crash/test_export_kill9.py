@@ -3,32 +3,26 @@ DuckDB reads the Parquet output and proves every message is there exactly once a
 source (count, distinct message ids, SHA-256 of the values), on a local directory and on S3
 (moto, and RGW when it runs).
 
-``LEDGER_OFFLOADER_CRASH_SEED`` changes the seed of the random kills.
+``LEDGER_OFFLOADER_CRASH_SEED`` changes the seed of the random kills (:mod:`tests.crash.sweep`).
 """
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from offloader import crashpoints
 from offloader.api import Offloader
 from tests.crash.export_worker import TOPIC
 from tests.crash.harness import SUMMARIES
+from tests.crash.sweep import kill_run, sweep, use_endpoint
 from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import Clock, digest, duck_digest, new_home, produce_ledger
 
 pytestmark = [pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-SEED = int(os.environ.get("LEDGER_OFFLOADER_CRASH_SEED", "20261126"))
 POINTS = (
     "export.after_cleanup",
     "export.before_rename",
@@ -38,7 +32,6 @@ POINTS = (
     "export.after_advance",
     "export.after_marker",
 )
-MIN_KILLS = 30
 
 
 def _ts(i: int, now: int) -> Any:
@@ -55,42 +48,6 @@ def _home(root: Path, store: str | None = None, endpoint: str | None = None) -> 
     return values
 
 
-def _worker(
-    home: Path, target: str, endpoint: str | None, env: dict[str, str]
-) -> subprocess.Popen[str]:
-    args = [sys.executable, "-m", "tests.crash.export_worker", str(home), target]
-    return subprocess.Popen(
-        args + ([endpoint] if endpoint else []),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def _kill_run(
-    home: Path,
-    target: str,
-    endpoint: str | None,
-    base: dict[str, str],
-    point: str | None,
-    delay: float,
-) -> bool:
-    """One worker run, killed at ``point`` or after ``delay`` s; True if it finished."""
-    env = dict(base)
-    if point:
-        env[crashpoints.ENV_VAR] = point
-    proc = _worker(home, target, endpoint, env)
-    assert proc.stdout is not None
-    proc.stdout.readline()  # READY
-    if point is None and delay >= 0:
-        time.sleep(delay)
-        proc.kill()
-    out, _ = proc.communicate(timeout=120)
-    return "DONE" in out
-
-
 def _sweep(
     home: Path,
     target: str,
@@ -101,45 +58,37 @@ def _sweep(
 ) -> str:
     """Kill runs until MIN_KILLS kills landed; a run that finished first is followed by a
     reset to a random point (so there is work again); then run to completion and check."""
-    rng = random.Random(SEED)
-    base = {k: v for k, v in os.environ.items() if k != crashpoints.ENV_VAR}
+    args = [str(home), target] + ([endpoint] if endpoint else [])
     points = [
         p
         for p in POINTS
         if (p != "export.before_put") == (endpoint is None)
         or p not in ("export.before_put", "export.before_rename")
     ]
-    plan: list[tuple[str | None, float]] = [(f"{p}:{n}", 0.0) for p in points for n in (1, 4)]
-    kills = resets = 0
     with Offloader.from_settings(home) as off:
         ledgers = [r for r in off.topic_info(TOPIC).ledgers if r.entries]
-    for attempt in range(3 * MIN_KILLS):
-        if kills >= MIN_KILLS and attempt >= len(plan):
-            break
-        point, delay = plan[attempt] if attempt < len(plan) else (None, rng.uniform(0.02, 0.7))
-        if _kill_run(home, target, endpoint, base, point, delay):
-            ledger = rng.choice(ledgers)
-            with Offloader.from_settings(home) as off:
-                off.export_reset(
-                    TOPIC,
-                    target,
-                    f"{ledger.ledger_id}:{rng.randrange(ledger.entries)}",
-                    endpoint_url=endpoint,
-                )
-            resets += 1
-        else:
-            kills += 1
-    assert _kill_run(home, target, endpoint, base, None, -1) or _kill_run(
-        home, target, endpoint, base, None, -1
-    )
-    assert kills >= MIN_KILLS
+
+    def run(point: str | None, delay: float) -> bool:
+        return kill_run("tests.crash.export_worker", args, point, delay)
+
+    def reset(rng: random.Random) -> None:
+        ledger = rng.choice(ledgers)
+        with Offloader.from_settings(home) as off:
+            off.export_reset(
+                TOPIC,
+                target,
+                f"{ledger.ledger_id}:{rng.randrange(ledger.entries)}",
+                endpoint_url=endpoint,
+            )
+
+    result = sweep(run, points, (1, 4), (0.02, 0.7), reset)
     if mirror is not None:
         mirror()
     got = duck_digest(str(local))
     assert got == (len(values), len(values), digest(values)[1])
     return (
-        f"export kill -9: {kills} kills survived ({resets} resets between completed runs), "
-        f"{len(values)} messages exactly once in {target}"
+        f"export kill -9: {result.kills} kills survived ({result.refills} resets between "
+        f"completed runs), {len(values)} messages exactly once in {target}"
     )
 
 
@@ -157,9 +106,7 @@ def test_export_kill9_local(tmp_path: Path) -> None:
 def test_export_kill9_s3(
     tmp_path: Path, s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in s3_endpoint.env().items():
-        monkeypatch.setenv(key, value)
-    bucket = s3_endpoint.new_bucket()
+    bucket = use_endpoint(s3_endpoint, monkeypatch)
     home = tmp_path / "home"
     values = _home(home)
     local = tmp_path / "mirror"
