@@ -27,7 +27,9 @@ from offloader.export.manage import (
     ExportStatus,
     ResetReport,
     export_status,
+    lag_time_ms,
     parse_reset_point,
+    pulsar_lag,
     reset_export,
 )
 from offloader.export.run import TopicExportReport, run_export
@@ -78,10 +80,26 @@ class ExportFacade(ServiceFacade):
                 except OffloaderError as exc:
                     log.warning("export.failed", target=job.spec.target, error=str(exc))
                     continue
+                self._record_export_lag(job, done)
                 if on_export is not None:
                     on_export(done)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+    def _record_export_lag(
+        self, job: ExportJob, done: Sequence[TopicExportReport | IcebergTopicReport]
+    ) -> None:
+        """Publish each topic's export lag (``offloader_export_lag_*``, spec/metrics.md) from
+        the watermark the run committed, computed as ``export status`` computes it."""
+        metrics = self._rt.metrics
+        if not metrics.enabled:
+            return
+        now = self._rt.now_ms()
+        for report in done:
+            _, lag = pulsar_lag(self._rt.meta, report.topic, report.watermark)
+            ms = lag_time_ms(lag, report.publish_time_ms, now)
+            seconds = None if ms is None else ms / 1000
+            metrics.set_export_lag(report.topic, job.spec.target, lag, seconds)
 
     def _spark_session(self, spark: object | None) -> object:
         """``spark`` when the caller gave one, else this facade's own loopback session
