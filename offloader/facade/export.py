@@ -152,7 +152,6 @@ class ExportFacade(ServiceFacade):
             )
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
-        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
         return run_export(
             self._rt.meta,
             self._export_meta(),
@@ -161,8 +160,14 @@ class ExportFacade(ServiceFacade):
             list(topics),
             runner,
             self._rt.now_ms,
-            foreign={t for t, o in owners.items() if o.broker_id != self._rt.me},
+            foreign=self._foreign_topics(),
         )
+
+    def _foreign_topics(self) -> set[str]:
+        """On a shared store, the topics another broker owns (their ledgers that are not
+        offloaded are on that broker's disk: an export stops before them)."""
+        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
+        return {t for t, o in owners.items() if o.broker_id != self._rt.me}
 
     def _export_kafka(
         self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
@@ -274,6 +279,7 @@ class ExportFacade(ServiceFacade):
                 store_url=self._rt.store.url,
                 endpoint_url=props.get("endpoint") or None,
                 region=props.get("region") or None,
+                metadata_url=self._rt.metadata_url,
             )
             return run_iceberg_export(
                 self._rt.meta,
@@ -283,14 +289,23 @@ class ExportFacade(ServiceFacade):
                 runner,
                 kafka=self.kafka().ctx.meta,
             )
+        # a shared PostgreSQL store: the tasks read every broker's ledgers through its URL
+        url = self._rt.metadata_url
         if engine == "local":
-            runner = IcebergLocalRunner(str(self._rt.home), spec)
+            runner = IcebergLocalRunner(str(self._rt.home), spec, metadata_url=url)
         elif engine == "spark":
             spark = self._spark_session(spark)
-            runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+            runner = IcebergSparkRunner(spark, str(self._rt.home), spec, metadata_url=url)
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
-        return run_iceberg_export(self._rt.meta, self._rt.home, spec, list(topics), runner)
+        return run_iceberg_export(
+            self._rt.meta,
+            self._rt.home,
+            spec,
+            list(topics),
+            runner,
+            foreign=self._foreign_topics(),
+        )
 
     def iceberg_target(
         self,
