@@ -137,18 +137,21 @@ def _field(value: Any, path: Sequence[str]) -> Any:
 
 def _decoded(table: pa.Table, conf: WriteConfig) -> list[Any] | None:
     """The decoded values as Python objects (dicts), or None when not decoded."""
-    if conf.value_format in ("json", "avro"):
-        decoder = ValueDecoder(conf.value_format, conf.avro_schema)
-        return [
-            decoder.decode(v, n, e)
-            for v, n, e in zip(
-                table.column("value").to_pylist(),
-                table.column("is_null").to_pylist(),
-                table.column("encrypted").to_pylist(),
-                strict=True,
-            )
-        ]
-    return None
+    if conf.value_format not in ("json", "avro"):
+        return None
+    decoder = ValueDecoder(conf.value_format, conf.avro_schema)
+    values = table.column("value").to_pylist()
+    if "is_null" not in table.column_names:  # Kafka records: a null value is a tombstone
+        return [None if v is None else decoder.decode(v, False, False) for v in values]
+    return [
+        decoder.decode(v, n, e)
+        for v, n, e in zip(
+            values,
+            table.column("is_null").to_pylist(),
+            table.column("encrypted").to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def _buckets(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> pa.Array:
