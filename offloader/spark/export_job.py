@@ -160,13 +160,9 @@ class SparkRunner:
         conf = self.config()
 
         def run(items: Any) -> Any:
-            store = conf.target.open_store() if conf.target.is_s3 else None
-            try:
-                for rt in items:
-                    yield from write_range_task(reader, rt, conf, store)
-            finally:
-                if store is not None:
-                    store.close()
+            fs = conf.target.open() if conf.target.is_s3 else None
+            for rt in items:
+                yield from write_range_task(reader, rt, conf, fs)
 
         rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
         return list(rdd.mapPartitions(run).collect())
@@ -206,9 +202,5 @@ class LocalRunner(SparkRunner):
         reader = self._reader(plans)
         tasks = self._tasks(reader, plans)
         conf = self.config()
-        store = conf.target.open_store() if conf.target.is_s3 else None
-        try:
-            return [w for rt in tasks for w in write_range_task(reader, rt, conf, store)]
-        finally:
-            if store is not None:
-                store.close()
+        fs = conf.target.open() if conf.target.is_s3 else None
+        return [w for rt in tasks for w in write_range_task(reader, rt, conf, fs)]

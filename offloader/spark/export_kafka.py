@@ -123,11 +123,8 @@ class KafkaRunner:
         conf = self.config()
 
         def one(rt: RangeTask) -> list[WrittenFile]:
-            store = conf.target.open_store() if conf.target.is_s3 else None
-            try:
-                return write_range_task(reader, rt, conf, store)
-            finally:
-                if store is not None:
-                    store.close()
+            return write_range_task(
+                reader, rt, conf, conf.target.open() if conf.target.is_s3 else None
+            )
 
         return self._run(one, tasks)
