@@ -22,7 +22,7 @@ as ``conflict``). No row is ever committed twice.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -154,17 +154,20 @@ def run_iceberg_export(
     runner: IcebergRunner,
     *,
     kafka: KafkaMetadataStore | None = None,
+    foreign: Collection[str] = (),
 ) -> list[IcebergTopicReport]:
     """One run. ``kafka``: the topics are Kafka topics (their remote segments), each partition
-    a stream of its own keyed ``kafka:<topic>:<partition>`` (positions ``(partition, offset)``)."""
+    a stream of its own keyed ``kafka:<topic>:<partition>`` (positions ``(partition, offset)``).
+    ``foreign``: topics another broker owns (a shared store), exported only as far as their
+    ledgers are offloaded (:func:`~offloader.export.plan.topic_plan`)."""
     if kafka is None:
         names = sorted({str(TopicName.parse(t)) for t in topics})
     else:
         names = sorted(set(topics))
-        if spec.time_field != "publish_time" or spec.value_format != "binary":
+        if spec.time_field != "publish_time":
             raise ConfigError(
-                "Kafka exports partition by the record timestamp (--time-field publish_time) "
-                "and write values as bytes (--value-format binary)"
+                "Kafka exports to Iceberg partition by the record timestamp "
+                "(--time-field publish_time)"
             )
     if not names:
         raise ExportError("export run: name at least one topic")
@@ -176,7 +179,12 @@ def run_iceberg_export(
         table = open_table(catalog, spec, runner.arrow_schema, kafka=kafka is not None)
         base = table.watermarks()
         if kafka is None:
-            plans = [topic_plan(n, meta.list_ledgers(n), _position(base.get(n))) for n in names]
+            plans = [
+                topic_plan(
+                    n, meta.list_ledgers(n), _position(base.get(n)), offloaded_only=n in foreign
+                )
+                for n in names
+            ]
         else:
             plans = _kafka_plans(kafka, names, base)
         todo = [p for p in plans if not p.empty]

@@ -1,8 +1,10 @@
 """The FileIO pyiceberg uses for an export's table: pyarrow's, with whole-object S3 writes.
 
 pyiceberg writes a table's metadata files (the metadata JSON, manifest lists and manifests)
-through its FileIO. pyarrow's S3 writer sends them as multipart uploads with ``aws-chunked``
-bodies, which Ceph RGW 16 refuses (411 MissingContentLength). :class:`StoreFileIO` reads
+through its FileIO. pyarrow's S3 writer, with the SDK's default flexible checksums, sends them
+as multipart uploads with ``aws-chunked`` bodies, which Ceph RGW 16 refuses (411
+MissingContentLength; spec/export.md, "S3 writes"), and a writer closed after an error would
+complete a partial file under its final name. :class:`StoreFileIO` reads
 through pyarrow as usual, and writes an ``s3://`` file by buffering it and putting it whole in
 one PUT through :mod:`offloader.store` (our S3 client: the store's endpoint and region,
 credentials from the ``AWS_*`` environment), so a metadata file is there complete or not at

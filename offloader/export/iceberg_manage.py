@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from offloader.errors import ConfigError, NotFound, StoreError
 from offloader.export.iceberg_target import IcebergTarget, path_of
+from offloader.export.manage import lag_time_ms, pulsar_lag
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
@@ -91,15 +92,8 @@ def iceberg_status(
         assert kafka is not None
         last_closed, lag = _kafka_lag(kafka, name, position)
     else:
-        ledgers = meta.list_ledgers(name)
-        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
-        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
-        lag = 0
-        for r in ledgers:
-            if r.state == "DELETED" or r.ledger_id < position[0]:
-                continue
-            lag += r.entries if r.ledger_id > position[0] else max(0, r.entries - 1 - position[1])
-    lag_ms = None if publish is None else (max(0, now_ms - publish) if lag else 0)
+        last_closed, lag = pulsar_lag(meta, name, position)
+    lag_ms = lag_time_ms(lag, publish, now_ms)
     return IcebergStatus(
         name,
         target.url,

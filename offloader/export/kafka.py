@@ -59,8 +59,6 @@ def run_kafka_export(
 
     if spec.time_field == "event_time":
         raise ConfigError("Kafka records have no event time: use publish_time (the timestamp)")
-    if spec.value_format != "binary":
-        raise ConfigError("Kafka exports write values as bytes (--value-format binary)")
     names = sorted(set(topics))
     if not names:
         raise ConfigError("export run: name at least one topic")

@@ -27,7 +27,15 @@ from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
 
-__all__ = ["ExportStatus", "ResetReport", "export_status", "parse_reset_point", "reset_export"]
+__all__ = [
+    "ExportStatus",
+    "ResetReport",
+    "export_status",
+    "lag_time_ms",
+    "parse_reset_point",
+    "pulsar_lag",
+    "reset_export",
+]
 
 
 @dataclass(frozen=True)
@@ -72,15 +80,7 @@ def export_status(
         last_closed = (partition, remote)
         lag = max(0, remote - mark.entry_id)
     else:
-        ledgers = meta.list_ledgers(name)
-        closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
-        last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
-        lag = 0
-        for r in ledgers:
-            if r.state == "DELETED" or r.ledger_id < mark.ledger_id:
-                continue
-            after = max(0, r.entries - 1 - mark.entry_id)
-            lag += r.entries if r.ledger_id > mark.ledger_id else after
+        last_closed, lag = pulsar_lag(meta, name, mark.position)
     listing = ExportTarget(target_spec).list_topic(directory)
     mine = [
         f
@@ -88,9 +88,7 @@ def export_status(
         if partition is None or f.ledger_id == partition
     ]
     done = tuple(f for f in mine if f.last <= mark.position)
-    lag_ms = None
-    if mark.publish_time_ms is not None:
-        lag_ms = max(0, now_ms - mark.publish_time_ms) if lag else 0
+    lag_ms = lag_time_ms(lag, mark.publish_time_ms, now_ms)
     return ExportStatus(
         name,
         target_spec.url,
@@ -108,6 +106,28 @@ def export_status(
         lag_ms,
         mark.updated_ms,
     )
+
+
+def pulsar_lag(meta: MetadataStore, topic: str, position: Position) -> tuple[Position, int]:
+    """The topic's last closed entry, and the entries after ``position`` (the export's
+    watermark): every entry of the later ledgers, open ones included, none of deleted ones."""
+    ledgers = meta.list_ledgers(topic)
+    closed = [r for r in ledgers if r.state == "CLOSED" and r.entries > 0]
+    last_closed = (closed[-1].ledger_id, closed[-1].entries - 1) if closed else (-1, -1)
+    lag = 0
+    for r in ledgers:
+        if r.state == "DELETED" or r.ledger_id < position[0]:
+            continue
+        lag += r.entries if r.ledger_id > position[0] else max(0, r.entries - 1 - position[1])
+    return last_closed, lag
+
+
+def lag_time_ms(lag: int, publish_time_ms: int | None, now_ms: int) -> int | None:
+    """How far behind the export is in time: now minus the publish time of the watermark's
+    message (0 when nothing is left; None before anything was exported)."""
+    if publish_time_ms is None:
+        return None
+    return max(0, now_ms - publish_time_ms) if lag else 0
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The export target as the driver sees it: list, delete and mark files through ``pyarrow.fs``.
 
 A local directory (``LocalFileSystem``) or ``s3://bucket/prefix`` (``S3FileSystem`` with the
-export's endpoint and region; credentials from the ``AWS_*`` environment). Objects are put whole
-through :mod:`offloader.store` (one PUT: pyarrow's writer uploads in parts with aws-chunked
-bodies, which Ceph RGW 16 refuses). The driver lists a topic's files (their names say what they
+export's endpoint and region; credentials from the ``AWS_*`` environment; the SDK's flexible
+checksums off, see :data:`CHECKSUM_ENV`). Executors write data files through it
+(:mod:`offloader.spark.export_write`); ``_SUCCESS`` markers are put through
+:mod:`offloader.store`. The driver lists a topic's files (their names say what they
 hold, :mod:`offloader.export.naming`), removes what a crashed run left (files past the
 watermark, temporary files, and on S3 unfinished multipart uploads, aborted through
 :mod:`offloader.store`), writes ``_SUCCESS`` markers and reads the Parquet footers ``export
@@ -61,12 +62,26 @@ class TargetSpec:
         return open_store(self.url, endpoint_url=self.endpoint_url, region=self.region)
 
 
+#: the AWS SDK's flexible checksums off unless the environment says otherwise: by default
+#: the C++ SDK under pyarrow sends parts as ``aws-chunked`` bodies with a checksum trailer,
+#: which Ceph RGW 16 answers 411 MissingContentLength (spec/export.md, "S3 writes"); the SDK
+#: reads these variables each time a client is made
+CHECKSUM_ENV = {
+    "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+    "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+}
+
+
 def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
     if not spec.is_s3:
         return pafs.LocalFileSystem()
+    for key, value in CHECKSUM_ENV.items():
+        os.environ.setdefault(key, value)
     endpoint = spec.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
     kwargs: dict[str, object] = {
-        "region": spec.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        "region": spec.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        # a file smaller than a part goes in one PutObject, not a one-part multipart upload
+        "allow_delayed_open": True,
     }
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")

@@ -27,7 +27,9 @@ from offloader.export.manage import (
     ExportStatus,
     ResetReport,
     export_status,
+    lag_time_ms,
     parse_reset_point,
+    pulsar_lag,
     reset_export,
 )
 from offloader.export.run import TopicExportReport, run_export
@@ -78,10 +80,26 @@ class ExportFacade(ServiceFacade):
                 except OffloaderError as exc:
                     log.warning("export.failed", target=job.spec.target, error=str(exc))
                     continue
+                self._record_export_lag(job, done)
                 if on_export is not None:
                     on_export(done)
 
         run_service_loop(one, interval_seconds=interval_seconds, once=once, should_stop=stop)
+
+    def _record_export_lag(
+        self, job: ExportJob, done: Sequence[TopicExportReport | IcebergTopicReport]
+    ) -> None:
+        """Publish each topic's export lag (``offloader_export_lag_*``, spec/metrics.md) from
+        the watermark the run committed, computed as ``export status`` computes it."""
+        metrics = self._rt.metrics
+        if not metrics.enabled:
+            return
+        now = self._rt.now_ms()
+        for report in done:
+            _, lag = pulsar_lag(self._rt.meta, report.topic, report.watermark)
+            ms = lag_time_ms(lag, report.publish_time_ms, now)
+            seconds = None if ms is None else ms / 1000
+            metrics.set_export_lag(report.topic, job.spec.target, lag, seconds)
 
     def _spark_session(self, spark: object | None) -> object:
         """``spark`` when the caller gave one, else this facade's own loopback session
@@ -134,7 +152,6 @@ class ExportFacade(ServiceFacade):
             )
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
-        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
         return run_export(
             self._rt.meta,
             self._export_meta(),
@@ -143,8 +160,14 @@ class ExportFacade(ServiceFacade):
             list(topics),
             runner,
             self._rt.now_ms,
-            foreign={t for t, o in owners.items() if o.broker_id != self._rt.me},
+            foreign=self._foreign_topics(),
         )
+
+    def _foreign_topics(self) -> set[str]:
+        """On a shared store, the topics another broker owns (their ledgers that are not
+        offloaded are on that broker's disk: an export stops before them)."""
+        owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
+        return {t for t, o in owners.items() if o.broker_id != self._rt.me}
 
     def _export_kafka(
         self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
@@ -256,6 +279,7 @@ class ExportFacade(ServiceFacade):
                 store_url=self._rt.store.url,
                 endpoint_url=props.get("endpoint") or None,
                 region=props.get("region") or None,
+                metadata_url=self._rt.metadata_url,
             )
             return run_iceberg_export(
                 self._rt.meta,
@@ -265,14 +289,23 @@ class ExportFacade(ServiceFacade):
                 runner,
                 kafka=self.kafka().ctx.meta,
             )
+        # a shared PostgreSQL store: the tasks read every broker's ledgers through its URL
+        url = self._rt.metadata_url
         if engine == "local":
-            runner = IcebergLocalRunner(str(self._rt.home), spec)
+            runner = IcebergLocalRunner(str(self._rt.home), spec, metadata_url=url)
         elif engine == "spark":
             spark = self._spark_session(spark)
-            runner = IcebergSparkRunner(spark, str(self._rt.home), spec)
+            runner = IcebergSparkRunner(spark, str(self._rt.home), spec, metadata_url=url)
         else:
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
-        return run_iceberg_export(self._rt.meta, self._rt.home, spec, list(topics), runner)
+        return run_iceberg_export(
+            self._rt.meta,
+            self._rt.home,
+            spec,
+            list(topics),
+            runner,
+            foreign=self._foreign_topics(),
+        )
 
     def iceberg_target(
         self,

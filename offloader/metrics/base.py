@@ -83,6 +83,12 @@ class Metrics(Protocol):
         """One Kafka segment copy to remote storage (KIP-405's RemoteCopy* meters)."""
         ...
 
+    def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
+        """An export's lag after its run, as ``export status`` shows it: the entries after its
+        watermark and how far behind the watermark's publish time is (None: nothing exported
+        yet, the time is unknown)."""
+        ...
+
     def refresh_rates(self) -> None:
         """Turn the bytes recorded since the last refresh into the ``*_rate`` gauges."""
         ...
@@ -137,6 +143,9 @@ class NullMetrics:
         pass
 
     def record_kafka_copy(self, topic: str, size: int, ok: bool) -> None:
+        pass
+
+    def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
         pass
 
     def refresh_rates(self) -> None:

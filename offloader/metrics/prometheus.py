@@ -11,6 +11,7 @@ lower-case output names publishes Kafka's ``BrokerTopicMetrics`` (``kafka_server
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -105,6 +106,17 @@ class PrometheusMetrics:
         self.deletion_backlog_bytes = gauge(
             "offloader_deletion_backlog_bytes",
             "Bytes of local copies past their deletion lag, not deleted yet",
+        )
+        export = (*TOPIC_LABELS, "target")
+        self.export_lag_entries = gauge(
+            "offloader_export_lag_entries",
+            "Entries after the export's watermark, as export status shows them",
+            export,
+        )
+        self.export_lag_seconds = gauge(
+            "offloader_export_lag_seconds",
+            "Now minus the publish time of the export watermark's message (0 when caught up)",
+            export,
         )
         kafka = ("topic", "partition")
         self.kafka_copy_lag_bytes = gauge(
@@ -262,6 +274,15 @@ class PrometheusMetrics:
             self.kafka_copy_bytes.labels(topic).inc(size)
         else:
             self.kafka_copy_errors.labels(topic).inc()
+
+    def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
+        labels = (*topic_labels(topic), target)
+        self.export_lag_entries.labels(*labels).set(entries)
+        if seconds is None:  # nothing exported yet: no time to measure from
+            with contextlib.suppress(KeyError):
+                self.export_lag_seconds.remove(*labels)
+        else:
+            self.export_lag_seconds.labels(*labels).set(seconds)
 
     def refresh_rates(self) -> None:
         """Pulsar's periodic ``run()``: bytes since the last refresh over the time since it."""

@@ -25,7 +25,7 @@ from offloader.spark.message_rows import BASE_COLUMNS
 from offloader.spark.messages import PulsarMessagesReader
 from offloader.spark.sources import register
 
-__all__ = ["LocalRunner", "SparkRunner", "binary_schema"]
+__all__ = ["LocalRunner", "SparkRunner", "binary_schema", "decoded_value_type"]
 
 
 def binary_schema() -> Any:
@@ -43,6 +43,22 @@ def binary_schema() -> Any:
     }
     fields = [T.StructField(name, kinds[kind]) for name, kind in BASE_COLUMNS]
     return T.StructType([*fields, T.StructField("value", T.BinaryType())])
+
+
+def decoded_value_type(spark: Any, spec: ExportSpec) -> Any:
+    """The Arrow type of the decoded value for ``spec``'s ``value_format`` (json / avro: the
+    type the ``pulsar-messages`` source gives ``value`` for the same options, Spark parsing the
+    DDL); None for binary / string (values written as bytes)."""
+    if spec.value_format not in ("json", "avro"):
+        return None
+    register(spark)
+    reader = spark.read.format("pulsar-messages").option("value_format", spec.value_format)
+    if spec.schema:
+        reader = reader.option("schema", spec.schema)
+    if spec.avro_schema:
+        reader = reader.option("avro_schema", spec.avro_schema)
+    schema = reader.option("topics", "x").load().schema
+    return to_arrow_schema(schema, timezone="UTC").field("value").type
 
 
 def _source_options(*pairs: tuple[str, str | None]) -> dict[str, str]:
@@ -77,6 +93,8 @@ class SparkRunner:
         register(spark)
 
     def _schema(self, **options: str) -> Any:
+        if options == {"value_format": "binary"}:  # known without asking Spark (a round trip)
+            return binary_schema()
         reader = self.spark.read.format("pulsar-messages")
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -84,14 +102,7 @@ class SparkRunner:
 
     def config(self) -> WriteConfig:
         spec = self.spec
-        decoded = None
-        if spec.value_format in ("json", "avro"):
-            opts = {"value_format": spec.value_format}
-            if spec.schema:
-                opts["schema"] = spec.schema
-            if spec.avro_schema:
-                opts["avro_schema"] = spec.avro_schema
-            decoded = to_arrow_schema(self._schema(**opts), timezone="UTC").field("value").type
+        decoded = decoded_value_type(self.spark, spec)
         return WriteConfig(
             target_spec(spec),
             spec.generation,
@@ -151,13 +162,9 @@ class SparkRunner:
         conf = self.config()
 
         def run(items: Any) -> Any:
-            store = conf.target.open_store() if conf.target.is_s3 else None
-            try:
-                for rt in items:
-                    yield from write_range_task(reader, rt, conf, store)
-            finally:
-                if store is not None:
-                    store.close()
+            fs = conf.target.open() if conf.target.is_s3 else None
+            for rt in items:
+                yield from write_range_task(reader, rt, conf, fs)
 
         rdd = self.spark.sparkContext.parallelize(tasks, len(tasks))
         return list(rdd.mapPartitions(run).collect())
@@ -197,9 +204,5 @@ class LocalRunner(SparkRunner):
         reader = self._reader(plans)
         tasks = self._tasks(reader, plans)
         conf = self.config()
-        store = conf.target.open_store() if conf.target.is_s3 else None
-        try:
-            return [w for rt in tasks for w in write_range_task(reader, rt, conf, store)]
-        finally:
-            if store is not None:
-                store.close()
+        fs = conf.target.open() if conf.target.is_s3 else None
+        return [w for rt in tasks for w in write_range_task(reader, rt, conf, fs)]

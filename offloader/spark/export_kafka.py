@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from offloader.errors import ConfigError
 from offloader.export.kafka import split_key
 from offloader.export.plan import RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
+from offloader.spark.export_job import decoded_value_type
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
 from offloader.spark.kafka_source import KafkaSegmentsReader
 
@@ -48,6 +50,19 @@ class KafkaRunner:
             if v
         }
         self.spec = spec
+        if spark is None and spec.value_format in ("json", "avro"):
+            raise ConfigError(
+                "the local export engine writes values as bytes: use the Spark "
+                "engine for --value-format json/avro"
+            )
+        self._decoded: tuple[Any] | None = None
+
+    def decoded_type(self) -> Any:
+        """The decoded value's Arrow type (json / avro; None: values as bytes), asked once."""
+        if self._decoded is None:
+            found = decoded_value_type(self.spark, self.spec) if self.spark is not None else None
+            self._decoded = (found,)
+        return self._decoded[0]
 
     def config(self) -> WriteConfig:
         s = self.spec
@@ -58,10 +73,10 @@ class KafkaRunner:
             s.time_field,
             s.field_path,
             s.max_file_size,
-            False,
-            "binary",
-            None,
-            None,
+            s.flatten,
+            s.value_format,
+            s.avro_schema,
+            self.decoded_type(),
             ledger_column="partition",
             entry_column="offset",
             publish_column="timestamp",
@@ -108,11 +123,8 @@ class KafkaRunner:
         conf = self.config()
 
         def one(rt: RangeTask) -> list[WrittenFile]:
-            store = conf.target.open_store() if conf.target.is_s3 else None
-            try:
-                return write_range_task(reader, rt, conf, store)
-            finally:
-                if store is not None:
-                    store.close()
+            return write_range_task(
+                reader, rt, conf, conf.target.open() if conf.target.is_s3 else None
+            )
 
         return self._run(one, tasks)

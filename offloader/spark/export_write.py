@@ -7,13 +7,15 @@ export asks (JSON / Avro: a ``value_decoded`` struct, or ``value_<field>`` colum
 decoded value: epoch millis or ISO-8601; missing or unparsable: the ``__invalid__``
 partition), and writes one zstd Parquet file per partition value (split at entry boundaries
 past ``max_file_size`` bytes of Arrow data), named by :mod:`offloader.export.naming`. A local
-file is written under a temporary name, fsynced and renamed; an S3 object is put whole
-(one PUT through :mod:`offloader.store`). Every file is complete when the task returns its
+file is written under a temporary name, fsynced and renamed; an S3 object is written by
+pyarrow's S3 writer under a temporary name, then copied to its name (spec/export.md, "S3
+writes"). Every file is complete when the task returns its
 :class:`~offloader.export.plan.WrittenFile`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -28,6 +30,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
 from offloader.crashpoints import crash_point
+from offloader.errors import StoreError
 from offloader.export.naming import Partitioning, file_name, topic_dir
 from offloader.export.plan import RangeTask, WrittenFile
 from offloader.export.target import TargetSpec
@@ -137,18 +140,21 @@ def _field(value: Any, path: Sequence[str]) -> Any:
 
 def _decoded(table: pa.Table, conf: WriteConfig) -> list[Any] | None:
     """The decoded values as Python objects (dicts), or None when not decoded."""
-    if conf.value_format in ("json", "avro"):
-        decoder = ValueDecoder(conf.value_format, conf.avro_schema)
-        return [
-            decoder.decode(v, n, e)
-            for v, n, e in zip(
-                table.column("value").to_pylist(),
-                table.column("is_null").to_pylist(),
-                table.column("encrypted").to_pylist(),
-                strict=True,
-            )
-        ]
-    return None
+    if conf.value_format not in ("json", "avro"):
+        return None
+    decoder = ValueDecoder(conf.value_format, conf.avro_schema)
+    values = table.column("value").to_pylist()
+    if "is_null" not in table.column_names:  # Kafka records: a null value is a tombstone
+        return [None if v is None else decoder.decode(v, False, False) for v in values]
+    return [
+        decoder.decode(v, n, e)
+        for v, n, e in zip(
+            values,
+            table.column("is_null").to_pylist(),
+            table.column("encrypted").to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def _buckets(table: pa.Table, conf: WriteConfig, decoded: list[Any] | None) -> pa.Array:
@@ -221,16 +227,35 @@ def _splits(table: pa.Table, max_bytes: int, entry_column: str) -> Iterator[pa.T
     yield table.slice(at)
 
 
-def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
-    if conf.target.is_s3:
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
-        data = sink.getvalue()
+def _write_s3(fs: Any, path: str, table: pa.Table) -> int:
+    """pyarrow's S3 writer: the file under a temporary name (a small one in one PUT, a large
+    one in parts), then copied to its name (CopyObject: the name appears complete or not at
+    all) and the temporary object deleted. A kill leaves the temporary object or an unfinished
+    upload, both removed by the next run's cleanup; an error here deletes it."""
+    directory, _, name = path.rpartition("/")
+    tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+    try:
+        with fs.open_output_stream(tmp) as out:
+            pq.write_table(table, out, compression="zstd")
+            size = int(out.tell())
         crash_point("export.before_put")
-        fs.put(relative, memoryview(data), {})  # one whole PUT: visible once complete
-        crash_point("export.after_file")
-        return int(data.size)
+        fs.move(tmp, path)  # CopyObject, then DeleteObject of the temporary name
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            fs.delete_file(tmp)
+        raise StoreError(f"export target: cannot write s3://{path}: {exc}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.delete_file(tmp)
+        raise
+    crash_point("export.after_file")
+    return size
+
+
+def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
     path = conf.target.path(relative)
+    if conf.target.is_s3:
+        return _write_s3(fs, path, table)
     directory, _, name = path.rpartition("/")
     os.makedirs(directory, exist_ok=True)
     tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
@@ -265,14 +290,9 @@ def write_range_task(
     decoded = _decoded(table, conf)
     buckets = _buckets(table, conf, decoded)
     table = _with_decoded(table, conf, decoded)
-    own = fs is None and conf.target.is_s3
     if fs is None and conf.target.is_s3:
-        fs = conf.target.open_store()
-    try:
-        return _write_groups(rt, conf, table, buckets, fs)
-    finally:
-        if own:
-            fs.close()
+        fs = conf.target.open()
+    return _write_groups(rt, conf, table, buckets, fs)
 
 
 def _write_groups(

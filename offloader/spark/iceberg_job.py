@@ -23,7 +23,25 @@ from offloader.spark.export_job import LocalRunner, SparkRunner
 from offloader.spark.export_kafka import KafkaRunner
 from offloader.spark.kafka_source import ARROW_SCHEMA
 
-__all__ = ["IcebergKafkaRunner", "IcebergLocalRunner", "IcebergSparkRunner"]
+__all__ = [
+    "IcebergKafkaRunner",
+    "IcebergLocalRunner",
+    "IcebergSparkRunner",
+    "with_value_columns",
+]
+
+
+def with_value_columns(base: pa.Schema, decoded: pa.DataType | None, flatten: bool) -> pa.Schema:
+    """``base`` (the source's columns, ``value`` as bytes) then the decoded value's columns as
+    the tasks write them: ``value_decoded``, or flattened one ``value_<field>`` per field."""
+    if decoded is None:
+        return base
+    if not flatten or not pa.types.is_struct(decoded):
+        return base.append(pa.field("value_decoded", decoded))
+    for i in range(decoded.num_fields):
+        child = decoded.field(i)
+        base = base.append(pa.field(f"value_{child.name}", child.type))
+    return base
 
 
 class _Iceberg:
@@ -36,15 +54,7 @@ class _Iceberg:
 
     def arrow_schema(self) -> pa.Schema:
         base = to_arrow_schema(self._schema(value_format="binary"), timezone="UTC")
-        decoded = self.config().decoded_type
-        if decoded is None:
-            return base
-        if not self.spec.flatten or not pa.types.is_struct(decoded):
-            return base.append(pa.field("value_decoded", decoded))
-        for i in range(decoded.num_fields):
-            child = decoded.field(i)
-            base = base.append(pa.field(f"value_{child.name}", child.type))
-        return base
+        return with_value_columns(base, self.config().decoded_type, self.spec.flatten)
 
     def retarget(self, data_url: str) -> None:
         self.spec = with_target(self.spec, data_url)
@@ -62,7 +72,7 @@ class IcebergKafkaRunner(KafkaRunner):
     """Kafka topics' remote segments (``kafka-segments``), in Spark or in this process."""
 
     def arrow_schema(self) -> pa.Schema:
-        return ARROW_SCHEMA
+        return with_value_columns(ARROW_SCHEMA, self.decoded_type(), self.spec.flatten)
 
     def retarget(self, data_url: str) -> None:
         self.spec = with_target(self.spec, data_url)

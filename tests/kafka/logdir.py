@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,8 +100,12 @@ def write_partition(
     topic_id: str | None = None,
     start_offset: int = 0,
     pad: int = 0,
+    value_of: Callable[[str, int, int], bytes] | None = None,
 ) -> PartitionLayout:
-    """One partition directory (see the module docstring); the newest segment is active."""
+    """One partition directory (see the module docstring); the newest segment is active.
+    ``value_of(topic, partition, offset)``: the records' values (default :func:`record_value`;
+    every 13th record is a tombstone either way)."""
+    make = value_of or (lambda t, p, o: record_value(t, p, o, pad))
     directory = root / partition_dir_name(topic, partition)
     directory.mkdir(parents=True)
     topic_id = topic_id or uuid_to_kafka(uuid.uuid5(uuid.NAMESPACE_DNS, topic))
@@ -120,7 +125,7 @@ def write_partition(
             (
                 BASE_TS + (offset + i) * 10,
                 None if (offset + i) % 11 == 0 else f"key-{offset + i}".encode(),
-                None if (offset + i) % 13 == 0 else record_value(topic, partition, offset + i, pad),
+                None if (offset + i) % 13 == 0 else make(topic, partition, offset + i),
                 [("h", b"x"), ("n", None)] if (offset + i) % 3 == 0 else [],
             )
             for i in range(count)

@@ -94,6 +94,21 @@ def test_lag_gauges_follow_the_topics_and_partitions() -> None:
     assert not any(("partition", "1") in labels for _, labels in s)
 
 
+def test_export_lag_gauges_and_an_unknown_time() -> None:
+    m = PrometheusMetrics()
+    lake = {**LABELS, "target": "s3://lake/p"}
+    m.set_export_lag(TOPIC, "s3://lake/p", 12, 90.5)
+    s = samples(m)
+    assert value(s, "offloader_export_lag_entries", **lake) == 12
+    assert value(s, "offloader_export_lag_seconds", **lake) == 90.5
+    m.set_export_lag(TOPIC, "s3://lake/p", 7, None)  # no publish time: no seconds sample
+    s = samples(m)
+    assert value(s, "offloader_export_lag_entries", **lake) == 7
+    assert ("offloader_export_lag_seconds", frozenset(lake.items())) not in s
+    m.set_export_lag(TOPIC, "s3://lake/p", 0, None)  # removing an absent series is no error
+    NO_METRICS.set_export_lag(TOPIC, "s3://lake/p", 3, 1.0)
+
+
 def test_each_set_has_its_own_registry() -> None:
     a, b = PrometheusMetrics(), PrometheusMetrics()  # no "Duplicated timeseries" error
     a.record_offload_error(TOPIC)

@@ -233,3 +233,14 @@ def test_cli_export_run_and_status_json(spark: Any, home: Any) -> None:
         cli, ["export", "reset", TOPIC, "--target", str(out), "--to", "nonsense"], env=env
     )
     assert res.exit_code != 0 and "ISO-8601" in res.output
+
+
+def test_the_binary_schema_is_the_sources(spark: Any) -> None:
+    """The runners take the ``pulsar-messages`` schema for binary values from
+    :func:`binary_schema` (no Spark round trip): it must be what the source says."""
+    from offloader.spark import register
+    from offloader.spark.export_job import binary_schema
+
+    register(spark)
+    loaded = spark.read.format("pulsar-messages").option("value_format", "binary")
+    assert loaded.option("topics", "x").load().schema == binary_schema()
