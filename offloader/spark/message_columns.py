@@ -1,0 +1,249 @@
+"""Arrow batches of ``pulsar-messages`` rows built column by column, entry by entry.
+
+:class:`MessageColumns` owns a task's rows between two Arrow batches. Each whole entry (a
+single message, a batch, or a reassembled chunked message) is decrypted, decompressed and split
+into columns (:func:`formats.pulsar.batch.split_columns`, the C splitter when built) and its
+rows are appended to per-column staging (plain lists holding shared objects for the values an
+entry's rows share, one growing ``bytearray`` plus offsets for binary values), so no
+:class:`~formats.pulsar.Message` object is made per row and a batch's value bytes are dropped
+as soon as they are copied. :meth:`MessageColumns.flush` turns the staging into one Arrow batch
+(``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
+``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
+there, exactly as Spark compares (a NULL time matches nothing).
+
+A worker therefore holds its block buffer, one decompressed batch and the rows of the Arrow
+batch being built. Imported by executors; pure apart from pyarrow.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate, repeat
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from formats.pulsar.batch import split_columns
+from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
+from formats.pulsar.errors import PulsarMessageError
+
+if TYPE_CHECKING:
+    from formats.pulsar.crypto import Decryptor
+    from formats.pulsar.entry import ParsedEntry
+    from offloader.spark.message_rows import ValueDecoder
+
+__all__ = ["MessageColumns", "TimePredicate"]
+
+#: a pushed comparison ``(column, op, microseconds)`` on publish_time or event_time
+TimePredicate = tuple[str, str, int]
+
+_MS = 1000
+_MAX_MS = (1 << 63) // _MS - 1
+_MAX_I64 = (1 << 63) - 1
+_MAX_OFFSET = (1 << 31) - 1
+#: staged bytes below this plus one entry (at most ``limit``, 1 GiB) fit Arrow's int32 offsets
+_MAX_BATCH_BYTES = 1 << 30
+_TS = pa.timestamp("us", tz="UTC")
+_OPS = {
+    "=": pc.equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+}
+
+
+class MessageColumns:
+    """The staged rows of one task; :meth:`add` an entry, :meth:`flush` when :attr:`full`."""
+
+    def __init__(
+        self,
+        topic: str | None,
+        schema: pa.Schema,
+        values: ValueDecoder,
+        *,
+        batch_rows: int,
+        batch_bytes: int,
+        predicates: Sequence[TimePredicate] = (),
+        decryptor: Decryptor | None = None,
+        partition: int = -1,
+        limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        self.topic = topic
+        self.schema = schema
+        self.values = values
+        self.batch_rows = max(1, batch_rows)
+        self.batch_bytes = min(max(1, batch_bytes), _MAX_BATCH_BYTES)
+        self.predicates = tuple(predicates)
+        self.decryptor = decryptor
+        self.partition = partition
+        self.limit = limit
+        self._binary = values.fmt == "binary"
+        self._reset()
+
+    def _reset(self) -> None:
+        self.rows = 0
+        self._ledger: list[int] = []
+        self._entry: list[int] = []
+        self._index: list[int] = []
+        self._key: list[str | None] = []
+        self._ordering: list[bytes | None] = []
+        self._props: list[Any] = []
+        self._publish: list[int] = []
+        self._event: list[int | None] = []
+        self._producer: list[str] = []
+        self._seq: list[int | None] = []
+        self._schema_version: list[bytes | None] = []
+        self._null: list[bool] = []
+        self._encrypted: list[bool] = []
+        self._data = bytearray()
+        self._offsets = array("i", [0])
+        self._decoded: list[Any] = []
+
+    @property
+    def full(self) -> bool:
+        """Whether the staged rows make a batch (``batch_rows`` rows or ``batch_bytes`` bytes)."""
+        return self.rows >= self.batch_rows or len(self._data) >= self.batch_bytes
+
+    def add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
+        """Stage the rows of a whole entry (not a chunk, or a reassembled one); markers give
+        none. Returns the number of rows staged. Bad input: the typed error, located."""
+        md = parsed.metadata
+        if md.marker_type is not None:
+            return 0
+        try:
+            return self._add(parsed, ledger_id, entry_id)
+        except PulsarMessageError as exc:
+            raise exc.located(ledger_id, entry_id) from exc.__cause__
+
+    def _add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
+        md = parsed.metadata
+        payload = parsed.payload
+        encrypted = bool(md.encryption_keys)
+        if encrypted and self.decryptor is not None:
+            payload = self.decryptor.decrypt(md, payload)
+            encrypted = False
+        if not encrypted:
+            codec = md.compression or NONE
+            if codec != NONE:
+                payload = decompress(codec, payload, md.uncompressed_size or 0, self.limit)
+        if md.is_batch and not encrypted:
+            index, keys, ordering, props, events, seqs, nulls, values, _b64 = split_columns(
+                md, payload
+            )
+            n = len(index)
+            if not n:
+                return 0
+            if None in seqs:
+                base = md.sequence_id
+                seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+            self._index.extend(index)
+            self._key.extend(keys)
+            self._ordering.extend(ordering)
+            self._props.extend(props)
+            self._event.extend(events)
+            self._null.extend(nulls)
+            self._encrypted.extend(repeat(False, n))
+        else:
+            n = 1
+            is_null = bool(md.null_value) and not encrypted
+            seqs = [md.sequence_id]
+            values = [b"" if is_null else payload]
+            nulls = [is_null]
+            self._index.append(-1)
+            self._key.append(None if md.null_partition_key else md.partition_key)
+            self._ordering.append(md.ordering_key)
+            self._props.append(md.properties)
+            self._event.append(md.event_time)
+            self._null.append(is_null)
+            self._encrypted.append(encrypted)
+        if max(cast(list[int], seqs)) > _MAX_I64:
+            seqs = [None if s is None or s > _MAX_I64 else s for s in seqs]
+        self._seq.extend(seqs)
+        self._ledger.extend(repeat(ledger_id, n))
+        self._entry.extend(repeat(entry_id, n))
+        self._publish.extend(repeat(md.publish_time, n))
+        self._producer.extend(repeat(md.producer_name, n))
+        self._schema_version.extend(repeat(md.schema_version, n))
+        self._add_values(values, nulls, encrypted)
+        self.rows += n
+        return n
+
+    def _add_values(self, values: Sequence[bytes], nulls: Sequence[bool], encrypted: bool) -> None:
+        if self._binary:
+            if len(self._data) + sum(map(len, values)) > _MAX_OFFSET:
+                raise PulsarMessageError(
+                    "values of more than 2 GiB in one Arrow batch; lower batch_bytes"
+                )
+            offsets = accumulate(map(len, values), initial=self._offsets[-1])
+            next(offsets)
+            self._offsets.extend(offsets)
+            self._data += b"".join(values)
+            return
+        decode = self.values.decode
+        self._decoded.extend(
+            decode(v, null, encrypted) for v, null in zip(values, nulls, strict=True)
+        )
+
+    def flush(self) -> pa.RecordBatch | None:
+        """The staged rows as one Arrow batch (None when no row is staged, or none passes the
+        pushed time comparisons); the staging starts empty again."""
+        if not self.rows:
+            return None
+        n = self.rows
+        ledger = pa.array(self._ledger, pa.int64())
+        entry = pa.array(self._entry, pa.int64())
+        index = pa.array(self._index, pa.int32())
+        message_id = pc.binary_join_element_wise(
+            pc.cast(ledger, pa.string()),
+            pc.cast(entry, pa.string()),
+            str(self.partition),
+            pc.cast(index, pa.string()),
+            ":",
+        )
+        if self._binary:
+            value = pa.Array.from_buffers(
+                pa.binary(), n, [None, pa.py_buffer(self._offsets), pa.py_buffer(self._data)]
+            )
+        else:
+            value = pa.array(self._decoded, self.schema.field("value").type)
+        columns = [
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            ledger,
+            entry,
+            index,
+            message_id,
+            pa.array(self._key, pa.string()),
+            pa.array(self._ordering, pa.binary()),
+            pa.array(self._props, pa.map_(pa.string(), pa.string())),
+            _timestamps(self._publish),
+            _timestamps(self._event),
+            pa.array(self._producer, pa.string()),
+            pa.array(self._seq, pa.int64()),
+            pa.array(self._schema_version, pa.binary()),
+            pa.array(self._null, pa.bool_()),
+            pa.array(self._encrypted, pa.bool_()),
+            value,
+        ]
+        self._reset()
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        if self.predicates:
+            batch = self._filtered(batch)
+        return batch if batch.num_rows else None
+
+    def _filtered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        mask: Any = None
+        for column, op, micros in self.predicates:
+            test = _OPS[op](batch.column(column), pa.scalar(micros, _TS))
+            mask = test if mask is None else pc.and_kleene(mask, test)
+        return batch.filter(mask, null_selection_behavior="drop")
+
+
+def _timestamps(ms: list[Any]) -> pa.Array:
+    """Milliseconds (None: unset) as microsecond timestamps; one past Spark's range is NULL."""
+    arr = pa.array(ms, pa.uint64())
+    if len(arr) and (pc.max(arr).as_py() or 0) > _MAX_MS:
+        arr = pc.if_else(pc.greater(arr, _MAX_MS), pa.scalar(None, pa.uint64()), arr)
+    return pc.multiply(arr.cast(pa.int64()), _MS).cast(_TS)
