@@ -20,7 +20,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from itertools import accumulate, repeat
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,19 +85,22 @@ class MessageColumns:
 
     def _reset(self) -> None:
         self.rows = 0
-        self._ledger: list[int] = []
-        self._entry: list[int] = []
-        self._index: list[int] = []
+        # fixed-width columns in typed arrays (no Python object per row), handed to Arrow as
+        # they are; the others in lists whose repeated values are one shared object
+        self._ledger = array("q")
+        self._entry = array("q")
+        self._index = array("i")
+        self._publish = array("q")
+        self._seq = array("q")
+        self._seq_nulls: list[int] = []  # rows whose sequence id is past BIGINT (rare)
+        self._null = array("b")
+        self._encrypted = array("b")
         self._key: list[str | None] = []
         self._ordering: list[bytes | None] = []
         self._props: list[Any] = []
-        self._publish: list[int] = []
         self._event: list[int | None] = []
         self._producer: list[str] = []
-        self._seq: list[int | None] = []
         self._schema_version: list[bytes | None] = []
-        self._null: list[bool] = []
-        self._encrypted: list[bool] = []
         self._data = bytearray()
         self._offsets = array("i", [0])
         self._decoded: list[Any] = []
@@ -144,8 +147,8 @@ class MessageColumns:
             self._ordering.extend(ordering)
             self._props.extend(props)
             self._event.extend(events)
-            self._null.extend(nulls)
-            self._encrypted.extend(repeat(False, n))
+            self._null.extend(nulls)  # type: ignore[arg-type]
+            self._encrypted.extend(repeat(0, n))
         else:
             n = 1
             is_null = bool(md.null_value) and not encrypted
@@ -159,12 +162,17 @@ class MessageColumns:
             self._event.append(md.event_time)
             self._null.append(is_null)
             self._encrypted.append(encrypted)
-        if max(cast(list[int], seqs)) > _MAX_I64:
-            seqs = [None if s is None or s > _MAX_I64 else s for s in seqs]
-        self._seq.extend(seqs)
+        try:
+            self._seq.extend(seqs)  # type: ignore[arg-type]
+        except OverflowError:  # a sequence id past BIGINT: NULL, as before
+            for s in seqs:
+                big = s is None or s > _MAX_I64
+                if big:
+                    self._seq_nulls.append(len(self._seq))
+                self._seq.append(0 if big else s)  # type: ignore[arg-type]
         self._ledger.extend(repeat(ledger_id, n))
         self._entry.extend(repeat(entry_id, n))
-        self._publish.extend(repeat(md.publish_time, n))
+        self._publish.extend(repeat(min(md.publish_time, _MAX_I64), n))
         self._producer.extend(repeat(md.producer_name, n))
         self._schema_version.extend(repeat(md.schema_version, n))
         self._add_values(values, nulls, encrypted)
@@ -193,9 +201,9 @@ class MessageColumns:
         if not self.rows:
             return None
         n = self.rows
-        ledger = pa.array(self._ledger, pa.int64())
-        entry = pa.array(self._entry, pa.int64())
-        index = pa.array(self._index, pa.int32())
+        ledger = _fixed(pa.int64(), n, self._ledger)
+        entry = _fixed(pa.int64(), n, self._entry)
+        index = _fixed(pa.int32(), n, self._index)
         message_id = pc.binary_join_element_wise(
             pc.cast(ledger, pa.string()),
             pc.cast(entry, pa.string()),
@@ -209,6 +217,10 @@ class MessageColumns:
             )
         else:
             value = pa.array(self._decoded, self.schema.field("value").type)
+        seq = _fixed(pa.int64(), n, self._seq)
+        if self._seq_nulls:
+            mask = pc.is_in(pa.array(range(n)), pa.array(self._seq_nulls))
+            seq = pc.if_else(mask, pa.scalar(None, pa.int64()), seq)
         columns = [
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             ledger,
@@ -218,13 +230,13 @@ class MessageColumns:
             pa.array(self._key, pa.string()),
             pa.array(self._ordering, pa.binary()),
             pa.array(self._props, pa.map_(pa.string(), pa.string())),
-            _timestamps(self._publish),
-            _timestamps(self._event),
+            _timestamps(_fixed(pa.int64(), n, self._publish)),
+            _timestamps(pa.array(self._event, pa.uint64())),
             pa.array(self._producer, pa.string()),
-            pa.array(self._seq, pa.int64()),
+            seq,
             pa.array(self._schema_version, pa.binary()),
-            pa.array(self._null, pa.bool_()),
-            pa.array(self._encrypted, pa.bool_()),
+            _fixed(pa.int8(), n, self._null).cast(pa.bool_()),
+            _fixed(pa.int8(), n, self._encrypted).cast(pa.bool_()),
             value,
         ]
         self._reset()
@@ -241,9 +253,13 @@ class MessageColumns:
         return batch.filter(mask, null_selection_behavior="drop")
 
 
-def _timestamps(ms: list[Any]) -> pa.Array:
-    """Milliseconds (None: unset) as microsecond timestamps; one past Spark's range is NULL."""
-    arr = pa.array(ms, pa.uint64())
-    if len(arr) and (pc.max(arr).as_py() or 0) > _MAX_MS:
-        arr = pc.if_else(pc.greater(arr, _MAX_MS), pa.scalar(None, pa.uint64()), arr)
-    return pc.multiply(arr.cast(pa.int64()), _MS).cast(_TS)
+def _fixed(kind: pa.DataType, n: int, values: array[Any]) -> pa.Array:
+    """A typed array's bytes as an Arrow array (no copy; the array is not touched again)."""
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(values)])
+
+
+def _timestamps(ms: pa.Array) -> pa.Array:
+    """Milliseconds (NULL: unset) as microsecond timestamps; one past Spark's range is NULL."""
+    if len(ms) and (pc.max(ms).as_py() or 0) > _MAX_MS:
+        ms = pc.if_else(pc.greater(ms, _MAX_MS), pa.scalar(None, ms.type), ms)
+    return pc.multiply(ms.cast(pa.int64()), _MS).cast(_TS)
