@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -46,6 +46,8 @@ _MAX_OFFSET = (1 << 31) - 1
 #: staged bytes below this plus one entry (at most ``limit``, 1 GiB) fit Arrow's int32 offsets
 _MAX_BATCH_BYTES = 1 << 30
 _TS = pa.timestamp("us", tz="UTC")
+_MAP = pa.map_(pa.string(), pa.string())
+_ZERO_B = array("b", (0,))
 _OPS = {
     "=": pc.equal,
     ">": pc.greater,
@@ -99,8 +101,11 @@ class MessageColumns:
         self._ordering: list[bytes | None] = []
         self._props: list[Any] = []
         self._event: list[int | None] = []
+        # what an entry's rows share, once per entry, spread over its rows by ``_run``
+        self._run = array("i")
         self._producer: list[str] = []
         self._schema_version: list[bytes | None] = []
+        self._id_prefix: list[str] = []
         self._data = bytearray()
         self._offsets = array("i", [0])
         self._decoded: list[Any] = []
@@ -141,14 +146,17 @@ class MessageColumns:
                 return 0
             if None in seqs:
                 base = md.sequence_id
-                seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+                if seqs.count(None) == n and index[-1] - index[0] == n - 1:
+                    seqs = range(base + index[0], base + index[0] + n)  # type: ignore[assignment]
+                else:
+                    seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
             self._index.extend(index)
             self._key.extend(keys)
             self._ordering.extend(ordering)
             self._props.extend(props)
             self._event.extend(events)
             self._null.extend(nulls)  # type: ignore[arg-type]
-            self._encrypted.extend(repeat(0, n))
+            self._encrypted.extend(_ZERO_B * n)
         else:
             n = 1
             is_null = bool(md.null_value) and not encrypted
@@ -170,25 +178,28 @@ class MessageColumns:
                 if big:
                     self._seq_nulls.append(len(self._seq))
                 self._seq.append(0 if big else s)  # type: ignore[arg-type]
-        self._ledger.extend(repeat(ledger_id, n))
-        self._entry.extend(repeat(entry_id, n))
-        self._publish.extend(repeat(min(md.publish_time, _MAX_I64), n))
-        self._producer.extend(repeat(md.producer_name, n))
-        self._schema_version.extend(repeat(md.schema_version, n))
+        self._ledger.extend(array("q", (ledger_id,)) * n)
+        self._entry.extend(array("q", (entry_id,)) * n)
+        self._publish.extend(array("q", (min(md.publish_time, _MAX_I64),)) * n)
+        self._run.extend(array("i", (len(self._producer),)) * n)
+        self._producer.append(md.producer_name)
+        self._schema_version.append(md.schema_version)
+        self._id_prefix.append(f"{ledger_id}:{entry_id}:{self.partition}:")
         self._add_values(values, nulls, encrypted)
         self.rows += n
         return n
 
     def _add_values(self, values: Sequence[bytes], nulls: Sequence[bool], encrypted: bool) -> None:
         if self._binary:
-            if len(self._data) + sum(map(len, values)) > _MAX_OFFSET:
+            joined = b"".join(values)
+            if len(self._data) + len(joined) > _MAX_OFFSET:
                 raise PulsarMessageError(
                     "values of more than 2 GiB in one Arrow batch; lower batch_bytes"
                 )
             offsets = accumulate(map(len, values), initial=self._offsets[-1])
             next(offsets)
             self._offsets.extend(offsets)
-            self._data += b"".join(values)
+            self._data += joined
             return
         decode = self.values.decode
         self._decoded.extend(
@@ -204,12 +215,11 @@ class MessageColumns:
         ledger = _fixed(pa.int64(), n, self._ledger)
         entry = _fixed(pa.int64(), n, self._entry)
         index = _fixed(pa.int32(), n, self._index)
+        run = _fixed(pa.int32(), n, self._run)
         message_id = pc.binary_join_element_wise(
-            pc.cast(ledger, pa.string()),
-            pc.cast(entry, pa.string()),
-            str(self.partition),
+            pc.take(pa.array(self._id_prefix, pa.string()), run),
             pc.cast(index, pa.string()),
-            ":",
+            "",
         )
         if self._binary:
             value = pa.Array.from_buffers(
@@ -229,12 +239,12 @@ class MessageColumns:
             message_id,
             pa.array(self._key, pa.string()),
             pa.array(self._ordering, pa.binary()),
-            pa.array(self._props, pa.map_(pa.string(), pa.string())),
+            _properties(self._props, n),
             _timestamps(_fixed(pa.int64(), n, self._publish)),
             _timestamps(pa.array(self._event, pa.uint64())),
-            pa.array(self._producer, pa.string()),
+            pc.take(pa.array(self._producer, pa.string()), run),
             seq,
-            pa.array(self._schema_version, pa.binary()),
+            pc.take(pa.array(self._schema_version, pa.binary()), run),
             _fixed(pa.int8(), n, self._null).cast(pa.bool_()),
             _fixed(pa.int8(), n, self._encrypted).cast(pa.bool_()),
             value,
@@ -251,6 +261,16 @@ class MessageColumns:
             test = _OPS[op](batch.column(column), pa.scalar(micros, _TS))
             mask = test if mask is None else pc.and_kleene(mask, test)
         return batch.filter(mask, null_selection_behavior="drop")
+
+
+def _properties(props: list[Any], n: int) -> pa.Array:
+    """The properties column; without a Python pass over the rows when none has any."""
+    if any(props):
+        return pa.array(props, _MAP)
+    empty = pa.array([], pa.string())
+    return pa.MapArray.from_arrays(
+        _fixed(pa.int32(), n + 1, array("i", (0,)) * (n + 1)), empty, empty
+    )
 
 
 def _fixed(kind: pa.DataType, n: int, values: array[Any]) -> pa.Array:
