@@ -188,3 +188,100 @@ def test_following_ledgers_are_the_topics_next_ones(rollover: Any, aws_env: Any)
     for task, after in zip(tasks, following, strict=True):
         assert [t.ledger_id for t in after] == [lid for lid in (51, 52) if lid > task.ledger_id]
         assert all(t.ref.block == 0 for t in after)  # type: ignore[union-attr]
+
+
+def test_local_ledgers_and_offloaded_ones_read_on(
+    s3_endpoint: S3Endpoint, aws_env: Any, tmp_path: Any
+) -> None:
+    """Through ``topics`` + ``home``: a chunked message begun in an offloaded ledger ends in a
+    ledger only on local disk, split into several local tasks; another crosses two local
+    ledgers. Each partition read in this process (the planner's and the executor's code)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from formats.keys import data_key, index_key
+    from offloader.ledgers import LedgerStore
+    from offloader.metadata import open_metadata_store
+    from offloader.metadata.base import DriverMetadata
+    from offloader.spark.messages import PulsarMessagesReader
+    from offloader.spark.plan import LocalLedgerTask
+    from tests.spark.test_message_columns import _schema
+
+    p = _Producers(24)
+
+    def big(seq: int) -> bytes:  # local tasks split a ledger by max_block_size (5 MiB at least)
+        value = p.rng.randbytes(3 << 20)
+        return encode_entry(
+            [OutgoingMessage(value, key="big")],
+            producer_name="p8",
+            sequence_id=seq,
+            publish_time=T0,
+        )
+
+    m1 = p.chunks("p1", "m1", 5)
+    m2 = p.chunks("p2", "m2", 4)
+    m3 = p.chunks("p3", "m3", 3)
+    content = {  # ledger ids 0, 1, 2 as the metadata store allocates them
+        0: [p.batch("p9"), m1[0], p.batch("p9"), m1[1]],
+        1: [m1[2], big(0), m1[3], m2[0], big(1), m1[4], big(2), *m2[1:], big(3), m3[0]],
+        2: [m3[1], p.batch("p9"), m3[2], p.batch("p9")],
+    }
+    bucket = s3_endpoint.new_bucket()
+    topic = TOPIC_A[0]
+    ledgers = LedgerStore(tmp_path)
+    meta = open_metadata_store(tmp_path)
+    meta.create_namespace("public/default", T0)
+    meta.create_topic(topic, T0)
+    for lid, entries in content.items():
+        assert meta.allocate_ledger_id() == lid
+        meta.add_ledger(topic, lid, T0)
+        writer = ledgers.create_ledger(topic, lid)
+        for e in entries:
+            writer.append(e)
+        writer.close()
+        meta.close_ledger(lid, T0, len(entries), sum(map(len, entries)))
+        if lid == 0:
+            up = upload_ledger(
+                s3_endpoint, bucket, lid, entries, BLOCK, managed_ledger_name=TOPIC_A[1]
+            )
+            driver = DriverMetadata(
+                "aws-s3", {"store_url": f"s3://{bucket}", "endpoint": s3_endpoint.url}
+            )
+            meta.begin_offload(
+                lid,
+                up.uuid,
+                driver,
+                T0,
+                data_key=data_key(up.uuid, lid),
+                index_key=index_key(up.uuid, lid),
+            )
+            from formats.extension import crc32c
+
+            meta.complete_offload(
+                lid,
+                up.uuid,
+                T0,
+                data_size=up.blocks[-1][3],
+                index_size=len(up.index),
+                index_crc32c=crc32c(up.index),
+            )
+            meta.mark_local_deleted(lid, up.uuid)
+            ledgers.delete_ledger(topic, lid)
+    meta.close()
+    reader = PulsarMessagesReader(
+        {"topics": topic, "home": str(tmp_path)}, from_arrow_schema(_schema())
+    )
+    reader.settings = reader.settings.replace(max_block_size=5 << 20)
+    parts = reader.partitions()
+    local = [pt.task for pt in parts if isinstance(pt.task, LocalLedgerTask)]  # type: ignore[attr-defined]
+    assert len({t.ledger_id for t in local}) == 2 and len(local) > 3
+    rows = []
+    for part in parts:
+        for batch in reader.read(part):
+            rows += [
+                (r["ledger_id"], r["entry_id"], r["batch_index"], r["key"], r["value"])
+                for r in batch.to_pylist()
+            ]
+    every = [(lid, i, e) for lid, entries in content.items() for i, e in enumerate(entries)]
+    want = [(m.ledger_id, m.entry_id, m.batch_index, m.key, m.value) for m in iter_messages(every)]
+    assert sorted(rows) == sorted(want)
+    assert Counter(r[3] for r in rows)["m1"] == 1 and Counter(r[3] for r in rows)["m3"] == 1
