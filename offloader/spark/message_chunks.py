@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from formats.pulsar.chunks import ChunkAssembler
 from formats.pulsar.entry import ParsedEntry
 from formats.pulsar.errors import ChunkError
+from formats.transform import transform_of
 from offloader.logs import get_logger
 from offloader.read.objects import block_refs, load_index, read_block
 from offloader.spark.plan import BlockTask, LocalLedgerTask, Task
@@ -124,11 +125,13 @@ class ChunkFollower:
 
 def _blocks_after(task: BlockTask, block: int) -> Iterator[tuple[int, int, bytes]]:
     """``(ledger_id, entry_id, payload)`` of the blocks of ``task``'s ledger after ``block``
-    (-1: all of them), through the ledger's index (a transformed ledger through its view)."""
+    (-1: all of them), through the ledger's index (a transformed ledger through its view, its
+    transform taken from that index)."""
     store = executor_store(task.store)
     ref = task.ref
     index = load_index(store, ref.ledger_id, ref.uuid)
-    blocks = task_store(task, store)
+    transform = transform_of(index.extension, index.data_object_length)
+    blocks = task_store(dataclasses.replace(task, transform=transform), store)
     for later in block_refs(index, ref.ledger_id, ref.uuid)[block + 1 :]:
         for entry in read_block(blocks, later, read_buffer=task.store.settings.read_buffer_size):
             yield (later.ledger_id, entry.entry_id, bytes(entry.payload))
@@ -165,6 +168,8 @@ def following_ledgers(tasks: Sequence[Task]) -> list[tuple[Task, ...]]:
                 last = max(t.last_entry_id for t in group)
                 ends[(topic, ledger_id)] = last
                 head = dataclasses.replace(head, first_entry_id=0, last_entry_id=last)
+            else:  # small to pickle: the transform is read again from the index if needed
+                head = dataclasses.replace(head, transform=None, zone=None)
             heads.setdefault(topic, []).append((ledger_id, head))
     out: list[tuple[Task, ...]] = []
     for task in tasks:
