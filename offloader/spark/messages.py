@@ -13,20 +13,22 @@ Same source options as ``offloaded-ledger`` (``store``, ``endpoint``, ``region``
 ``entry_range``, ``pushdown``), plus ``value_format`` (binary | string | json | avro),
 ``schema`` (a DDL: the value becomes a struct), ``avro_schema`` (the writer schema, JSON),
 ``decrypt_key`` (a PEM file holding the RSA private key of encrypted topics; read on the
-driver), ``batch_rows``. Columns: :data:`offloader.spark.message_rows.BASE_COLUMNS` + value.
+driver), ``batch_rows`` (8192) and ``batch_bytes`` (512 KiB of values) per Arrow batch.
+Columns: :data:`offloader.spark.message_rows.BASE_COLUMNS` + value.
 
 One partition per block. Each task decodes its block's entries (CRC32C checked, decompressed,
-batches split, chunks reassembled; a chunked message whose chunks cross the block's end is
-finished by reading on into the ledger's next entries, and skipped by the task that starts in
-its middle). Pushdown: ``ledger_id`` and ``entry_id`` as in ``offloaded-ledger`` (blocks pruned,
-rows exact); ``publish_time`` and ``event_time`` comparisons (time-zone-aware literals)
-skip blocks whose zone maps say no message can match, and filter the rows exactly.
+batches split, chunks reassembled; a chunked message is finished by the task of its first
+chunk, reading on into the ledger's next blocks and the topic's next ledgers, and skipped by
+the task that starts in its middle: :mod:`offloader.spark.message_chunks`) into Arrow columns
+entry by entry (:mod:`offloader.spark.message_columns`). Pushdown: ``ledger_id`` and
+``entry_id`` as in ``offloaded-ledger`` (blocks pruned, rows exact); ``publish_time`` and
+``event_time`` comparisons (time-zone-aware literals) skip blocks whose zone maps say no
+message can match, and filter the rows exactly.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +36,24 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from formats.pulsar import ChunkAssembler, Decryptor, Message, iter_messages
+from formats.pulsar.crypto import Decryptor
+from formats.pulsar.entry import parse_entry
 from offloader.errors import ConfigError
+from offloader.spark.message_chunks import ChunkFollower, continuation, following_ledgers
+from offloader.spark.message_columns import MessageColumns
 from offloader.spark.message_rows import (
     TIME_COLUMNS,
     TimeBounds,
     ValueDecoder,
-    messages_batch,
     schema_ddl,
     to_micros,
 )
-from offloader.spark.plan import BlockTask, Task
+from offloader.spark.plan import Task
 from offloader.spark.source import (
     DEFAULT_BATCH_ROWS,
     OffloadedLedgerReader,
     PushdownReader,
+    TaskPartition,
     _flag,
     _int_option,
 )
@@ -57,13 +62,9 @@ from offloader.spark.tasks import read_task
 __all__ = ["SOURCE_NAME", "PulsarMessagesSource"]
 
 SOURCE_NAME = "pulsar-messages"
-_COMPARE: dict[str, Callable[[int, int], bool]] = {
-    "=": operator.eq,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-}
+#: value bytes per Arrow batch: a worker holds its block buffer, one decompressed batch and
+#: the batch being built, so the batch stays well below a block (measured: bench pulsar_scan)
+DEFAULT_MESSAGE_BATCH_BYTES = 512 << 10
 _TIME_OPS = {
     "EqualTo": "=",
     "GreaterThan": ">",
@@ -84,6 +85,7 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         self.avro_schema = opts.get("avro_schema") or None
         ValueDecoder(self.value_format, self.avro_schema)  # options checked on the driver
         self.message_rows = max(1, _int_option(opts, "batch_rows", DEFAULT_BATCH_ROWS))
+        self.batch_bytes = max(1, _int_option(opts, "batch_bytes", DEFAULT_MESSAGE_BATCH_BYTES))
         self.decrypt_pem: bytes | None = None
         if opts.get("decrypt_key"):
             try:
@@ -96,6 +98,14 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         self.times = {name: TimeBounds() for name in TIME_COLUMNS}
         #: pushed time comparisons ``(column, op, microseconds)``, applied to rows exactly
         self.time_predicates: tuple[tuple[str, str, int], ...] = ()
+
+    def partitions(self) -> Sequence[InputPartition]:
+        tasks = OffloadedLedgerReader.plan(self)
+        return [
+            MessagesPartition(task, following)
+            for task, following in zip(tasks, following_ledgers(tasks), strict=True)
+            if self._keeps_task(task)
+        ]
 
     def plan(self) -> list[Task]:
         return [t for t in super().plan() if self._keeps_task(t)]
@@ -114,53 +124,72 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         return True
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The task's messages as Arrow batches, built entry by entry (see
+        :mod:`offloader.spark.message_columns`); chunked messages it begins are finished by
+        reading on (:mod:`offloader.spark.message_chunks`)."""
         task: Task | None = getattr(partition, "task", None)
         if task is None:
             return
-        decryptor = Decryptor(self.decrypt_pem) if self.decrypt_pem else None
-        values = ValueDecoder(self.value_format, self.avro_schema)
-        topic = task.topic
-        chunks = ChunkAssembler(skip_orphans=True)
-        entries: Iterator[Any] = (
-            (ledger, entry, payload)
-            for _t, ledger, entry, payload in read_task(task, self.entry_filter)
+        rows = MessageColumns(
+            task.topic,
+            self.arrow_schema,
+            ValueDecoder(self.value_format, self.avro_schema),
+            batch_rows=self.message_rows,
+            batch_bytes=self.batch_bytes,
+            predicates=self.time_predicates,
+            decryptor=Decryptor(self.decrypt_pem) if self.decrypt_pem else None,
         )
-        if isinstance(task, BlockTask):
-            entries = _with_continuation(task, entries, chunks, self.entry_filter)
-        pending: list[Message] = []
-        for msg in iter_messages(entries, decryptor=decryptor, assembler=chunks):
-            if not self._keeps_row(msg):
-                continue
-            pending.append(msg)
-            if len(pending) >= self.message_rows:
-                yield messages_batch(topic, pending, self.arrow_schema, values)
-                pending = []
-        if pending:
-            yield messages_batch(topic, pending, self.arrow_schema, values)
+        chunks = ChunkFollower()
+        for _topic, ledger_id, entry_id, payload in read_task(task, self.entry_filter):
+            parsed = parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id)
+            del payload
+            if parsed.metadata.is_chunk:
+                whole = chunks.own(parsed, ledger_id, entry_id)
+                if whole is None:
+                    continue
+                parsed = whole
+            rows.add(parsed, ledger_id, entry_id)
+            if rows.full:
+                yield from _batches(rows)
+        if chunks.begun:
+            following = getattr(partition, "following", ())
+            yield from self._read_on(task, following, chunks, rows)
+        yield from _batches(rows)
 
-    def _keeps_row(self, msg: Message) -> bool:
-        """Exactly Spark's comparison of the row's timestamp (NULL matches nothing)."""
-        for column, op, micros in self.time_predicates:
-            ms = msg.publish_time if column == "publish_time" else msg.event_time
-            if ms is None or not _COMPARE[op](ms * 1000, micros):
-                return False
-        return True
+    def _read_on(
+        self,
+        task: Task,
+        following: Sequence[Task],
+        chunks: ChunkFollower,
+        rows: MessageColumns,
+    ) -> Iterator[pa.RecordBatch]:
+        """Finish the chunked messages begun in the task from the entries after it."""
+        flt = self.entry_filter
+        for ledger_id, entry_id, payload in continuation(task, following):
+            whole = chunks.follow(
+                parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id), ledger_id, entry_id
+            )
+            if whole is not None and flt.ledger.matches(ledger_id) and flt.keeps_entry(entry_id):
+                rows.add(whole, ledger_id, entry_id)
+                if rows.full:
+                    yield from _batches(rows)
+            if not chunks.begun:
+                return
+        chunks.give_up()
 
 
-def _with_continuation(
-    task: BlockTask, entries: Iterator[Any], chunks: ChunkAssembler, entry_filter: Any
-) -> Iterator[Any]:
-    """The block's entries, then, while a chunked message begun in it is incomplete, the
-    ledger's next entries (read through the offloaded ledger's index), up to its end."""
-    yield from entries
-    if not chunks.incomplete:
-        return
-    from offloader.spark.tasks import continuation_entries
+def _batches(rows: MessageColumns) -> Iterator[pa.RecordBatch]:
+    batch = rows.flush()
+    if batch is not None:
+        yield batch
 
-    for item in continuation_entries(task):
-        yield item
-        if not chunks.incomplete:
-            return
+
+class MessagesPartition(TaskPartition):
+    """A task and the ledgers it may read on into for a chunked message it begins."""
+
+    def __init__(self, task: Task, following: tuple[Task, ...] = ()) -> None:
+        super().__init__(task)
+        self.following = following
 
 
 class PulsarMessagesPushdownReader(PulsarMessagesReader):

@@ -1,0 +1,285 @@
+"""Arrow batches of ``pulsar-messages`` rows built column by column, entry by entry.
+
+:class:`MessageColumns` owns a task's rows between two Arrow batches. Each whole entry (a
+single message, a batch, or a reassembled chunked message) is decrypted, decompressed and split
+into columns (:func:`formats.pulsar.batch.split_columns`, the C splitter when built) and its
+rows are appended to per-column staging (plain lists holding shared objects for the values an
+entry's rows share, one growing ``bytearray`` plus offsets for binary values), so no
+:class:`~formats.pulsar.Message` object is made per row and a batch's value bytes are dropped
+as soon as they are copied. :meth:`MessageColumns.flush` turns the staging into one Arrow batch
+(``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
+``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
+there, exactly as Spark compares (a NULL time matches nothing).
+
+A worker therefore holds its block buffer, one decompressed batch and the rows of the Arrow
+batch being built. Imported by executors; pure apart from pyarrow.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from formats.pulsar.batch import split_columns
+from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
+from formats.pulsar.errors import PulsarMessageError
+
+if TYPE_CHECKING:
+    from formats.pulsar.crypto import Decryptor
+    from formats.pulsar.entry import ParsedEntry
+    from offloader.spark.message_rows import ValueDecoder
+
+__all__ = ["MessageColumns", "TimePredicate"]
+
+#: a pushed comparison ``(column, op, microseconds)`` on publish_time or event_time
+TimePredicate = tuple[str, str, int]
+
+_MS = 1000
+_MAX_MS = (1 << 63) // _MS - 1
+_MAX_I64 = (1 << 63) - 1
+_MAX_OFFSET = (1 << 31) - 1
+#: staged bytes below this plus one entry (at most ``limit``, 1 GiB) fit Arrow's int32 offsets
+_MAX_BATCH_BYTES = 1 << 30
+_TS = pa.timestamp("us", tz="UTC")
+_MAP = pa.map_(pa.string(), pa.string())
+_ZERO_B = array("b", (0,))
+_OPS = {
+    "=": pc.equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+}
+
+
+class MessageColumns:
+    """The staged rows of one task; :meth:`add` an entry, :meth:`flush` when :attr:`full`."""
+
+    def __init__(
+        self,
+        topic: str | None,
+        schema: pa.Schema,
+        values: ValueDecoder,
+        *,
+        batch_rows: int,
+        batch_bytes: int,
+        predicates: Sequence[TimePredicate] = (),
+        decryptor: Decryptor | None = None,
+        partition: int = -1,
+        limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        self.topic = topic
+        self.schema = schema
+        self.values = values
+        self.batch_rows = max(1, batch_rows)
+        self.batch_bytes = min(max(1, batch_bytes), _MAX_BATCH_BYTES)
+        self.predicates = tuple(predicates)
+        self.decryptor = decryptor
+        self.partition = partition
+        self.limit = limit
+        self._binary = values.fmt == "binary"
+        self._reset()
+
+    def _reset(self) -> None:
+        self.rows = 0
+        # fixed-width columns in typed arrays (no Python object per row), handed to Arrow as
+        # they are; the others in lists whose repeated values are one shared object
+        self._ledger = array("q")
+        self._entry = array("q")
+        self._index = array("i")
+        self._publish = array("q")
+        self._seq = array("q")
+        self._seq_nulls: list[int] = []  # rows whose sequence id is past BIGINT (rare)
+        self._null = array("b")
+        self._encrypted = array("b")
+        self._key: list[str | None] = []
+        self._ordering: list[bytes | None] = []
+        self._props: list[Any] = []
+        self._event: list[int | None] = []
+        # what an entry's rows share, once per entry, spread over its rows by ``_run``
+        self._run = array("i")
+        self._producer: list[str] = []
+        self._schema_version: list[bytes | None] = []
+        self._id_prefix: list[str] = []
+        self._data = bytearray()
+        self._offsets = array("i", [0])
+        self._decoded: list[Any] = []
+
+    @property
+    def full(self) -> bool:
+        """Whether the staged rows make a batch (``batch_rows`` rows or ``batch_bytes`` bytes)."""
+        return self.rows >= self.batch_rows or len(self._data) >= self.batch_bytes
+
+    def add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
+        """Stage the rows of a whole entry (not a chunk, or a reassembled one); markers give
+        none. Returns the number of rows staged. Bad input: the typed error, located."""
+        md = parsed.metadata
+        if md.marker_type is not None:
+            return 0
+        try:
+            return self._add(parsed, ledger_id, entry_id)
+        except PulsarMessageError as exc:
+            raise exc.located(ledger_id, entry_id) from exc.__cause__
+
+    def _add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
+        md = parsed.metadata
+        payload = parsed.payload
+        encrypted = bool(md.encryption_keys)
+        if encrypted and self.decryptor is not None:
+            payload = self.decryptor.decrypt(md, payload)
+            encrypted = False
+        if not encrypted:
+            codec = md.compression or NONE
+            if codec != NONE:
+                payload = decompress(codec, payload, md.uncompressed_size or 0, self.limit)
+        if md.is_batch and not encrypted:
+            index, keys, ordering, props, events, seqs, nulls, values, _b64 = split_columns(
+                md, payload
+            )
+            n = len(index)
+            if not n:
+                return 0
+            if None in seqs:
+                base = md.sequence_id
+                if seqs.count(None) == n and index[-1] - index[0] == n - 1:
+                    seqs = range(base + index[0], base + index[0] + n)  # type: ignore[assignment]
+                else:
+                    seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+            self._index.extend(index)
+            self._key.extend(keys)
+            self._ordering.extend(ordering)
+            self._props.extend(props)
+            self._event.extend(events)
+            self._null.extend(nulls)  # type: ignore[arg-type]
+            self._encrypted.extend(_ZERO_B * n)
+        else:
+            n = 1
+            is_null = bool(md.null_value) and not encrypted
+            seqs = [md.sequence_id]
+            values = [b"" if is_null else payload]
+            nulls = [is_null]
+            self._index.append(-1)
+            self._key.append(None if md.null_partition_key else md.partition_key)
+            self._ordering.append(md.ordering_key)
+            self._props.append(md.properties)
+            self._event.append(md.event_time)
+            self._null.append(is_null)
+            self._encrypted.append(encrypted)
+        try:
+            self._seq.extend(seqs)  # type: ignore[arg-type]
+        except OverflowError:  # a sequence id past BIGINT: NULL, as before
+            for s in seqs:
+                big = s is None or s > _MAX_I64
+                if big:
+                    self._seq_nulls.append(len(self._seq))
+                self._seq.append(0 if big else s)  # type: ignore[arg-type]
+        self._ledger.extend(array("q", (ledger_id,)) * n)
+        self._entry.extend(array("q", (entry_id,)) * n)
+        self._publish.extend(array("q", (min(md.publish_time, _MAX_I64),)) * n)
+        self._run.extend(array("i", (len(self._producer),)) * n)
+        self._producer.append(md.producer_name)
+        self._schema_version.append(md.schema_version)
+        self._id_prefix.append(f"{ledger_id}:{entry_id}:{self.partition}:")
+        self._add_values(values, nulls, encrypted)
+        self.rows += n
+        return n
+
+    def _add_values(self, values: Sequence[bytes], nulls: Sequence[bool], encrypted: bool) -> None:
+        if self._binary:
+            joined = b"".join(values)
+            if len(self._data) + len(joined) > _MAX_OFFSET:
+                raise PulsarMessageError(
+                    "values of more than 2 GiB in one Arrow batch; lower batch_bytes"
+                )
+            offsets = accumulate(map(len, values), initial=self._offsets[-1])
+            next(offsets)
+            self._offsets.extend(offsets)
+            self._data += joined
+            return
+        decode = self.values.decode
+        self._decoded.extend(
+            decode(v, null, encrypted) for v, null in zip(values, nulls, strict=True)
+        )
+
+    def flush(self) -> pa.RecordBatch | None:
+        """The staged rows as one Arrow batch (None when no row is staged, or none passes the
+        pushed time comparisons); the staging starts empty again."""
+        if not self.rows:
+            return None
+        n = self.rows
+        ledger = _fixed(pa.int64(), n, self._ledger)
+        entry = _fixed(pa.int64(), n, self._entry)
+        index = _fixed(pa.int32(), n, self._index)
+        run = _fixed(pa.int32(), n, self._run)
+        message_id = pc.binary_join_element_wise(
+            pc.take(pa.array(self._id_prefix, pa.string()), run),
+            pc.cast(index, pa.string()),
+            "",
+        )
+        if self._binary:
+            value = pa.Array.from_buffers(
+                pa.binary(), n, [None, pa.py_buffer(self._offsets), pa.py_buffer(self._data)]
+            )
+        else:
+            value = pa.array(self._decoded, self.schema.field("value").type)
+        seq = _fixed(pa.int64(), n, self._seq)
+        if self._seq_nulls:
+            mask = pc.is_in(pa.array(range(n)), pa.array(self._seq_nulls))
+            seq = pc.if_else(mask, pa.scalar(None, pa.int64()), seq)
+        columns = [
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            ledger,
+            entry,
+            index,
+            message_id,
+            pa.array(self._key, pa.string()),
+            pa.array(self._ordering, pa.binary()),
+            _properties(self._props, n),
+            _timestamps(_fixed(pa.int64(), n, self._publish)),
+            _timestamps(pa.array(self._event, pa.uint64())),
+            pc.take(pa.array(self._producer, pa.string()), run),
+            seq,
+            pc.take(pa.array(self._schema_version, pa.binary()), run),
+            _fixed(pa.int8(), n, self._null).cast(pa.bool_()),
+            _fixed(pa.int8(), n, self._encrypted).cast(pa.bool_()),
+            value,
+        ]
+        self._reset()
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        if self.predicates:
+            batch = self._filtered(batch)
+        return batch if batch.num_rows else None
+
+    def _filtered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        mask: Any = None
+        for column, op, micros in self.predicates:
+            test = _OPS[op](batch.column(column), pa.scalar(micros, _TS))
+            mask = test if mask is None else pc.and_kleene(mask, test)
+        return batch.filter(mask, null_selection_behavior="drop")
+
+
+def _properties(props: list[Any], n: int) -> pa.Array:
+    """The properties column; without a Python pass over the rows when none has any."""
+    if any(props):
+        return pa.array(props, _MAP)
+    empty = pa.array([], pa.string())
+    return pa.MapArray.from_arrays(
+        _fixed(pa.int32(), n + 1, array("i", (0,)) * (n + 1)), empty, empty
+    )
+
+
+def _fixed(kind: pa.DataType, n: int, values: array[Any]) -> pa.Array:
+    """A typed array's bytes as an Arrow array (no copy; the array is not touched again)."""
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(values)])
+
+
+def _timestamps(ms: pa.Array) -> pa.Array:
+    """Milliseconds (NULL: unset) as microsecond timestamps; one past Spark's range is NULL."""
+    if len(ms) and (pc.max(ms).as_py() or 0) > _MAX_MS:
+        ms = pc.if_else(pc.greater(ms, _MAX_MS), pa.scalar(None, ms.type), ms)
+    return pc.multiply(ms.cast(pa.int64()), _MS).cast(_TS)
