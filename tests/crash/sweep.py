@@ -71,18 +71,25 @@ def sweep(
 ) -> SweepResult:
     """Kill ``run(point, delay)`` at every point's ``occurrences``, then after random
     ``delays`` (uniform, seconds) until :data:`MIN_KILLS` kills landed (at most 3x as many
-    runs); after a run that finished first, ``refill(rng)`` gives the worker work again.
+    runs); after a run that finished first, ``refill(rng)`` gives the worker work again, and
+    when that run was one of the random ones the upper delay shrinks below its delay (so the
+    kills keep landing however fast this machine runs the worker).
     Then a run to completion, with a second try if the first does not print DONE."""
     rng = random.Random(SEED)
     plan: list[tuple[str | None, float]] = [(f"{p}:{n}", 0.0) for p in points for n in occurrences]
     kills = refills = 0
+    low, high = delays
     for attempt in range(3 * MIN_KILLS):
         if kills >= MIN_KILLS and attempt >= len(plan):
             break
-        point, delay = plan[attempt] if attempt < len(plan) else (None, rng.uniform(*delays))
+        point, delay = plan[attempt] if attempt < len(plan) else (None, rng.uniform(low, high))
         if run(point, delay):
             refill(rng)
             refills += 1
+            if point is None:
+                # the worker finished within ``delay`` on this machine: aim the random kills
+                # earlier (an idle machine runs it much faster than a loaded one)
+                high = max(low, delay * 0.8)
         else:
             kills += 1
     assert run(None, -1) or run(None, -1), "the worker never ran to completion after the sweep"
