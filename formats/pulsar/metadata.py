@@ -252,7 +252,32 @@ def _build(
     return cls(**got)
 
 
-def decode_message_metadata(buf: memoryview, base: int = 0) -> MessageMetadata:
+def _c_metadata() -> Any:
+    try:
+        from formats import _pulsar_speedups  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - built without a compiler
+        return None
+    return _pulsar_speedups.message_metadata_values
+
+
+#: the C twin of the MessageMetadata decoder (formats/_pulsar_speedups.c): the field values in
+#: the dataclass's order, or None for input it leaves to the Python decoder (malformed, or
+#: encryption keys)
+_C_METADATA = _c_metadata()
+
+
+def decode_message_metadata(
+    buf: memoryview | bytes, base: int = 0, *, use_c: bool = True
+) -> MessageMetadata:
+    """One MessageMetadata (C when built; the Python decoder judges whatever C declines)."""
+    if use_c and _C_METADATA is not None:
+        values = _C_METADATA(buf)
+        if values is not None:
+            return MessageMetadata(*values)
+    return _decode_message_metadata_py(memoryview(buf), base)
+
+
+def _decode_message_metadata_py(buf: memoryview, base: int) -> MessageMetadata:
     got = _decode_fields(buf, MESSAGE_METADATA_FIELDS, base, "MessageMetadata")
     if got.get("event_time") == 0:
         del got["event_time"]
