@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import note, report
-from bench.common import machine_cpu_seconds, settle, tree_cpu_seconds
+from bench.common import machine_cpu_seconds, settle
+from bench.cpu_roles import role_cpu_seconds, role_delta
 from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
@@ -139,21 +140,25 @@ class Timed:
     cpu_s: float | None
     value: Any
     tree_cpu_s: float | None = None
+    #: the tree's CPU seconds by role (bench/cpu_roles.py: jvm, python_workers, s3_server,
+    #: driver)
+    roles: dict[str, float] | None = None
 
 
 def _best(repeat: int, fn: Any) -> Timed:
     best: Timed | None = None
     for _ in range(repeat):
         settle()  # the server's background work after the upload or the last run
-        cpu, tree = machine_cpu_seconds(), tree_cpu_seconds()
+        cpu, roles = machine_cpu_seconds(), role_cpu_seconds()
         start = time.perf_counter()
         value = fn()
         seconds = time.perf_counter() - start
-        after, tree_after = machine_cpu_seconds(), tree_cpu_seconds()
+        after, roles_after = machine_cpu_seconds(), role_cpu_seconds()
         used = round(after - cpu, 2) if cpu is not None and after is not None else None
-        own = round(tree_after - tree, 2) if tree is not None and tree_after is not None else None
+        split = role_delta(roles, roles_after)
+        own = None if split is None else round(sum(split.values()), 2)
         if best is None or seconds < best.seconds:
-            best = Timed(seconds, used, value, own)
+            best = Timed(seconds, used, value, own, split)
     assert best is not None
     return best
 
@@ -207,6 +212,9 @@ def _cpu_row(read_buffer: int, ours: Timed, floor: Timed, base: Timed, s3: str) 
         floor_cpu_s=machine[1],
         download_cpu_s=machine[2],
         machine_ratio=machine_ratio,
+        scan_roles_cpu_s=ours.roles,
+        floor_roles_cpu_s=floor.roles,
+        download_roles_cpu_s=base.roles,
         baseline_is="Spark's in-memory floor for the same rows + raw boto3 download (2 threads)",
     )
 
