@@ -25,6 +25,7 @@ from formats.protowire import (
     to_signed64,
 )
 from formats.pulsar.errors import MalformedMessageError, MessageEncodeError
+from formats.pulsar.speedups import C_MODULE
 
 Properties = tuple[tuple[str, str], ...]
 
@@ -252,18 +253,10 @@ def _build(
     return cls(**got)
 
 
-def _c_metadata() -> Any:
-    try:
-        from formats import _pulsar_speedups  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built without a compiler
-        return None
-    return _pulsar_speedups.message_metadata_values
-
-
 #: the C twin of the MessageMetadata decoder (formats/_pulsar_speedups.c): the field values in
 #: the dataclass's order, or None for input it leaves to the Python decoder (malformed, or
 #: encryption keys)
-_C_METADATA = _c_metadata()
+_C_METADATA = C_MODULE.message_metadata_values if C_MODULE is not None else None
 
 
 def decode_message_metadata(

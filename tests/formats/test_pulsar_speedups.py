@@ -4,6 +4,8 @@ the batch splitter's corner cases (compacted messages, repeated strings, many pr
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +21,7 @@ from formats.pulsar.metadata import (
     encode_message_metadata,
     field_names,
 )
+from formats.pulsar.speedups import C_MODULE
 
 text = st.text(max_size=10)
 u64 = st.integers(0, 2**64 - 1)
@@ -68,10 +71,21 @@ def _both(data: bytes) -> tuple[object, object]:
     return out[0], out[1]
 
 
-def test_c_metadata_decoder_is_built() -> None:
-    from formats.pulsar.metadata import _C_METADATA
+PURE = os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0")
+needs_c = pytest.mark.skipif(PURE, reason="LEDGER_OFFLOADER_PURE_PYTHON set: no C to compare")
 
-    assert _C_METADATA is not None  # make install builds it; the Python decoder is the fallback
+
+def test_the_pulsar_c_loops_are_built() -> None:
+    """`make install` compiles formats/_pulsar_speedups.c; the suite fails on a silent
+    fallback to Python unless pure Python was asked for."""
+    from formats.pulsar import batch, metadata
+
+    if PURE:
+        assert C_MODULE is None and batch._C_SPLIT is None and metadata._C_METADATA is None
+        return
+    assert C_MODULE is not None, "formats._pulsar_speedups is not built: run `make install`"
+    assert batch._C_SPLIT is C_MODULE.split_batch_columns
+    assert metadata._C_METADATA is C_MODULE.message_metadata_values
 
 
 def test_c_slots_follow_the_dataclass_order() -> None:
@@ -139,12 +153,11 @@ def test_c_and_python_metadata_decoders_agree_on_edge_cases(raw: bytes) -> None:
     assert c_md == py_md
 
 
+@needs_c
 def test_encryption_keys_are_left_to_the_python_decoder() -> None:
     md = MessageMetadata("p", 1, 2, encryption_keys=(EncryptionKey("k", b"v", (("a", "b"),)),))
     raw = encode_message_metadata(md)
-    from formats.pulsar.metadata import _C_METADATA
-
-    assert _C_METADATA(raw) is None
+    assert C_MODULE.message_metadata_values(raw) is None
     assert decode_message_metadata(raw) == md
 
 
@@ -157,6 +170,7 @@ def _split_both(batch: list[OutgoingMessage]) -> tuple[object, object]:
     )
 
 
+@needs_c
 def test_splitter_shares_repeated_strings() -> None:
     batch = [
         OutgoingMessage(b"v", key=f"key-{i % 3}", properties=(("name", f"val-{i % 2}"),))
