@@ -207,6 +207,7 @@ def fetch_block(
     *,
     read_buffer: int = DEFAULT_READ_BUFFER,
     out: memoryview | None = None,
+    prefetch: bool = True,
 ) -> bytes | memoryview:
     """One block's bytes, checked against the index: its length and (when recorded) its
     CRC32C (:class:`ChecksumMismatchError`).
@@ -218,11 +219,12 @@ def fetch_block(
 
     With ``out`` (a writable buffer of at least the block's size, e.g. from
     :class:`offloader.spark.buffers.ReusableBuffers`) the chunks are copied into it and the
-    block is returned as a view of its first bytes; otherwise as new bytes.
+    block is returned as a view of its first bytes; otherwise as new bytes. ``prefetch=False``
+    reads on the caller's thread (:func:`_fetch_chunks_inline`).
     """
     if out is None:
         chunks: list[bytes] = []
-        _fetch_chunks(store, ref, read_buffer, chunks.append)
+        _fetch_chunks(store, ref, read_buffer, chunks.append, prefetch=prefetch)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     size = ref.end - ref.start
     if len(out) < size:
@@ -239,7 +241,7 @@ def fetch_block(
         out[filled:end] = chunk
         filled = end
 
-    _fetch_chunks(store, ref, read_buffer, copy)
+    _fetch_chunks(store, ref, read_buffer, copy, prefetch=prefetch)
     return out[:size]
 
 
@@ -359,11 +361,12 @@ def read_block(
     *,
     read_buffer: int = DEFAULT_READ_BUFFER,
     out: memoryview | None = None,
+    prefetch: bool = True,
 ) -> Iterator[BlockEntry]:
     """Fetch one block (:func:`fetch_block`, into ``out`` when given), check its framing, and
     yield its entries; the block must hold exactly the entries the index promises. The
     entries' payloads are views of the block's bytes."""
-    data = fetch_block(store, ref, read_buffer=read_buffer, out=out)
+    data = fetch_block(store, ref, read_buffer=read_buffer, out=out, prefetch=prefetch)
     expected = ref.first_entry_id
     for entry in iter_block_entries(
         data, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id

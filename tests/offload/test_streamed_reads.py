@@ -476,3 +476,18 @@ def test_a_corrupt_short_missing_or_overlong_block_read_inline_is_refused(
     store.delete(key)
     with pytest.raises(ObjectNotFound):
         read_block_packed(store, refs[1], read_buffer=4096, prefetch=False)
+
+
+def test_a_block_fetched_inline_equals_the_prefetched_one(tmp_path: Path) -> None:
+    from offloader.read.objects import block_refs, fetch_block, load_index, read_block
+
+    store, payloads = _ledger(tmp_path, n=3000)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    out = memoryview(bytearray(max(r.end - r.start for r in refs)))
+    got = []
+    for ref in refs:
+        assert fetch_block(store, ref, read_buffer=4096, prefetch=False) == fetch_block(
+            store, ref, read_buffer=4096
+        )
+        got += [bytes(e.payload) for e in read_block(store, ref, out=out, prefetch=False)]
+    assert got == payloads
