@@ -188,3 +188,29 @@ def test_splitter_with_many_properties() -> None:
     c_cols, py_cols = _split_both([OutgoingMessage(b"x", properties=many)] * 3)
     assert c_cols == py_cols
     assert c_cols[3] == [many] * 3  # type: ignore[index]
+
+
+def test_splitter_skips_compacted_messages_and_null_keys() -> None:
+    from formats.pulsar.metadata import SingleMessageMetadata, encode_single_message_metadata
+
+    parts = []
+    for i in range(6):
+        meta = encode_single_message_metadata(
+            SingleMessageMetadata(
+                properties=(("n", str(i)),),
+                partition_key=f"key-{i % 2}",
+                payload_size=1,
+                compacted_out=True if i % 3 == 1 else None,
+                null_partition_key=True if i == 3 else None,
+                sequence_id=100 + i,
+            )
+        )
+        parts += [len(meta).to_bytes(4, "big"), meta, bytes([i])]
+    md = MessageMetadata("p", 0, 1, num_messages_in_batch=6)
+    payload = b"".join(parts)
+    c_cols = split_columns(md, payload, use_c=True)
+    assert c_cols == split_columns(md, payload, use_c=False)
+    assert c_cols[0] == [0, 2, 3, 5]  # batch indexes: 1 and 4 compacted out
+    assert c_cols[1] == ["key-0", "key-0", None, "key-1"]  # 3: null_partition_key
+    assert c_cols[5] == [100, 102, 103, 105]
+    assert c_cols[7] == [b"\x00", b"\x02", b"\x03", b"\x05"]
