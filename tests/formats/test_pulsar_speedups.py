@@ -94,6 +94,9 @@ def test_c_slots_follow_the_dataclass_order() -> None:
     assert [names.index(name) for name, _ in MESSAGE_METADATA_FIELDS.values()] == list(
         range(len(names))
     )
+    if C_MODULE is not None:  # a field added to the dataclass must be added to the C table
+        raw = encode_message_metadata(MessageMetadata("p", 1, 2))
+        assert len(C_MODULE.message_metadata_values(raw)) == len(names)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
