@@ -1,21 +1,28 @@
-/* C twin of formats/pulsar/batch.py's split_columns: a Pulsar batch payload (decompressed)
- * split into per-column lists in one pass. Any input it does not accept (malformed, or a
- * field layout it does not handle) returns None: the caller then runs the pure-Python twin,
- * which raises the precise typed error. No exception is raised for bad data.
+/* C twins of formats/pulsar/batch.py's split_columns and formats/pulsar/metadata.py's
+ * decode_message_metadata. Any input they do not accept (malformed, or a field layout they do
+ * not handle) returns None: the caller then runs the pure-Python twin, which raises the
+ * precise typed error (or handles the rare layout). No exception is raised for bad data.
  *
  * split_batch_columns(data: bytes-like, count: int) -> None | tuple of 9 lists:
  *   batch_index (int), key (str|None), ordering_key (bytes|None), properties (tuple of
  *   (str, str) tuples), event_time (int|None; 0 = None), sequence_id (int|None),
  *   is_null (bool), value (bytes; b"" when null), key_b64 (bool)
- * compacted_out messages are skipped (their index still counts).
+ * compacted_out messages are skipped (their index still counts). Strings that repeat inside a
+ * batch (keys, property names and values) are decoded once and shared (str is immutable).
+ *
+ * message_metadata_values(data: bytes-like) -> None | tuple of the 28 MessageMetadata fields
+ *   in the dataclass's order (absent: None, or () for the repeated ones; event_time 0: None).
+ *   None when a required field is missing, a field is malformed, or encryption_keys is set.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct { const unsigned char *p; Py_ssize_t pos, end; } Cur;
 
 static int rd_varint(Cur *c, Py_ssize_t end, uint64_t *out) {
+    if (c->pos < end && c->p[c->pos] < 0x80) { *out = c->p[c->pos++]; return 0; }
     uint64_t v = 0; int shift = 0;
     while (c->pos < end) {
         unsigned char b = c->p[c->pos++];
@@ -43,40 +50,82 @@ static int skip_field(Cur *c, Py_ssize_t end, int wire) {
     return -1;
 }
 
-/* a KeyValue message in [pos, end) -> new (key, value) tuple, NULL (no error set) if bad */
-static PyObject *key_value(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end) {
+/* --- a small direct-mapped cache of the strings already decoded from one buffer ------------
+ * (CPython already shares "" and one-character strings; longer ones repeat in real batches:
+ * keys, property names) */
+#define CACHE_SIZE 64
+#define CACHE_MAX_LEN 64
+typedef struct { Py_ssize_t at[CACHE_SIZE], len[CACHE_SIZE]; PyObject *obj[CACHE_SIZE]; } StrCache;
+
+static void cache_clear(StrCache *sc) {
+    for (int i = 0; i < CACHE_SIZE; i++) { Py_CLEAR(sc->obj[i]); }
+}
+
+/* a new reference to the UTF-8 text at p[at:at+len]; NULL with no error set if not UTF-8 */
+static PyObject *text(StrCache *sc, const unsigned char *p, Py_ssize_t at, Py_ssize_t len) {
+    int slot = -1;
+    if (sc != NULL && len >= 2 && len <= CACHE_MAX_LEN) {
+        slot = (int)(((size_t)len * 31u + p[at] * 7u + p[at + len - 1] + p[at + len / 2] * 3u) % CACHE_SIZE);
+        PyObject *hit = sc->obj[slot];
+        if (hit != NULL && sc->len[slot] == len && memcmp(p + sc->at[slot], p + at, (size_t)len) == 0) {
+            return Py_NewRef(hit);
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p + at, len, NULL);
+    if (s == NULL) { PyErr_Clear(); return NULL; }
+    if (slot >= 0) {
+        Py_XSETREF(sc->obj[slot], Py_NewRef(s));
+        sc->at[slot] = at; sc->len[slot] = len;
+    }
+    return s;
+}
+
+/* a KeyValue message in [pos, end) -> new (key, value) tuple, NULL (no error set) if bad or
+ * unusual (a repeated key or value). ``strict``: a key or value with another wire type, or a
+ * field number 0, is bad (MessageMetadata's decoder); otherwise they are skipped (the batch's). */
+static PyObject *key_value(StrCache *sc, const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                           int strict) {
     Cur c = {p, pos, end};
-    PyObject *k = NULL, *v = NULL;
+    Py_ssize_t at[3] = {-1, -1, -1}, len[3] = {0, 0, 0};
     while (c.pos < end) {
-        uint64_t tag, len;
-        if (rd_varint(&c, end, &tag)) goto bad;
+        uint64_t tag, n;
+        if (rd_varint(&c, end, &tag)) return NULL;
         int wire = (int)(tag & 7);
         uint64_t field = tag >> 3;
         if (wire == 2 && (field == 1 || field == 2)) {
-            if (rd_varint(&c, end, &len) || len > (uint64_t)(end - c.pos)) goto bad;
-            PyObject *s = PyUnicode_DecodeUTF8((const char *)p + c.pos, (Py_ssize_t)len, NULL);
-            if (s == NULL) { PyErr_Clear(); goto bad; }
-            if (field == 1) { Py_XSETREF(k, s); } else { Py_XSETREF(v, s); }
-            c.pos += (Py_ssize_t)len;
-        } else if (skip_field(&c, end, wire)) goto bad;
+            if (at[field] >= 0) return NULL;
+            if (rd_varint(&c, end, &n) || n > (uint64_t)(end - c.pos)) return NULL;
+            at[field] = c.pos; len[field] = (Py_ssize_t)n;
+            c.pos += (Py_ssize_t)n;
+        } else if (strict && (field <= 2)) return NULL;
+        else if (skip_field(&c, end, wire)) return NULL;
     }
-    if (k == NULL || v == NULL) goto bad;
-    {
-        PyObject *t = PyTuple_Pack(2, k, v);
-        Py_DECREF(k); Py_DECREF(v);
-        return t;
-    }
-bad:
-    Py_XDECREF(k); Py_XDECREF(v);
-    return NULL;
+    if (at[1] < 0 || at[2] < 0) return NULL;
+    PyObject *k = text(sc, p, at[1], len[1]);
+    if (k == NULL) return NULL;
+    PyObject *v = text(sc, p, at[2], len[2]);
+    if (v == NULL) { Py_DECREF(k); return NULL; }
+    PyObject *t = PyTuple_New(2);
+    if (t == NULL) { Py_DECREF(k); Py_DECREF(v); return NULL; }
+    PyTuple_SET_ITEM(t, 0, k);
+    PyTuple_SET_ITEM(t, 1, v);
+    return t;
 }
 
-static int append_steal(PyObject *list, PyObject *item) {
-    if (item == NULL) return -1;
-    int r = PyList_Append(list, item);
-    Py_DECREF(item);
-    return r;
+/* the KeyValues at[0..n) (each at[i], len[i]) -> a new tuple; NULL: bad (error set if 2) */
+static PyObject *kv_tuple(StrCache *sc, const unsigned char *p, const Py_ssize_t *at,
+                          const Py_ssize_t *len, Py_ssize_t n, int *failed) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) { *failed = 2; return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kv = key_value(sc, p, at[i], at[i] + len[i], 0);
+        if (kv == NULL) { Py_DECREF(t); *failed = PyErr_Occurred() ? 2 : 1; return NULL; }
+        PyTuple_SET_ITEM(t, i, kv);
+    }
+    return t;
 }
+
+#define MAX_PROPS 32  /* more properties on one message: the Python twin splits the batch */
 
 static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -84,15 +133,18 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*n", &buf, &count)) return NULL;
     PyObject *cols[9] = {NULL};
     PyObject *result = NULL;
+    StrCache sc = {{0}, {0}, {NULL}};
     int failed = 0; /* 1: bad data (return None), 2: Python error */
-    for (int i = 0; i < 9; i++) {
-        cols[i] = PyList_New(0);
-        if (cols[i] == NULL) { failed = 2; goto done; }
-    }
     const unsigned char *p = (const unsigned char *)buf.buf;
     Py_ssize_t end = buf.len;
     Cur c = {p, 0, end};
-    if (count < 0) { failed = 1; goto done; }
+    /* every message takes 4 bytes at least: a larger count cannot be right */
+    if (count < 0 || count > end / 4 + 1) { failed = 1; goto done; }
+    for (int i = 0; i < 9; i++) {
+        cols[i] = PyList_New(count);
+        if (cols[i] == NULL) { failed = 2; goto done; }
+    }
+    Py_ssize_t out = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         if (end - c.pos < 4) { failed = 1; goto done; }
         int32_t size = (int32_t)(((uint32_t)p[c.pos] << 24) | ((uint32_t)p[c.pos + 1] << 16) |
@@ -101,19 +153,18 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
         if (size < 0 || size > end - c.pos) { failed = 1; goto done; }
         Py_ssize_t stop = c.pos + size;
         Py_ssize_t key_at = -1, key_len = 0, ord_at = -1, ord_len = 0;
+        Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS], nprops = 0;
         int64_t payload_size = -1;
         uint64_t event = 0, seq = 0;
         int has_seq = 0, compacted = 0, is_null = 0, b64 = 0, null_key = 0;
-        PyObject *props = PyList_New(0);
-        if (props == NULL) { failed = 2; goto done; }
         while (c.pos < stop) {
             uint64_t tag, v;
-            if (rd_varint(&c, stop, &tag)) { Py_DECREF(props); failed = 1; goto done; }
+            if (rd_varint(&c, stop, &tag)) { failed = 1; goto done; }
             int wire = (int)(tag & 7);
             uint64_t field = tag >> 3;
-            if (field == 0) { Py_DECREF(props); failed = 1; goto done; }
+            if (field == 0) { failed = 1; goto done; }
             if (field >= 3 && field <= 10 && field != 7) {
-                if (wire != 0 || rd_varint(&c, stop, &v)) { Py_DECREF(props); failed = 1; goto done; }
+                if (wire != 0 || rd_varint(&c, stop, &v)) { failed = 1; goto done; }
                 switch (field) {
                 case 3: payload_size = v < ((uint64_t)1 << 31) ? (int64_t)v : -1; break;
                 case 4: compacted = v != 0; break;
@@ -125,49 +176,169 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
                 }
             } else if (field == 1 || field == 2 || field == 7) {
                 if (wire != 2 || rd_varint(&c, stop, &v) || v > (uint64_t)(stop - c.pos)) {
-                    Py_DECREF(props); failed = 1; goto done;
+                    failed = 1; goto done;
                 }
                 if (field == 1) {
-                    PyObject *kv = key_value(p, c.pos, c.pos + (Py_ssize_t)v);
-                    if (kv == NULL) { Py_DECREF(props); failed = PyErr_Occurred() ? 2 : 1; goto done; }
-                    if (append_steal(props, kv)) { Py_DECREF(props); failed = 2; goto done; }
-                } else if (field == 2) { key_at = c.pos; key_len = (Py_ssize_t)v; }
+                    if (nprops == MAX_PROPS) { failed = 1; goto done; }
+                    prop_at[nprops] = c.pos; prop_len[nprops] = (Py_ssize_t)v; nprops++;
+                } else if (field == 2) {
+                    if (key_at >= 0) { failed = 1; goto done; }  /* repeated: the Python twin */
+                    key_at = c.pos; key_len = (Py_ssize_t)v;
+                }
                 else { ord_at = c.pos; ord_len = (Py_ssize_t)v; }
                 c.pos += (Py_ssize_t)v;
-            } else if (skip_field(&c, stop, wire)) { Py_DECREF(props); failed = 1; goto done; }
+            } else if (skip_field(&c, stop, wire)) { failed = 1; goto done; }
         }
-        if (payload_size < 0 || payload_size > end - c.pos) { Py_DECREF(props); failed = 1; goto done; }
+        if (payload_size < 0 || payload_size > end - c.pos) { failed = 1; goto done; }
         Py_ssize_t value_at = c.pos;
         c.pos += (Py_ssize_t)payload_size;
-        if (compacted) { Py_DECREF(props); continue; }
+        /* the Python twin checks the properties and the key of compacted messages too */
+        PyObject *ptuple = kv_tuple(&sc, p, prop_at, prop_len, nprops, &failed);
+        if (ptuple == NULL) goto done;
         PyObject *key = Py_None;
-        if (key_at >= 0 && !null_key) {
-            key = PyUnicode_DecodeUTF8((const char *)p + key_at, key_len, NULL);
-            if (key == NULL) { PyErr_Clear(); Py_DECREF(props); failed = 1; goto done; }
-        } else Py_INCREF(key);
-        PyObject *ptuple = PyList_AsTuple(props);
-        Py_DECREF(props);
-        if (append_steal(cols[0], PyLong_FromSsize_t(index)) ||
-            append_steal(cols[1], key) ||
-            append_steal(cols[2], ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + ord_at, ord_len)
-                                              : (Py_INCREF(Py_None), Py_None)) ||
-            append_steal(cols[3], ptuple) ||
-            append_steal(cols[4], event ? PyLong_FromUnsignedLongLong(event) : (Py_INCREF(Py_None), Py_None)) ||
-            append_steal(cols[5], has_seq ? PyLong_FromUnsignedLongLong(seq) : (Py_INCREF(Py_None), Py_None)) ||
-            append_steal(cols[6], PyBool_FromLong(is_null)) ||
-            append_steal(cols[7], is_null ? PyBytes_FromStringAndSize(NULL, 0)
-                                          : PyBytes_FromStringAndSize((const char *)p + value_at, (Py_ssize_t)payload_size)) ||
-            append_steal(cols[8], PyBool_FromLong(b64))) {
-            failed = 2; goto done;
+        if (key_at >= 0) {
+            key = text(&sc, p, key_at, key_len);
+            if (key == NULL) { Py_DECREF(ptuple); failed = 1; goto done; }
+            if (null_key) { Py_DECREF(key); key = Py_None; }
         }
+        if (key == Py_None) Py_INCREF(key);
+        if (compacted) { Py_DECREF(ptuple); Py_DECREF(key); continue; }
+        PyObject *items[9];
+        items[0] = PyLong_FromSsize_t(index);
+        items[1] = key;
+        items[2] = ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + ord_at, ord_len)
+                               : Py_NewRef(Py_None);
+        items[3] = ptuple;
+        items[4] = event ? PyLong_FromUnsignedLongLong(event) : Py_NewRef(Py_None);
+        items[5] = has_seq ? PyLong_FromUnsignedLongLong(seq) : Py_NewRef(Py_None);
+        items[6] = PyBool_FromLong(is_null);
+        items[7] = PyBytes_FromStringAndSize(is_null ? NULL : (const char *)p + value_at,
+                                             is_null ? 0 : (Py_ssize_t)payload_size);
+        items[8] = PyBool_FromLong(b64);
+        int bad = 0;
+        for (int i = 0; i < 9; i++) {
+            if (items[i] == NULL) bad = 1;
+            else PyList_SET_ITEM(cols[i], out, items[i]);
+        }
+        out++;
+        if (bad) { failed = 2; goto done; }
     }
     if (c.pos != end) { failed = 1; goto done; }
+    if (out < count) {
+        for (int i = 0; i < 9; i++) {
+            if (PyList_SetSlice(cols[i], out, count, NULL)) { failed = 2; goto done; }
+        }
+    }
     result = PyTuple_New(9);
     if (result == NULL) { failed = 2; goto done; }
     for (int i = 0; i < 9; i++) { PyTuple_SET_ITEM(result, i, cols[i]); cols[i] = NULL; }
 done:
-    for (int i = 0; i < 9; i++) Py_XDECREF(cols[i]);
+    for (int i = 0; i < 9; i++) Py_XDECREF(cols[i]);  /* NULL slots of a cut-short list are fine */
+    cache_clear(&sc);
     PyBuffer_Release(&buf);
+    if (failed == 2) return NULL;
+    if (failed == 1) { PyErr_Clear(); Py_RETURN_NONE; }
+    return result;
+}
+
+/* --- MessageMetadata ---------------------------------------------------------------------- */
+enum { K_NONE, K_U64, K_I32, K_I64, K_BOOL, K_STR, K_BYTES, K_KV, K_STRS, K_ENC };
+#define MD_SLOTS 28
+#define MD_MAX_FIELD 30
+/* field number -> (slot in the dataclass's order, kind); mirrors MESSAGE_METADATA_FIELDS */
+static const struct { int slot, kind; } MD_FIELDS[MD_MAX_FIELD + 1] = {
+    [1] = {0, K_STR},    [2] = {1, K_U64},    [3] = {2, K_U64},    [4] = {3, K_KV},
+    [5] = {4, K_STR},    [6] = {5, K_STR},    [7] = {6, K_STRS},   [8] = {7, K_I32},
+    [9] = {8, K_U64},    [11] = {9, K_I32},   [12] = {10, K_U64},  [13] = {11, K_ENC},
+    [14] = {12, K_STR},  [15] = {13, K_BYTES}, [16] = {14, K_BYTES}, [17] = {15, K_BOOL},
+    [18] = {16, K_BYTES}, [19] = {17, K_I64}, [20] = {18, K_I32},  [22] = {19, K_U64},
+    [23] = {20, K_U64},  [24] = {21, K_U64},  [25] = {22, K_BOOL}, [26] = {23, K_STR},
+    [27] = {24, K_I32},  [28] = {25, K_I32},  [29] = {26, K_I32},  [30] = {27, K_BOOL},
+};
+#define MD_EVENT_TIME_SLOT 10
+
+static PyObject *md_value(const unsigned char *p, Py_ssize_t at, Py_ssize_t len, int kind, uint64_t v) {
+    switch (kind) {
+    case K_U64: return PyLong_FromUnsignedLongLong(v);
+    case K_I64: return PyLong_FromLongLong((int64_t)v);
+    case K_I32: {
+        int64_t s = (int64_t)v;
+        if (s < INT32_MIN || s > INT32_MAX) return NULL;
+        return PyLong_FromLongLong(s);
+    }
+    case K_BOOL: return PyBool_FromLong(v != 0);
+    case K_BYTES: return PyBytes_FromStringAndSize((const char *)p + at, len);
+    case K_KV: return key_value(NULL, p, at, at + len, 1);
+    default: return text(NULL, p, at, len);  /* K_STR, K_STRS */
+    }
+}
+
+static PyObject *message_metadata_values(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    PyObject *slots[MD_SLOTS] = {NULL};
+    PyObject *result = NULL;
+    int failed = 0;
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    Cur c = {p, 0, buf.len};
+    while (c.pos < buf.len) {
+        uint64_t tag, v = 0;
+        Py_ssize_t at = 0, len = 0;
+        if (rd_varint(&c, buf.len, &tag)) { failed = 1; goto done; }
+        int wire = (int)(tag & 7);
+        uint64_t field = tag >> 3;
+        if (field == 0) { failed = 1; goto done; }
+        int kind = field <= MD_MAX_FIELD ? MD_FIELDS[field].kind : K_NONE;
+        if (kind == K_NONE) {
+            if (skip_field(&c, buf.len, wire)) { failed = 1; goto done; }
+            continue;
+        }
+        int delimited = kind >= K_STR;
+        if (wire != (delimited ? 2 : 0) || rd_varint(&c, buf.len, &v)) { failed = 1; goto done; }
+        if (delimited) {
+            if (v > (uint64_t)(buf.len - c.pos)) { failed = 1; goto done; }
+            at = c.pos; len = (Py_ssize_t)v;
+            c.pos += len;
+        }
+        if (kind == K_ENC) { failed = 1; goto done; }  /* rare: the Python twin builds those */
+        int slot = MD_FIELDS[field].slot;
+        PyObject *value = md_value(p, at, len, kind, v);
+        if (value == NULL) { failed = PyErr_Occurred() ? 2 : 1; goto done; }
+        if (kind == K_KV || kind == K_STRS) {
+            if (slots[slot] == NULL) {
+                slots[slot] = PyList_New(0);
+                if (slots[slot] == NULL) { Py_DECREF(value); failed = 2; goto done; }
+            }
+            int r = PyList_Append(slots[slot], value);
+            Py_DECREF(value);
+            if (r) { failed = 2; goto done; }
+        } else {
+            Py_XSETREF(slots[slot], value);
+        }
+    }
+    if (slots[0] == NULL || slots[1] == NULL || slots[2] == NULL) { failed = 1; goto done; }
+    result = PyTuple_New(MD_SLOTS);
+    if (result == NULL) { failed = 2; goto done; }
+    for (int i = 0; i < MD_SLOTS; i++) {
+        PyObject *value = slots[i];
+        slots[i] = NULL;
+        if (value != NULL && PyList_CheckExact(value)) {
+            PyObject *t = PyList_AsTuple(value);
+            Py_DECREF(value);
+            if (t == NULL) { failed = 2; goto done; }
+            value = t;
+        } else if (value == NULL && (i == 3 || i == 6 || i == 11)) {
+            value = PyTuple_New(0);
+        } else if (value == NULL || (i == MD_EVENT_TIME_SLOT && PyLong_AsUnsignedLongLong(value) == 0)) {
+            Py_XDECREF(value);
+            value = Py_NewRef(Py_None);
+        }
+        PyTuple_SET_ITEM(result, i, value);
+    }
+done:
+    for (int i = 0; i < MD_SLOTS; i++) Py_XDECREF(slots[i]);
+    PyBuffer_Release(&buf);
+    if (failed) { Py_CLEAR(result); }
     if (failed == 2) return NULL;
     if (failed == 1) { PyErr_Clear(); Py_RETURN_NONE; }
     return result;
@@ -176,6 +347,8 @@ done:
 static PyMethodDef methods[] = {
     {"split_batch_columns", split_batch_columns, METH_VARARGS,
      "A batch payload -> 9 column lists, or None for input the Python twin must judge."},
+    {"message_metadata_values", message_metadata_values, METH_VARARGS,
+     "A MessageMetadata -> its 28 field values in order, or None for the Python twin."},
     {NULL, NULL, 0, NULL},
 };
 

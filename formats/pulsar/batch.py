@@ -12,6 +12,7 @@ from typing import Any
 
 from formats.pulsar.errors import MalformedMessageError, MessageTruncatedError
 from formats.pulsar.metadata import MessageMetadata
+from formats.pulsar.speedups import C_MODULE
 
 _STRING_FIELDS = {2: "partition_key", 7: "ordering_key"}
 
@@ -100,15 +101,7 @@ Columns = tuple[
 ]
 
 
-def _c_splitter() -> Any:
-    try:
-        from formats import _pulsar_speedups  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - built without a compiler
-        return None
-    return _pulsar_speedups.split_batch_columns
-
-
-_C_SPLIT = _c_splitter()
+_C_SPLIT = C_MODULE.split_batch_columns if C_MODULE is not None else None
 
 
 def split_columns(md: MessageMetadata, data: bytes, *, use_c: bool = True) -> Columns:

@@ -4,7 +4,9 @@ types, with one field table per message that drives both decoding and encoding.
 The numbers are those of ``PulsarApi.proto`` (apache/pulsar-client-cpp, checked by hand; see
 spec/pulsar-messages.md). Unknown fields are skipped (newer producers may add some); a known
 field with the wrong wire type, a truncated field or a missing required field is a
-:class:`~formats.pulsar.errors.MalformedMessageError`.
+:class:`~formats.pulsar.errors.MalformedMessageError`. MessageMetadata, read once per entry, is
+decoded in C when the extension is built (``formats/_pulsar_speedups.c``, same results; whatever
+it declines goes to the Python decoder here).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from formats.protowire import (
     to_signed64,
 )
 from formats.pulsar.errors import MalformedMessageError, MessageEncodeError
+from formats.pulsar.speedups import C_MODULE
 
 Properties = tuple[tuple[str, str], ...]
 
@@ -252,7 +255,24 @@ def _build(
     return cls(**got)
 
 
-def decode_message_metadata(buf: memoryview, base: int = 0) -> MessageMetadata:
+#: the C twin of the MessageMetadata decoder (formats/_pulsar_speedups.c): the field values in
+#: the dataclass's order, or None for input it leaves to the Python decoder (malformed, or
+#: encryption keys)
+_C_METADATA = C_MODULE.message_metadata_values if C_MODULE is not None else None
+
+
+def decode_message_metadata(
+    buf: memoryview | bytes, base: int = 0, *, use_c: bool = True
+) -> MessageMetadata:
+    """One MessageMetadata (C when built; the Python decoder judges whatever C declines)."""
+    if use_c and _C_METADATA is not None:
+        values = _C_METADATA(buf)
+        if values is not None:
+            return MessageMetadata(*values)
+    return _decode_message_metadata_py(memoryview(buf), base)
+
+
+def _decode_message_metadata_py(buf: memoryview, base: int) -> MessageMetadata:
     got = _decode_fields(buf, MESSAGE_METADATA_FIELDS, base, "MessageMetadata")
     if got.get("event_time") == 0:
         del got["event_time"]

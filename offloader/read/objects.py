@@ -207,6 +207,7 @@ def fetch_block(
     *,
     read_buffer: int = DEFAULT_READ_BUFFER,
     out: memoryview | None = None,
+    prefetch: bool = True,
 ) -> bytes | memoryview:
     """One block's bytes, checked against the index: its length and (when recorded) its
     CRC32C (:class:`ChecksumMismatchError`).
@@ -218,11 +219,12 @@ def fetch_block(
 
     With ``out`` (a writable buffer of at least the block's size, e.g. from
     :class:`offloader.spark.buffers.ReusableBuffers`) the chunks are copied into it and the
-    block is returned as a view of its first bytes; otherwise as new bytes.
+    block is returned as a view of its first bytes; otherwise as new bytes. ``prefetch=False``
+    reads on the caller's thread (:func:`_fetch_chunks_inline`).
     """
     if out is None:
         chunks: list[bytes] = []
-        _fetch_chunks(store, ref, read_buffer, chunks.append)
+        _fetch_chunks(store, ref, read_buffer, chunks.append, prefetch=prefetch)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     size = ref.end - ref.start
     if len(out) < size:
@@ -239,7 +241,7 @@ def fetch_block(
         out[filled:end] = chunk
         filled = end
 
-    _fetch_chunks(store, ref, read_buffer, copy)
+    _fetch_chunks(store, ref, read_buffer, copy, prefetch=prefetch)
     return out[:size]
 
 
@@ -253,12 +255,21 @@ def check_data_version(metadata: Mapping[str, str], key: str, what: str) -> None
 
 
 def _fetch_chunks(
-    store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
+    store: ObjectStore,
+    ref: BlockRef,
+    read_buffer: int,
+    consume: Callable[[bytes], None],
+    *,
+    prefetch: bool = True,
 ) -> None:
     """Hand a block's bytes to ``consume`` chunk by chunk as they arrive, then check their
-    length and CRC32C (see :func:`fetch_block`)."""
+    length and CRC32C (see :func:`fetch_block`). ``prefetch=False`` reads on the caller's
+    thread instead of a :class:`RangePrefetcher`'s (same checks, same errors)."""
+    if not prefetch:
+        _fetch_chunks_inline(store, ref, read_buffer, consume)
+        return
     key = ref.data_key
-    prefetch = RangePrefetcher(
+    ahead = RangePrefetcher(
         store,
         key,
         ref.start,
@@ -269,29 +280,71 @@ def _fetch_chunks(
     )
     size = 0
     try:
-        while not prefetch.exhausted:
-            chunk = prefetch.take()
+        while not ahead.exhausted:
+            chunk = ahead.take()
             if size == 0:  # the first GET's response: the data object's format version
-                check_data_version(
-                    prefetch.object_metadata, key, f"offloaded ledger {ref.ledger_id}"
-                )
+                check_data_version(ahead.object_metadata, key, f"offloaded ledger {ref.ledger_id}")
             size += len(chunk)
             consume(chunk)
     except ReadError as exc:
-        total = prefetch.object_size
+        total = ahead.object_size
         if total is not None and total < ref.end:
             raise IndexInconsistentError(
                 f"{key}: the object ends at {total}, block {ref.block} runs to offset {ref.end}"
             ) from exc
         raise
     finally:
-        prefetch.close()
+        ahead.close()
+    actual = ahead.region_crc(ref.start, ref.end) if ref.crc32c is not None else None
+    _check_block(ref, size, actual)
+
+
+def _fetch_chunks_inline(
+    store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
+) -> None:
+    """:func:`_fetch_chunks` without the read-ahead thread: for a caller that has nothing else
+    to do while the bytes arrive (a Spark task: the other cores run the other tasks). The
+    thread's hand-overs (a queue, its wake-ups, the GIL going back and forth per chunk) cost
+    about a third of the CPU a block read adds to the raw download of its bytes."""
+    key = ref.data_key
+    reader = None
+    size = 0
+    crc = 0
+    summing = ref.crc32c is not None
+    try:
+        reader = store.open_range(key, ref.start, ref.end)
+        check_data_version(reader.metadata, key, f"offloaded ledger {ref.ledger_id}")
+        left = min(ref.end, reader.size) - ref.start
+        while left > 0:
+            chunk = reader.read(min(read_buffer, left))
+            if not chunk:
+                break
+            if summing:
+                crc = crc32c(chunk, crc)
+            size += len(chunk)
+            left -= len(chunk)
+            consume(chunk)
+    except ReadError as exc:
+        if reader is not None and reader.size < ref.end:
+            raise IndexInconsistentError(
+                f"{key}: the object ends at {reader.size}, block {ref.block} runs to offset "
+                f"{ref.end}"
+            ) from exc
+        raise
+    finally:
+        if reader is not None:
+            reader.close()
+    _check_block(ref, size, crc if summing else None)
+
+
+def _check_block(ref: BlockRef, size: int, actual: int | None) -> None:
+    """The fetched block's length, then (when the index records one) its CRC32C."""
+    key = ref.data_key
     if size != ref.end - ref.start:
         raise IndexInconsistentError(
             f"{key}: block {ref.block} is {size} bytes, index says {ref.end - ref.start}"
         )
     if ref.crc32c is not None:
-        actual = prefetch.region_crc(ref.start, ref.end)
         if actual is None:  # pragma: no cover - the thread sums every byte it delivers
             raise ReadError(f"{key}: block {ref.block} was not checksummed")
         if actual != ref.crc32c:
@@ -308,11 +361,12 @@ def read_block(
     *,
     read_buffer: int = DEFAULT_READ_BUFFER,
     out: memoryview | None = None,
+    prefetch: bool = True,
 ) -> Iterator[BlockEntry]:
     """Fetch one block (:func:`fetch_block`, into ``out`` when given), check its framing, and
     yield its entries; the block must hold exactly the entries the index promises. The
     entries' payloads are views of the block's bytes."""
-    data = fetch_block(store, ref, read_buffer=read_buffer, out=out)
+    data = fetch_block(store, ref, read_buffer=read_buffer, out=out, prefetch=prefetch)
     expected = ref.first_entry_id
     for entry in iter_block_entries(
         data, base_offset=ref.start, expected_first_entry_id=ref.first_entry_id
@@ -328,20 +382,22 @@ def read_block_packed(
     *,
     read_buffer: int = DEFAULT_READ_BUFFER,
     out: memoryview | None = None,
+    prefetch: bool = True,
 ) -> PackedEntries:
     """Fetch one block and pack its entries as an Arrow-style binary column, chunk by chunk as
     the bytes arrive (:class:`formats.block_packer.BlockPacker`: no copy of the whole block,
     and the packing overlaps the download). The block's length and CRC32C are checked before
     its framing, with the same checks as :func:`read_block`. The payloads go to ``out`` when
     given (a writable buffer of at least the block's size, e.g. from
-    :class:`offloader.spark.buffers.ReusableBuffers`)."""
+    :class:`offloader.spark.buffers.ReusableBuffers`). ``prefetch=False`` reads on the
+    caller's thread (see :func:`_fetch_chunks_inline`)."""
     packer = BlockPacker(
         ref.end - ref.start,
         base_offset=ref.start,
         expected_first_entry_id=ref.first_entry_id,
         out=out,
     )
-    _fetch_chunks(store, ref, read_buffer, packer.feed)
+    _fetch_chunks(store, ref, read_buffer, packer.feed, prefetch=prefetch)
     packed = packer.finish()
     _check_entry_count(ref, packed.count)
     return packed

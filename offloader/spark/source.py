@@ -288,7 +288,8 @@ def read_block_batches(
     """A block's (filtered) entries as Arrow batches of at most ``batch_rows`` rows and
     ``batch_bytes`` payload bytes (or one row, if larger).
 
-    The block is fetched whole (one streamed GET, CRC32C summed as it arrives) and its payloads
+    The block is fetched whole (one streamed GET read on this thread, CRC32C summed as it
+    arrives; no read-ahead thread, whose hand-overs cost CPU a task cannot use) and its payloads
     are packed into one Arrow binary column as the chunks arrive (C when built, no copy of the
     whole block); nothing is yielded before the block passed every check. The batches are
     zero-copy slices of that column, which lives in a buffer reused by this worker's next
@@ -301,6 +302,7 @@ def read_block_batches(
             task.ref,
             read_buffer=task.store.settings.read_buffer_size,
             out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),
+            prefetch=False,  # a task has nothing else to do while its bytes arrive
         )
     finally:
         store.close()  # leaves the cached client open

@@ -4,10 +4,11 @@ The driver's plan (:mod:`offloader.spark.plan`) hands every Spark task one pickl
 descriptor. :func:`read_task` runs in the executor: it takes this process's cached store client
 (:func:`executor_store`, created from the descriptor's :class:`~offloader.spark.plan.StoreSpec`
 and the ``AWS_*`` environment, never from pickled credentials), fetches the block with one
-streamed ranged GET read ``read_buffer_size`` bytes at a time into one of the worker's reused
-block buffers, checks its CRC32C when the index extension records one, and yields
-``(topic, ledger_id, entry_id, payload)``. A ledger still on local disk is read through the
-local ledger store instead. Corrupt data raises the typed error, never a short result.
+streamed ranged GET read ``read_buffer_size`` bytes at a time on the task's own thread into
+one of the worker's reused block buffers, checks its CRC32C when the index extension records
+one, and yields ``(topic, ledger_id, entry_id, payload)``. A ledger still on local disk is
+read through the local ledger store instead. Corrupt data raises the typed error, never a
+short result.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def iter_task_entries(
         ref,
         read_buffer=task.store.settings.read_buffer_size,
         out=BLOCK_BUFFERS.take(ref.end - ref.start),
+        prefetch=False,  # a task has nothing else to do while its bytes arrive
     )
     for entry in entries:
         if flt is None or flt.keeps_entry(entry.entry_id):

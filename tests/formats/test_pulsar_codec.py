@@ -337,12 +337,6 @@ def test_arbitrary_bytes_never_escape_the_error_tree(data: bytes) -> None:
     _decode_or_typed_error(b"\x0e\x02" + data, verify=False)
 
 
-def test_c_batch_splitter_is_built() -> None:
-    from formats.pulsar.batch import _C_SPLIT
-
-    assert _C_SPLIT is not None  # make install builds it; the Python twin is the fallback
-
-
 @settings(max_examples=200, deadline=None)
 @given(batch=st.lists(messages, min_size=1, max_size=6), data=st.data())
 def test_c_and_python_splitters_agree(batch: list[OutgoingMessage], data: st.DataObject) -> None:

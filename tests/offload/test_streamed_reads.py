@@ -419,3 +419,75 @@ def test_region_sums_cover_what_was_taken_even_after_close(tmp_path: Path) -> No
         assert prefetch.region_crc(20_000, len(blob)) is None
         assert time.monotonic() - started < 1
     _wait_no_prefetch_threads()
+
+
+# --- a block read on the caller's thread (the Spark source: prefetch=False) ---------------
+def test_a_packed_block_read_inline_is_the_same_without_a_thread(tmp_path: Path) -> None:
+    from offloader.read.objects import block_refs, load_index, read_block_packed
+
+    store, payloads = _ledger(tmp_path, n=3000)
+    counted = FaultyObjectStore(store)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    seen: list[str] = []
+    original = threading.Thread.start
+
+    def spy(thread: threading.Thread) -> None:
+        seen.append(thread.name)
+        original(thread)
+
+    got = []
+    for ref in refs:
+        threading.Thread.start = spy  # type: ignore[method-assign]
+        try:
+            inline = read_block_packed(counted, ref, read_buffer=4096, prefetch=False)
+        finally:
+            threading.Thread.start = original  # type: ignore[method-assign]
+        ahead = read_block_packed(store, ref, read_buffer=4096)
+        assert (inline.first_entry_id, inline.count) == (ahead.first_entry_id, ahead.count)
+        assert bytes(inline.data) == bytes(ahead.data)
+        assert bytes(inline.offsets) == bytes(ahead.offsets)
+        ends = memoryview(inline.offsets).cast("i")
+        got += [bytes(inline.data[ends[i] : ends[i + 1]]) for i in range(inline.count)]
+    assert got == payloads
+    assert "range-prefetch" not in seen
+    assert counted.calls["open_range"] == len(refs) and counted.calls["get_range"] == 0
+    _wait_no_prefetch_threads()
+
+
+def test_a_corrupt_short_missing_or_overlong_block_read_inline_is_refused(
+    tmp_path: Path,
+) -> None:
+    from offloader.read.objects import block_refs, load_index, read_block_packed
+
+    store, _ = _ledger(tmp_path, n=3000)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    key = refs[0].data_key
+    data = bytearray(store.get(key).data)
+    data[(refs[2].start + refs[2].end) // 2] ^= 0x40
+    store.put(key, bytes(data[: refs[3].end - 10]), store.head(key).metadata)
+    assert read_block_packed(store, refs[1], read_buffer=4096, prefetch=False).count > 0
+    with pytest.raises(ChecksumMismatchError, match="block 2 CRC32C"):
+        read_block_packed(store, refs[2], read_buffer=4096, prefetch=False)
+    with pytest.raises(IndexInconsistentError, match="block 3 is"):
+        read_block_packed(store, refs[3], read_buffer=4096, prefetch=False)
+    overlong = _OverlongStore(tmp_path / "objects")
+    with pytest.raises(IndexInconsistentError, match="block 0"):
+        read_block_packed(overlong, refs[0], read_buffer=4096, prefetch=False)
+    store.delete(key)
+    with pytest.raises(ObjectNotFound):
+        read_block_packed(store, refs[1], read_buffer=4096, prefetch=False)
+
+
+def test_a_block_fetched_inline_equals_the_prefetched_one(tmp_path: Path) -> None:
+    from offloader.read.objects import block_refs, fetch_block, load_index, read_block
+
+    store, payloads = _ledger(tmp_path, n=3000)
+    refs = block_refs(load_index(store, 9, UUID), 9, UUID)
+    out = memoryview(bytearray(max(r.end - r.start for r in refs)))
+    got = []
+    for ref in refs:
+        assert fetch_block(store, ref, read_buffer=4096, prefetch=False) == fetch_block(
+            store, ref, read_buffer=4096
+        )
+        got += [bytes(e.payload) for e in read_block(store, ref, out=out, prefetch=False)]
+    assert got == payloads
