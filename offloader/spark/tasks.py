@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from offloader.read.objects import block_refs, load_index, read_block
+from offloader.read.objects import read_block
 from offloader.read.transformed import section_view
 from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import EntryFilter
@@ -34,7 +34,6 @@ from offloader.store.base import GetResult, ObjectStore, RangeReader
 __all__ = [
     "CLIENT_CACHE_SIZE",
     "CountingStore",
-    "continuation_entries",
     "executor_store",
     "iter_task_entries",
     "read_local_task",
@@ -163,16 +162,3 @@ def read_task(
     finally:
         if on_gets is not None:
             on_gets(counting.gets)
-
-
-def continuation_entries(task: BlockTask) -> Iterator[tuple[int, int, bytes]]:
-    """``(ledger_id, entry_id, payload)`` of the entries after ``task``'s block, to the end of
-    its ledger (a chunked Pulsar message begun in the block is finished from these); a
-    transformed ledger's later blocks are read through its decoding view, as the block was."""
-    store = executor_store(task.store)
-    ref = task.ref
-    index = load_index(store, ref.ledger_id, ref.uuid)
-    blocks = task_store(task, store)
-    for later in block_refs(index, ref.ledger_id, ref.uuid)[ref.block + 1 :]:
-        for entry in read_block(blocks, later, read_buffer=task.store.settings.read_buffer_size):
-            yield (later.ledger_id, entry.entry_id, bytes(entry.payload))
