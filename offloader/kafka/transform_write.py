@@ -98,7 +98,13 @@ def upload_transformed_log(
         return encoder.encode_block_chunks(n, data[start : start + length], hints)
 
     if size <= ctx.settings.part_size:
-        stored, rows = encode(0)
+        # one PUT, but maybe two blocks: a block is a whole number of chunks, so a part_size
+        # that is not a multiple of the chunk size leaves a short second block
+        stored, rows = [], []
+        for n in range(len(starts)):
+            block_stored, block_rows = encode(n)
+            stored += block_stored
+            rows += block_rows
         body = b"".join(stored)
         ctx.store.put(key, body, metadata)
         stored_size = len(body)

@@ -9,7 +9,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from formats.kafka.names import kafka_uuid_to_uuid
@@ -49,6 +49,23 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, object], KafkaSettings, TransformP
 
 @settings(max_examples=12, deadline=None)
 @given(cases())
+@example(  # found by CI: 1296 < size <= part_size 1310, so two blocks of 16-byte chunks, one PUT
+    (
+        {
+            "records": 25,
+            "per_batch": 24,
+            "segment_bytes": 512,
+            "codecs": (1,),
+            "pad": 0,
+            "transactions": False,
+        },
+        KafkaSettings(
+            part_size=1310, enforce_min_part_size=False, concurrency=1, transform_chunk_size=16
+        ),
+        TransformPolicy("zstd", 1, "none", None),
+        0,
+    )
+)
 def test_random_transformed_partitions_round_trip(
     case: tuple[dict[str, object], KafkaSettings, TransformPolicy, int],
 ) -> None:
