@@ -13,6 +13,7 @@ import click
 
 from cli.context import CliContext, pass_cli
 from cli.kafka import kafka
+from cli.params import transform_options, transform_record
 from cli.settings import open_offloader
 from offloader.api import TransformPolicy
 
@@ -22,39 +23,14 @@ __all__ = ["kafka"]
 def _record(topic: str, policy: TransformPolicy, source: str) -> dict[str, Any]:
     return {
         "topic": topic,
-        "transform": {
-            "compression": policy.compression,
-            "level": policy.level,
-            "encryption": policy.encryption,
-            "key_id": policy.key_id,
-        },
+        "transform": transform_record(policy),
         "source": source,
     }
 
 
 @kafka.command("set-offload-transform")
 @click.argument("topic")
-@click.option(
-    "--compression",
-    type=click.Choice(["zstd", "none"]),
-    default="none",
-    show_default=True,
-    help="Compress chunks with zstd (kept only when it saves >= 10%; never for chunks mostly "
-    "made of batches that carry a codec).",
-)
-@click.option("--level", type=click.IntRange(-7, 22), help="zstd level (default 3).")
-@click.option(
-    "--encryption",
-    type=click.Choice(["aes-256-gcm", "none"]),
-    default="none",
-    show_default=True,
-    help="Encrypt chunks with AES-256-GCM under a fresh data key per segment.",
-)
-@click.option(
-    "--key-id",
-    metavar="ID",
-    help="Key-encryption key for this topic (default: the key ring's active key).",
-)
+@transform_options("topic", "segment", "chunks mostly made of batches that carry a codec")
 @pass_cli
 def set_offload_transform(
     cli: CliContext,

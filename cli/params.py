@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from offloader.api import MetricsAddress, Position, parse_metrics_addr
+from offloader.api import MetricsAddress, Position, TransformPolicy, parse_metrics_addr
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -29,6 +29,8 @@ __all__ = [
     "PositionParam",
     "SizeParam",
     "iceberg_options",
+    "transform_options",
+    "transform_record",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,3 +132,47 @@ def iceberg_options(func: F) -> F:
         help="Iceberg catalog: sqlite:///PATH (default: <home>/iceberg/catalog.db), "
         "postgresql://..., or a REST catalog's http(s):// URL.",
     )(func)
+
+
+def transform_options(scope: str, unit: str, skipped: str) -> Callable[[F], F]:
+    """``--compression``, ``--level``, ``--encryption`` and ``--key-id`` of a
+    ``set-offload-transform`` command: ``scope`` names what the policy is for (``namespace``,
+    ``topic``), ``unit`` what gets a fresh data key (``object``, ``segment``), ``skipped``
+    what is never compressed again."""
+
+    def apply(func: F) -> F:
+        func = click.option(
+            "--key-id",
+            metavar="ID",
+            help=f"Key-encryption key for this {scope} (default: the key ring's active key).",
+        )(func)
+        func = click.option(
+            "--encryption",
+            type=click.Choice(["aes-256-gcm", "none"]),
+            default="none",
+            show_default=True,
+            help=f"Encrypt chunks with AES-256-GCM under a fresh data key per {unit}.",
+        )(func)
+        func = click.option("--level", type=click.IntRange(-7, 22), help="zstd level (default 3).")(
+            func
+        )
+        return click.option(
+            "--compression",
+            type=click.Choice(["zstd", "none"]),
+            default="none",
+            show_default=True,
+            help="Compress chunks with zstd (kept only when it saves >= 10%; never for "
+            f"{skipped}).",
+        )(func)
+
+    return apply
+
+
+def transform_record(policy: TransformPolicy) -> dict[str, Any]:
+    """A transform policy as JSON (never key bytes: the key id only)."""
+    return {
+        "compression": policy.compression,
+        "level": policy.level,
+        "encryption": policy.encryption,
+        "key_id": policy.key_id,
+    }

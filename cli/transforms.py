@@ -14,6 +14,7 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.namespaces import namespaces
 from cli.objects import objects
+from cli.params import transform_options, transform_record
 from cli.render import echo_json, echo_table
 from cli.settings import open_offloader
 from offloader.api import KeyInfo, RekeyOutcome, TransformPolicy, create_key, list_keys
@@ -71,45 +72,16 @@ def list_command(cli: CliContext) -> None:
     )
 
 
-def _transform_record(policy: TransformPolicy) -> dict[str, Any]:
-    return {
-        "compression": policy.compression,
-        "level": policy.level,
-        "encryption": policy.encryption,
-        "key_id": policy.key_id,
-    }
-
-
 def _echo_transform(cli: CliContext, namespace: str, policy: TransformPolicy) -> None:
     if cli.json:
-        echo_json({"namespace": namespace, "transform": _transform_record(policy)})
+        echo_json({"namespace": namespace, "transform": transform_record(policy)})
     else:
         click.echo(f"offloadTransform: {policy.describe()}")
 
 
 @namespaces.command("set-offload-transform")
 @click.argument("namespace")
-@click.option(
-    "--compression",
-    type=click.Choice(["zstd", "none"]),
-    default="none",
-    show_default=True,
-    help="Compress chunks with zstd (kept only when it saves >= 10%; never for entries that "
-    "are already compressed).",
-)
-@click.option("--level", type=click.IntRange(-7, 22), help="zstd level (default 3).")
-@click.option(
-    "--encryption",
-    type=click.Choice(["aes-256-gcm", "none"]),
-    default="none",
-    show_default=True,
-    help="Encrypt chunks with AES-256-GCM under a fresh data key per object.",
-)
-@click.option(
-    "--key-id",
-    metavar="ID",
-    help="Key-encryption key for this namespace (default: the key ring's active key).",
-)
+@transform_options("namespace", "object", "entries that are already compressed")
 @pass_cli
 def set_offload_transform(
     cli: CliContext,

@@ -88,6 +88,26 @@ def test_the_pulsar_c_loops_are_built() -> None:
     assert metadata._C_METADATA is C_MODULE.message_metadata_values
 
 
+def test_a_stale_extension_falls_back_to_python_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An extension built from an older source (lacking a function the decoder calls) must
+    not break every import: the loader warns and the pure-Python twins run."""
+    import sys
+    import types
+
+    import formats
+    from formats.pulsar import speedups
+
+    stale = types.ModuleType("formats._pulsar_speedups")
+    stale.split_batch_columns = lambda *a: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "formats._pulsar_speedups", stale)
+    monkeypatch.setattr(formats, "_pulsar_speedups", stale, raising=False)
+    monkeypatch.delenv("LEDGER_OFFLOADER_PURE_PYTHON", raising=False)
+    with pytest.warns(RuntimeWarning, match="message_metadata_values"):
+        assert speedups._load() is None
+
+
 def test_c_slots_follow_the_dataclass_order() -> None:
     # the C table maps field numbers to positions in MessageMetadata's field order
     names = field_names(MessageMetadata)
