@@ -28,7 +28,6 @@ from formats.transform import (
     StoredChunk,
     TransformSection,
     kafka_compress_hints,
-    wrap_data_key,
 )
 from offloader.errors import StoreError
 from offloader.kafka.context import KafkaContext
@@ -110,19 +109,7 @@ def upload_transformed_log(
         stored_size = len(body)
     else:
         rows, stored_size = _multipart(ctx, key, metadata, len(starts), encode)
-    section = TransformSection(
-        chunk_size=transform.chunk_size,
-        block_lengths=tuple(lengths),
-        chunks=tuple(rows),
-        encrypted=transform.encrypted,
-        compression=transform.zstd_level is not None,
-        key_id=transform.key_id or "",
-        wrapped_key=(
-            wrap_data_key(transform.kek, data_key)
-            if transform.kek is not None and data_key is not None
-            else b""
-        ),
-    )
+    section = transform.section(lengths, rows, data_key)
     log.info(
         "transformed Kafka segment written",
         key=key,

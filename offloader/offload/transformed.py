@@ -72,6 +72,26 @@ class WriteTransform:
         )
         return "+".join(parts)
 
+    def section(
+        self, block_lengths: Sequence[int], chunks: Sequence[StoredChunk], data_key: bytes | None
+    ) -> TransformSection:
+        """The transform section of an object written with this transform: its blocks'
+        original lengths, its chunks in order, and ``data_key`` wrapped by the key-encryption
+        key (``data_key`` None: not encrypted)."""
+        return TransformSection(
+            chunk_size=self.chunk_size,
+            block_lengths=tuple(block_lengths),
+            chunks=tuple(chunks),
+            encrypted=self.encrypted,
+            compression=self.zstd_level is not None,
+            key_id=self.key_id or "",
+            wrapped_key=(
+                wrap_data_key(self.kek, data_key)
+                if self.kek is not None and data_key is not None
+                else b""
+            ),
+        )
+
 
 def resolve_write_transform(
     policy: TransformPolicy, key_ring: str | None, chunk_size: int
@@ -261,19 +281,7 @@ def upload_transformed(
     store.complete_multipart_upload(job.dkey, upload_id, parts)
     crash_point("writer.after_complete_upload")
     job.completed = True
-    section = TransformSection(
-        chunk_size=transform.chunk_size,
-        block_lengths=tuple(p.size for p in plans),
-        chunks=tuple(rows),
-        encrypted=transform.encrypted,
-        compression=transform.zstd_level is not None,
-        key_id=transform.key_id or "",
-        wrapped_key=(
-            wrap_data_key(transform.kek, data_key)
-            if transform.kek is not None and data_key is not None
-            else b""
-        ),
-    )
+    section = transform.section([p.size for p in plans], rows, data_key)
     log.info(
         "transformed data object written",
         ledger_id=job.reader.ledger_id,
