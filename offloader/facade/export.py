@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from offloader.api_types import (
     TickReport,
@@ -43,7 +44,12 @@ from offloader.metadata import (
 )
 from offloader.service import run as run_service_loop
 
+if TYPE_CHECKING:
+    from offloader.spark.export_kafka import KafkaRunner
+
 log = get_logger(__name__)
+#: a Kafka export runner class (Parquet's KafkaRunner or Iceberg's IcebergKafkaRunner)
+R = TypeVar("R", bound="KafkaRunner")
 
 
 class ExportFacade(ServiceFacade):
@@ -169,16 +175,13 @@ class ExportFacade(ServiceFacade):
         owners = self._rt.cluster.list_topic_owners() if self._rt.cluster.shared else {}
         return {t for t, o in owners.items() if o.broker_id != self._rt.me}
 
-    def _export_kafka(
-        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
-    ) -> list[TopicExportReport]:
-        from offloader.export.kafka import run_kafka_export
-        from offloader.spark.export_kafka import KafkaRunner
-
+    def _kafka_runner(self, cls: type[R], spec: ExportSpec, spark: object | None, engine: str) -> R:
+        """A Kafka export runner (Parquet or Iceberg) on this home's store and metadata, with
+        the Spark session when ``engine`` is spark (else the local engine)."""
         if engine == "spark":
             spark = self._spark_session(spark)
         props = self._rt.driver.properties
-        runner = KafkaRunner(
+        return cls(
             spark if engine == "spark" else None,
             str(self._rt.home),
             spec,
@@ -187,6 +190,14 @@ class ExportFacade(ServiceFacade):
             region=props.get("region") or None,
             metadata_url=self._rt.metadata_url,
         )
+
+    def _export_kafka(
+        self, topics: list[str], spec: ExportSpec, spark: object | None, engine: str
+    ) -> list[TopicExportReport]:
+        from offloader.export.kafka import run_kafka_export
+        from offloader.spark.export_kafka import KafkaRunner
+
+        runner = self._kafka_runner(KafkaRunner, spec, spark, engine)
         return run_kafka_export(
             self.kafka().ctx.meta,
             self._export_meta(),
@@ -269,18 +280,7 @@ class ExportFacade(ServiceFacade):
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
         runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
         if kafka:
-            if engine == "spark":
-                spark = self._spark_session(spark)
-            props = self._rt.driver.properties
-            runner = IcebergKafkaRunner(
-                spark if engine == "spark" else None,
-                str(self._rt.home),
-                spec,
-                store_url=self._rt.store.url,
-                endpoint_url=props.get("endpoint") or None,
-                region=props.get("region") or None,
-                metadata_url=self._rt.metadata_url,
-            )
+            runner = self._kafka_runner(IcebergKafkaRunner, spec, spark, engine)
             return run_iceberg_export(
                 self._rt.meta,
                 self._rt.home,
