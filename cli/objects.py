@@ -1,8 +1,10 @@
-"""``offloader objects``: the group, and ``inspect`` of a local (data, index) pair.
+"""``offloader objects``: the group, and ``inspect`` of a local (data, index) pair or of a
+Kafka segment's ``.chunks`` object.
 
 ``inspect`` checks a pair the way a reader would and summarises it; it works on local files,
-so it needs no object store. ``encode`` (:mod:`cli.objects_encode`) and ``verify``, ``orphans``
-and ``gc`` (:mod:`cli.objects_admin`, which talk to the store) join this group.
+so it needs no object store (``--chunks``: :mod:`cli.objects_transform`). ``encode``
+(:mod:`cli.objects_encode`) and ``verify``, ``orphans`` and ``gc`` (:mod:`cli.objects_admin`,
+which talk to the store) join this group.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.objects_transform import (
+    DEFAULT_CHUNK_ROWS,
+    inspect_chunks,
+    transform_record,
+    transform_text,
+)
 from cli.render import plural
 from formats.block import iter_block_entries
 from formats.errors import (
@@ -27,7 +35,6 @@ from formats.errors import (
 from formats.extension import crc32c
 from formats.index import OffloadIndex, decode_index
 from formats.transform import TransformSection, transform_of
-from formats.transform.section import CHUNK_ZSTD
 from offloader.api import decode_stored_data
 from offloader.errors import KeyRingError
 from offloader.units import format_size
@@ -171,30 +178,8 @@ def _index_record(report: PairReport) -> dict[str, Any]:
         if ext is None
         else {"block_crc32c": len(ext.block_crc32c), "fine_offsets": len(ext.fine_offsets)},
         "ledger_metadata": index.ledger_metadata.to_json(),
-        "transform": None if report.transform is None else _transform_record(report.transform),
+        "transform": None if report.transform is None else transform_record(report.transform),
     }
-
-
-def _transform_record(t: TransformSection) -> dict[str, Any]:
-    return {
-        "transform": t.describe(),
-        "key_id": t.key_id or None,
-        "chunk_size": t.chunk_size,
-        "chunks": len(t.chunks),
-        "compressed_chunks": sum(1 for c in t.chunks if c.flags & CHUNK_ZSTD),
-        "original_size": t.original_size,
-        "stored_size": t.stored_size,
-    }
-
-
-def _transform_text(t: TransformSection) -> str:
-    key = f", key {t.key_id}" if t.encrypted else ""
-    zipped = sum(1 for c in t.chunks if c.flags & CHUNK_ZSTD)
-    return (
-        f"transform: {t.describe()}{key}; {plural(len(t.chunks), 'chunk')} of "
-        f"{format_size(t.chunk_size)} ({zipped} compressed), stored {t.stored_size} bytes for "
-        f"{t.original_size} (ratio {t.stored_size / max(t.original_size, 1):.3f})"
-    )
 
 
 def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[str]:
@@ -225,7 +210,7 @@ def _index_text(report: PairReport, index_path: Path, data_path: Path) -> list[s
             shown = "0x" + value.hex()
         lines.append(f"  custom metadata {key} = {shown}")
     if report.transform is not None:
-        lines.append(_transform_text(report.transform))
+        lines.append(transform_text(report.transform))
         lines.append(
             f"data: {data_path} ({report.data_length} bytes stored, "
             f"{index.data_object_length} = data_object_length once decoded, "
@@ -269,15 +254,34 @@ EXISTING_FILE = click.Path(exists=True, dir_okay=False, readable=True, path_type
 
 
 @objects.command()
-@click.option("--data", "data_path", type=EXISTING_FILE, required=True, help="Data object file.")
-@click.option("--index", "index_path", type=EXISTING_FILE, required=True, help="Index file.")
+@click.option("--data", "data_path", type=EXISTING_FILE, help="Data object file.")
+@click.option("--index", "index_path", type=EXISTING_FILE, help="Index file.")
+@click.option(
+    "--chunks",
+    "chunks_path",
+    type=EXISTING_FILE,
+    help="A transformed Kafka segment's <segment>.chunks object (instead of --data/--index).",
+)
 @click.option("--entries", "show_entries", is_flag=True, help="Also one line per entry.")
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=0),
+    default=DEFAULT_CHUNK_ROWS,
+    show_default=True,
+    help="With --chunks: how many chunk-table rows to show.",
+)
 @click.option("--json", "json_output", is_flag=True, help="One JSON object per line.")
 @pass_cli
 def inspect(
-    app: CliContext, data_path: Path, index_path: Path, show_entries: bool, json_output: bool
+    app: CliContext,
+    data_path: Path | None,
+    index_path: Path | None,
+    chunks_path: Path | None,
+    show_entries: bool,
+    chunk_rows: int,
+    json_output: bool,
 ) -> None:
-    """Check a data object + index pair and summarise it.
+    """Check a data object + index pair, or a Kafka segment's .chunks object, and summarise it.
 
     Reads every entry through the index the way a reader does: the data length must equal the
     index's data_object_length, every block must parse and hold exactly the entries the index
@@ -286,11 +290,25 @@ def inspect(
     one line per entry (id, length, SHA-256). Exit 0 if the pair is valid, 1 (with a one-line
     error) if not.
 
+    With --chunks, checks the chunk table of a transformed Kafka segment (magic, version,
+    CRC32C, the table itself) and prints its segment id and base offset, the transform (codec,
+    cipher, key id; never key bytes), chunk count, original and stored sizes of the .log and
+    the first --chunk-rows rows of the table.
+
     \b
     Examples:
       offloader objects inspect --data 1f0c...-ledger-7 --index 1f0c...-ledger-7-index
       offloader objects inspect --data L.data --index L.index --entries --json
+      offloader objects inspect --chunks 00000000000000001000-ABEiM0RVZneImaq7zN3u_w.chunks
     """
+    as_json = app.json or json_output
+    if chunks_path is not None:
+        if data_path is not None or index_path is not None or show_entries:
+            raise click.UsageError("--chunks is inspected alone (no --data, --index, --entries)")
+        inspect_chunks(app, chunks_path, chunk_rows, as_json)
+        return
+    if data_path is None or index_path is None:
+        raise click.UsageError("give --data and --index (or --chunks)")
     as_json = app.json or json_output
     index_bytes = index_path.read_bytes()
 
@@ -309,8 +327,8 @@ def inspect(
         # the chunks cannot be decoded, but the index still says which transform they have
         section = transform_of(decode_index(index_bytes).extension)
         if section is not None:
-            record = {"type": "transform", **_transform_record(section)}
-            app.emit(record, _transform_text(section), json_output=as_json)
+            record = {"type": "transform", **transform_record(section)}
+            app.emit(record, transform_text(section), json_output=as_json)
         raise
     if as_json:
         app.emit(_index_record(report), "", json_output=True)

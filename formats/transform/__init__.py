@@ -35,7 +35,13 @@ from formats.transform.section import (
     transform_extension_section,
     transform_of,
 )
-from formats.transform.segment_table import decode_segment_table, encode_segment_table
+from formats.transform.segment_table import (
+    TABLE_MAGIC,
+    SegmentTable,
+    decode_segment_table,
+    encode_segment_table,
+    read_segment_table,
+)
 
 __all__ = [
     "AAD_MAGIC_KAFKA",
@@ -44,12 +50,14 @@ __all__ = [
     "DATA_KEY_LEN",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_ZSTD_LEVEL",
+    "TABLE_MAGIC",
     "TAG_TRANSFORM",
     "ChunkDecoder",
     "ChunkEncoder",
     "ChunkMap",
     "ChunkSpan",
     "ObjectIdentity",
+    "SegmentTable",
     "StoredChunk",
     "TransformSection",
     "compress_hints",
@@ -59,6 +67,7 @@ __all__ = [
     "encode_segment_table",
     "kafka_compress_hints",
     "pulsar_compression_codec",
+    "read_segment_table",
     "transform_extension_section",
     "transform_of",
     "unwrap_data_key",

@@ -10,13 +10,15 @@ A Kafka segment has no index object of ours to carry the section, so it is store
 Decoding is bounded and typed: short input ``TruncatedError``, other magic ``BadMagicError``,
 other version ``UnsupportedVersionError``, a CRC32C that does not match
 ``ChecksumMismatchError``, trailing bytes ``CorruptDataError``, a table of another segment
-``IndexInconsistentError``.
+``IndexInconsistentError``. :func:`read_segment_table` decodes one without knowing its segment
+(``objects inspect``): every check but the last.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid as uuid_mod
+from dataclasses import dataclass
 
 from formats.errors import (
     BadMagicError,
@@ -45,10 +47,21 @@ def encode_segment_table(segment_uuid: str, base_offset: int, section: Transform
     return out + _CRC.pack(crc32c(out))
 
 
-def decode_segment_table(
-    data: bytes | bytearray | memoryview, segment_uuid: str, base_offset: int
-) -> TransformSection:
-    """The section of a ``.chunks`` object, checked to belong to that segment."""
+@dataclass(frozen=True)
+class SegmentTable:
+    """A decoded ``.chunks`` object: the segment it names and its transform section."""
+
+    version: int
+    segment_uuid: str
+    base_offset: int
+    section: TransformSection
+    #: the whole object's length and its trailing CRC32C
+    length: int
+    crc32c: int
+
+
+def read_segment_table(data: bytes | bytearray | memoryview) -> SegmentTable:
+    """Decode a ``.chunks`` object, checking everything but which segment it belongs to."""
     view = memoryview(data).cast("B")
     if len(view) < _HEAD.size + _CRC.size:
         raise TruncatedError(f"segment chunk table is {len(view)} bytes, too short", offset=0)
@@ -69,9 +82,24 @@ def decode_segment_table(
     (stored_crc,) = _CRC.unpack_from(view, end)
     if crc32c(view[:end]) != stored_crc:
         raise ChecksumMismatchError("segment chunk table CRC32C mismatch", offset=end)
-    if raw_uuid != uuid_mod.UUID(segment_uuid).bytes or base != base_offset:
+    return SegmentTable(
+        version,
+        str(uuid_mod.UUID(bytes=raw_uuid)),
+        base,
+        decode_section(view[_HEAD.size : end]),
+        len(view),
+        stored_crc,
+    )
+
+
+def decode_segment_table(
+    data: bytes | bytearray | memoryview, segment_uuid: str, base_offset: int
+) -> TransformSection:
+    """The section of a ``.chunks`` object, checked to belong to that segment."""
+    table = read_segment_table(data)
+    if table.segment_uuid != str(uuid_mod.UUID(segment_uuid)) or table.base_offset != base_offset:
         raise IndexInconsistentError(
-            f"segment chunk table belongs to segment {uuid_mod.UUID(bytes=raw_uuid)} at "
-            f"{base}, not {segment_uuid} at {base_offset}"
+            f"segment chunk table belongs to segment {table.segment_uuid} at "
+            f"{table.base_offset}, not {segment_uuid} at {base_offset}"
         )
-    return decode_section(view[_HEAD.size : end])
+    return table.section

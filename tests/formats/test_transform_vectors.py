@@ -21,6 +21,7 @@ from formats.transform import (
     decode_segment_table,
     encode_section,
     encode_segment_table,
+    read_segment_table,
     unwrap_data_key,
     wrap_data_key,
 )
@@ -105,6 +106,9 @@ def check_kafka_table(raw: bytes) -> None:
     stored, section = _kafka_example()
     assert encode_segment_table(KAFKA_UUID, 1000, section) == raw
     assert decode_segment_table(raw, KAFKA_UUID, 1000) == section
+    table = read_segment_table(raw)  # objects inspect: decoded without knowing the segment
+    assert (table.version, table.segment_uuid, table.base_offset) == (1, KAFKA_UUID, 1000)
+    assert (table.section, table.length, table.crc32c) == (section, 113, 0x8AEB04D6)
     decoder = ChunkDecoder(ChunkMap(section), KAFKA_IDENTITY, DATA_KEY)
     assert b"".join(decoder.decode_run(0, stored)) == KAFKA_LOG
 
