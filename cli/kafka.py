@@ -7,7 +7,10 @@
   segment makes the exit code 1 (after everything is printed).
 * ``status [TOPIC] [--log-dir DIR]``: per partition ``{topic, partition, topic_id, local_start,
   local_end, remote_start, remote_end, watermark, upload_lag, remote_segments, remote_bytes,
-  in_progress, gaps: [{start, end, reason}], last_error}``.
+  remote_original_bytes, remote_stored_bytes, in_progress, gaps: [{start, end, reason}],
+  last_error}``. ``remote_bytes`` keeps its old meaning, the original size of the finished
+  segments' ``.log`` files (= ``remote_original_bytes``); ``remote_stored_bytes`` is what they
+  take in the store (smaller or larger for transformed segments; null if one is missing).
 * ``read TOPIC PARTITION (--from-offset N | --from-timestamp MS) [--count M] [--payload]
   [--log-dir DIR --mode kafka-only|kafka-preferred|remote-preferred|remote-only]``: JSON rows
   ``{topic, partition, offset, timestamp, timestamp_type, key, value, headers, tier}``; key,
@@ -33,6 +36,7 @@ from cli.service import StopFlag, stop_on_signals
 from cli.settings import open_offloader
 from offloader.api import KafkaRecordRow, KafkaSettings, PartitionStatus, UploadReport
 from offloader.errors import OffloadError
+from offloader.units import format_size
 
 LOG_DIR = click.option(
     "--log-dir",
@@ -179,6 +183,8 @@ def _status_record(s: PartitionStatus) -> dict[str, Any]:
         "upload_lag": s.upload_lag,
         "remote_segments": s.remote_segments,
         "remote_bytes": s.remote_bytes,
+        "remote_original_bytes": s.remote_bytes,
+        "remote_stored_bytes": s.remote_stored_bytes,
         "in_progress": s.in_progress,
         "gaps": [{"start": a, "end": b, "reason": r} for a, b, r in s.gaps],
         "last_error": s.last_error,
@@ -190,7 +196,11 @@ def _status_record(s: PartitionStatus) -> dict[str, Any]:
 @LOG_DIR
 @pass_cli
 def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
-    """Per partition: local and remote offset ranges, watermark, upload lag, gaps, errors."""
+    """Per partition: local and remote offset ranges, watermark, upload lag, gaps, errors.
+
+    BYTES is the original size of the remote segments' .log files, followed by what they take
+    in the store when that differs (segments stored compressed and/or encrypted).
+    """
     with open_offloader(cli, read_only=True) as off:
         rows = off.kafka().status(topic, log_dir)
     if cli.json:
@@ -198,7 +208,7 @@ def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
             cli.emit(_status_record(s), "")
         return
     echo_table(
-        ["PARTITION", "LOCAL", "REMOTE", "WATERMARK", "LAG", "SEGMENTS", "GAPS", "ERROR"],
+        ["PARTITION", "LOCAL", "REMOTE", "WATERMARK", "LAG", "SEGMENTS", "BYTES", "GAPS", "ERROR"],
         [
             (
                 f"{s.topic}-{s.partition}",
@@ -209,12 +219,24 @@ def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
                 s.watermark,
                 s.upload_lag,
                 s.remote_segments,
+                _bytes_text(s),
                 ", ".join(f"{a}..{b}" for a, b, _ in s.gaps) or None,
                 s.last_error,
             )
             for s in rows
         ],
     )
+
+
+def _bytes_text(s: PartitionStatus) -> str | None:
+    """The remote ``.log`` bytes: original, and stored when that differs (transformed)."""
+    if not s.remote_segments:
+        return None
+    original = format_size(s.remote_bytes)
+    if s.remote_stored_bytes == s.remote_bytes:
+        return original
+    stored = "?" if s.remote_stored_bytes is None else format_size(s.remote_stored_bytes)
+    return f"{original} ({stored} stored)"
 
 
 def _text(data: bytes | None, payload: bool) -> str | None:

@@ -1,13 +1,19 @@
-"""``kafka status``: per partition, the local and remote offset ranges, watermark, lag, gaps."""
+"""``kafka status``: per partition, the local and remote offset ranges, watermark, lag, gaps,
+and the remote ``.log`` bytes: original (from the metadata) and stored (a HEAD of each
+transformed segment's ``.log``: chunked, it differs from the original size)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from offloader.errors import ObjectNotFound
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.logdir import UnreadablePartition, scan_log_dir
+from offloader.kafka.transform_read import is_transformed
 from offloader.kafka.types import PartitionStatus
-from offloader.metadata.kafka_base import COPY_FINISHED, COPY_STARTED
+from offloader.metadata.kafka_base import COPY_FINISHED, COPY_STARTED, RemoteSegmentRecord
+from offloader.store.base import ObjectStore
 
 
 def partition_status(
@@ -52,6 +58,7 @@ def partition_status(
                 watermark=watermark,
                 remote_segments=len(finished),
                 remote_bytes=sum(s.size_bytes for s in finished),
+                remote_stored_bytes=stored_bytes(ctx.store, finished),
                 upload_lag=lag,
                 gaps=tuple(
                     (g.start_offset, g.end_offset, g.reason)
@@ -63,6 +70,20 @@ def partition_status(
             )
         )
     return out
+
+
+def stored_bytes(store: ObjectStore, segments: Sequence[RemoteSegmentRecord]) -> int | None:
+    """What the segments' ``.log`` objects take in the store (None if one is missing)."""
+    total = 0
+    for seg in segments:
+        if not is_transformed(seg):
+            total += seg.size_bytes  # stored byte for byte
+            continue
+        try:
+            total += store.head(seg.keys["log"]).size
+        except ObjectNotFound:
+            return None  # `objects orphans` reports the missing object
+    return total
 
 
 def _literal(topic: str) -> str:

@@ -62,8 +62,12 @@ class PartitionStatus:
     remote_end: int | None
     watermark: int
     remote_segments: int
+    #: original bytes of the finished segments' ``.log`` files (as Kafka wrote them)
     remote_bytes: int
     upload_lag: int | None  # offsets in closed local segments not yet remote
     gaps: tuple[tuple[int, int, str], ...] = ()
     in_progress: int = 0
     last_error: str | None = None
+    #: bytes those ``.log`` objects take in the store: a transformed segment's chunked size
+    #: (one HEAD each), a plain one's original size; None when an object could not be sized
+    remote_stored_bytes: int | None = None

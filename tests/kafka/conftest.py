@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from offloader.api import KafkaSettings, KafkaTier, Offloader
+from offloader.api import KafkaSettings, KafkaTier, Offloader, TransformPolicy
+from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.store import open_store
-from tests.kafka.logdir import PartitionLayout, write_log_dir
+from tests.kafka.logdir import PartitionLayout, write_log_dir, write_partition
 from tests.servers.endpoint import S3Endpoint
 
 #: small parts so that multipart uploads happen on test-sized segments
@@ -66,6 +68,47 @@ def s3_tier(
         monkeypatch.setenv(name, value)
     bucket = moto_endpoint.new_bucket()
     return make_tier(f"s3://{bucket}/tier", endpoint_url=moto_endpoint.url)
+
+
+@dataclass(frozen=True)
+class TransformedTier:
+    """A tier on a moto bucket holding topic ``secret`` (zstd+AES-GCM, 1 KiB chunks) and topic
+    ``plain`` (no transform), both uploaded; ``ring`` holds the key, ``url`` the store."""
+
+    tier: KafkaTier
+    ring: KeyRing
+    url: str
+    endpoint: S3Endpoint
+    home: Path
+
+
+@pytest.fixture()
+def transformed_moto_tier(
+    tmp_path: Path,
+    moto_endpoint: S3Endpoint,
+    make_tier: Callable[..., KafkaTier],
+    monkeypatch: pytest.MonkeyPatch,
+) -> TransformedTier:
+    root = tmp_path / "logs"
+    write_partition(root, "secret", 0, records=900, per_batch=30, codecs=(0,), pad=200)
+    write_partition(root, "plain", 0, records=300, per_batch=30, codecs=(0,), pad=200)
+    ring = KeyRing(tmp_path / "ring")
+    ring.create("k1", activate=True)
+    monkeypatch.setenv(KEY_RING_ENV, str(ring.path))
+    for name, value in moto_endpoint.env().items():
+        monkeypatch.setenv(name, value)
+    url = f"s3://{moto_endpoint.new_bucket()}/tier"
+    tier = make_tier(
+        url,
+        settings=KafkaSettings(
+            part_size=8192, enforce_min_part_size=False, transform_chunk_size=1024
+        ),
+        endpoint_url=moto_endpoint.url,
+    )
+    tier.set_transform("secret", TransformPolicy("zstd", None, "aes-256-gcm", None))
+    report = tier.upload(root)
+    assert report.ok and len(report.of("uploaded")) >= 4
+    return TransformedTier(tier, ring, url, moto_endpoint, tmp_path / "home")
 
 
 __all__ = ["SMALL", "Clock", "open_store"]

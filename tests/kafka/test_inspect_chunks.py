@@ -6,49 +6,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from formats.kafka.names import kafka_uuid_to_uuid
-from offloader.api import KafkaSettings, KafkaTier, TransformPolicy
+from offloader.api import KafkaTier
 from offloader.kafka.transform_read import load_section
-from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.metadata.kafka_base import RemoteSegmentRecord
 from tests.cli.helpers import json_lines, ok, one_line_error, run
-from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
+from tests.kafka.conftest import TransformedTier
 
 pytestmark = pytest.mark.s3
-
-
-@pytest.fixture()
-def moto_tier(
-    tmp_path: Path,
-    moto_endpoint: S3Endpoint,
-    make_tier: Callable[..., KafkaTier],
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[KafkaTier, KeyRing]:
-    """A topic ``secret`` uploaded zstd+AES-GCM to a fresh moto bucket (chunks of 1 KiB)."""
-    root = tmp_path / "logs"
-    write_partition(root, "secret", 0, records=900, per_batch=30, codecs=(0,), pad=200)
-    ring = KeyRing(tmp_path / "ring")
-    ring.create("k1", activate=True)
-    monkeypatch.setenv(KEY_RING_ENV, str(ring.path))
-    for name, value in moto_endpoint.env().items():
-        monkeypatch.setenv(name, value)
-    tier = make_tier(
-        f"s3://{moto_endpoint.new_bucket()}/tier",
-        settings=KafkaSettings(
-            part_size=8192, enforce_min_part_size=False, transform_chunk_size=1024
-        ),
-        endpoint_url=moto_endpoint.url,
-    )
-    tier.set_transform("secret", TransformPolicy("zstd", None, "aes-256-gcm", None))
-    report = tier.upload(root)
-    assert report.ok and len(report.of("uploaded")) >= 2
-    return tier, ring
 
 
 def _download(tier: KafkaTier, seg: RemoteSegmentRecord, where: Path) -> Path:
@@ -58,9 +27,9 @@ def _download(tier: KafkaTier, seg: RemoteSegmentRecord, where: Path) -> Path:
 
 
 def test_inspect_describes_a_kafka_chunks_object(
-    tmp_path: Path, moto_tier: tuple[KafkaTier, KeyRing]
+    tmp_path: Path, transformed_moto_tier: TransformedTier
 ) -> None:
-    tier, ring = moto_tier
+    tier, ring = transformed_moto_tier.tier, transformed_moto_tier.ring
     home = tmp_path / "cli-home"
     seg = tier.ctx.meta.list_segments("secret", 0)[0]
     path = _download(tier, seg, tmp_path)
@@ -124,9 +93,9 @@ def test_inspect_describes_a_kafka_chunks_object(
 
 
 def test_inspect_refuses_a_corrupt_chunks_object(
-    tmp_path: Path, moto_tier: tuple[KafkaTier, KeyRing]
+    tmp_path: Path, transformed_moto_tier: TransformedTier
 ) -> None:
-    tier, _ = moto_tier
+    tier = transformed_moto_tier.tier
     home = tmp_path / "cli-home"
     seg = tier.ctx.meta.list_segments("secret", 0)[0]
     good = _download(tier, seg, tmp_path).read_bytes()
