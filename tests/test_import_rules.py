@@ -103,6 +103,11 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
 #: psycopg, ...), and none of their backend's SQL modules (ARCHITECTURE.md, metadata/)
 PURE: dict[str, tuple[str, ...]] = {
     "offloader.metadata.rules": ("offloader.metadata.sqlite", "offloader.metadata.pg_"),
+    "offloader.metadata.kafka_rules": (
+        "offloader.metadata.sqlite",
+        "offloader.metadata.pg_",
+        "offloader.metadata.kafka_sqlite",
+    ),
 }
 
 

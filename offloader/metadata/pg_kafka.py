@@ -1,23 +1,22 @@
 """PgKafkaMetadataStore: the KafkaMetadataStore on the shared PostgreSQL database.
 
 The Kafka tier's tables of :mod:`offloader.metadata.pg_schema`, queried over its own connection
-(:class:`~offloader.metadata.pg_db.PgDatabase`); rows become records through the SQLite
-backend's mapping. Every change is one READ COMMITTED transaction; the state machine's
-check-then-move holds the segment's row lock (``FOR UPDATE``), and ``finish_copy`` moves the
-state and the partition's watermark (``greatest``: never backwards) in the same transaction.
+(:class:`~offloader.metadata.pg_db.PgDatabase`, which translates psycopg's errors). Every change
+is one READ COMMITTED transaction; the state machine's check-then-move holds the segment's row
+lock (``FOR UPDATE``), and ``finish_copy`` moves the state and the partition's watermark
+(``greatest``: never backwards) in the same transaction. This module holds the PostgreSQL SQL
+and locks only: the checks, errors, filters and row mapping it shares with the SQLite backend
+are in :mod:`offloader.metadata.kafka_rules`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
+from offloader.metadata import kafka_rules as kr
 from offloader.metadata import pg_rows as pg
 from offloader.metadata.kafka_base import (
-    ALLOWED_TRANSITIONS,
     COPY_FINISHED,
-    COPY_STARTED,
     DELETE_FINISHED,
     DELETE_STARTED,
     KafkaGap,
@@ -27,9 +26,15 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentRecord,
     RemoteSegmentState,
 )
-from offloader.metadata.kafka_sqlite import partition_record, segment_record, transform_policy
 from offloader.metadata.pg_db import DEFAULT_BUSY_TIMEOUT_S, Cursor, PgDatabase
+from offloader.metadata.rules import POSTGRES
 from offloader.policies import TransformPolicy
+
+_INSERT_SEGMENT = (
+    f"INSERT INTO kafka_remote_segments ({', '.join(kr.SEGMENT_COLUMNS)}) "
+    f"VALUES ({POSTGRES.marks(len(kr.SEGMENT_COLUMNS))}) "
+    "ON CONFLICT (segment_id) DO NOTHING RETURNING segment_id"
+)
 
 
 class PgKafkaMetadataStore:
@@ -64,12 +69,8 @@ class PgKafkaMetadataStore:
                 (topic, partition),
             )
             assert row is not None  # inserted above, or there already
-            if row["topic_id"] != topic_id:
-                raise OffloadConflict(
-                    f"{topic}-{partition} was recorded with topic id {row['topic_id']}, the "
-                    f"log directory has {topic_id}: the topic was re-created"
-                )
-            return partition_record(row)
+            kr.check_topic_id(row["topic_id"], topic, partition, topic_id)
+            return kr.partition_record(row)
 
     def get_partition(self, topic: str, partition: int) -> KafkaPartitionRecord | None:
         with self._db.read() as cur:
@@ -78,16 +79,14 @@ class PgKafkaMetadataStore:
                 "SELECT * FROM kafka_partitions WHERE topic = %s AND partition = %s",
                 (topic, partition),
             )
-        return None if row is None else partition_record(row)
+        return None if row is None else kr.partition_record(row)
 
     def list_partitions(self, topic: str | None = None) -> list[KafkaPartitionRecord]:
-        sql = "SELECT * FROM kafka_partitions"
-        args: tuple[object, ...] = ()
-        if topic is not None:
-            sql, args = sql + " WHERE topic = %s", (topic,)
+        where, args = kr.topic_filter(POSTGRES, topic)
         with self._db.read() as cur:
-            found = pg.all_rows(cur, sql + " ORDER BY topic, partition", args)
-        return [partition_record(row) for row in found]
+            sql = f"SELECT * FROM kafka_partitions{where} ORDER BY topic, partition"
+            found = pg.all_rows(cur, sql, args)
+        return [kr.partition_record(row) for row in found]
 
     def set_partition_error(
         self, topic: str, partition: int, error: str | None, now_ms: int
@@ -99,60 +98,30 @@ class PgKafkaMetadataStore:
                 (error, now_ms, topic, partition),
             )
             if cur.rowcount == 0:
-                raise NotFound(f"Kafka partition {topic}-{partition} is not known")
+                raise kr.unknown_partition(topic, partition)
 
     # --- remote segments ------------------------------------------------------------------
     def start_copy(self, segment: NewRemoteSegment, now_ms: int) -> RemoteSegmentRecord:
-        s = segment
-        if s.end_offset < s.base_offset or s.size_bytes < 0:
-            raise InvalidLedgerState(
-                f"segment {s.segment_id}: offsets {s.base_offset}..{s.end_offset}, "
-                f"size {s.size_bytes}"
-            )
+        kr.check_new_segment(segment)
         with self._db.write() as cur:
             part = pg.one(
                 cur,
                 "SELECT topic_id FROM kafka_partitions WHERE topic = %s AND partition = %s "
                 "FOR KEY SHARE",
-                (s.topic, s.partition),
+                (segment.topic, segment.partition),
             )
             if part is None:
-                raise NotFound(f"Kafka partition {s.topic}-{s.partition} is not known")
-            inserted = pg.one(
-                cur,
-                "INSERT INTO kafka_remote_segments (segment_id, topic, partition, topic_id, "
-                "base_offset, end_offset, max_timestamp, size_bytes, leader_epochs, "
-                "object_keys, state, started_ms, updated_ms) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (segment_id) DO NOTHING RETURNING segment_id",
-                (
-                    s.segment_id,
-                    s.topic,
-                    s.partition,
-                    s.topic_id,
-                    s.base_offset,
-                    s.end_offset,
-                    s.max_timestamp,
-                    s.size_bytes,
-                    json.dumps({str(k): v for k, v in s.leader_epochs.items()}),
-                    json.dumps(dict(s.keys), sort_keys=True),
-                    COPY_STARTED,
-                    now_ms,
-                    now_ms,
-                ),
-            )
-            if inserted is None:
-                raise AlreadyExists(f"remote segment {s.segment_id} already exists")
-            return self._get(cur, s.segment_id)
+                raise kr.unknown_partition(segment.topic, segment.partition)
+            if pg.one(cur, _INSERT_SEGMENT, kr.segment_values(segment, now_ms)) is None:
+                raise kr.segment_exists(segment.segment_id)
+            return self._get(cur, segment.segment_id)
 
     def _get(self, cur: Cursor, segment_id: str, *, lock: bool = False) -> RemoteSegmentRecord:
         suffix = " FOR UPDATE" if lock else ""
         row = pg.one(
             cur, "SELECT * FROM kafka_remote_segments WHERE segment_id = %s" + suffix, (segment_id,)
         )
-        if row is None:
-            raise NotFound(f"remote segment {segment_id} does not exist")
-        return segment_record(row)
+        return kr.need_segment(row, segment_id)
 
     def _move(
         self,
@@ -163,11 +132,7 @@ class PgKafkaMetadataStore:
         extra: str = "",
         args: tuple[object, ...] = (),
     ) -> RemoteSegmentRecord:
-        current = self._get(cur, segment_id, lock=True)
-        if target not in ALLOWED_TRANSITIONS[current.state]:
-            raise InvalidLedgerState(
-                f"remote segment {segment_id} is {current.state}; it cannot become {target}"
-            )
+        kr.check_transition(self._get(cur, segment_id, lock=True), target)
         cur.execute(
             f"UPDATE kafka_remote_segments SET state = %s, updated_ms = %s{extra} "
             "WHERE segment_id = %s".encode(),
@@ -193,14 +158,8 @@ class PgKafkaMetadataStore:
         self, segment_id: str, now_ms: int, *, error: str | None = None
     ) -> RemoteSegmentRecord:
         with self._db.write() as cur:
-            return self._move(
-                cur,
-                segment_id,
-                DELETE_STARTED,
-                now_ms,
-                ", error = coalesce(%s, error)",
-                (error,),
-            )
+            extra = ", error = coalesce(%s, error)"
+            return self._move(cur, segment_id, DELETE_STARTED, now_ms, extra, (error,))
 
     def finish_delete(self, segment_id: str, now_ms: int) -> RemoteSegmentRecord:
         with self._db.write() as cur:
@@ -217,24 +176,11 @@ class PgKafkaMetadataStore:
         *,
         states: Sequence[RemoteSegmentState] | None = None,
     ) -> list[RemoteSegmentRecord]:
-        where: list[str] = []
-        args: list[object] = []
-        if topic is not None:
-            where.append("topic = %s")
-            args.append(topic)
-        if partition is not None:
-            where.append("partition = %s")
-            args.append(partition)
-        if states is not None:
-            where.append("state = ANY(%s)")
-            args.append(list(states))
-        sql = "SELECT * FROM kafka_remote_segments"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY topic, partition, base_offset, started_ms, segment_id"
+        where, args = kr.segment_filter(POSTGRES, topic, partition, states)
         with self._db.read() as cur:
+            sql = f"SELECT * FROM kafka_remote_segments{where}{kr.SEGMENT_ORDER}"
             found = pg.all_rows(cur, sql, args)
-        return [segment_record(row) for row in found]
+        return [kr.segment_record(row) for row in found]
 
     # --- gaps and retention ---------------------------------------------------------------
     def record_gap(
@@ -246,8 +192,7 @@ class PgKafkaMetadataStore:
         now_ms: int,
         reason: str,
     ) -> KafkaGap:
-        if end_offset < start_offset:
-            raise InvalidLedgerState(f"gap {start_offset}..{end_offset} is empty")
+        kr.check_gap(start_offset, end_offset)
         with self._db.write() as cur:
             cur.execute(
                 "INSERT INTO kafka_gaps (topic, partition, start_offset, end_offset, "
@@ -257,40 +202,27 @@ class PgKafkaMetadataStore:
         return KafkaGap(topic, partition, start_offset, end_offset, now_ms, reason)
 
     def list_gaps(self, topic: str | None = None) -> list[KafkaGap]:
-        sql = "SELECT * FROM kafka_gaps"
-        args: tuple[object, ...] = ()
-        if topic is not None:
-            sql, args = sql + " WHERE topic = %s", (topic,)
+        where, args = kr.topic_filter(POSTGRES, topic)
         with self._db.read() as cur:
-            found = pg.all_rows(cur, sql + " ORDER BY topic, partition, start_offset, seq", args)
-        return [
-            KafkaGap(
-                r["topic"],
-                r["partition"],
-                r["start_offset"],
-                r["end_offset"],
-                r["recorded_ms"],
-                r["reason"],
-            )
-            for r in found
-        ]
+            sql = f"SELECT * FROM kafka_gaps{where} ORDER BY topic, partition, start_offset, seq"
+            found = pg.all_rows(cur, sql, args)
+        return [kr.gap_record(row) for row in found]
 
     def set_retention(self, retention: KafkaRetention) -> KafkaRetention:
+        values = kr.retention_values(retention)
         with self._db.write() as cur:
             cur.execute(
                 "INSERT INTO kafka_retention (topic, retention_ms, retention_bytes) "
                 "VALUES (%s, %s, %s) ON CONFLICT (topic) DO UPDATE SET "
                 "retention_ms = excluded.retention_ms, retention_bytes = excluded.retention_bytes",
-                (retention.topic, retention.retention_ms, retention.retention_bytes),
+                values,
             )
-        return KafkaRetention(retention.topic, retention.retention_ms, retention.retention_bytes)
+        return KafkaRetention(*values)
 
     def get_retention(self, topic: str) -> KafkaRetention:
         with self._db.read() as cur:
             row = pg.one(cur, "SELECT * FROM kafka_retention WHERE topic = %s", (topic,))
-        if row is None:
-            return KafkaRetention(topic)
-        return KafkaRetention(topic, row["retention_ms"], row["retention_bytes"])
+        return kr.retention_record(topic, row)
 
     # --- transform policies (spec/transforms.md §8) ----------------------------------------
     def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
@@ -300,14 +232,14 @@ class PgKafkaMetadataStore:
                 "key_id) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (topic) DO UPDATE SET "
                 "compression = excluded.compression, level = excluded.level, "
                 "encryption = excluded.encryption, key_id = excluded.key_id",
-                (topic, policy.compression, policy.level, policy.encryption, policy.key_id),
+                kr.transform_values(topic, policy),
             )
         return policy
 
     def get_topic_transform(self, topic: str) -> TransformPolicy | None:
         with self._db.read() as cur:
             row = pg.one(cur, "SELECT * FROM kafka_topic_transforms WHERE topic = %s", (topic,))
-        return None if row is None else transform_policy(row)
+        return kr.transform_policy(row)
 
     def remove_topic_transform(self, topic: str) -> bool:
         with self._db.write() as cur:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from offloader.errors import (
     AlreadyExists,
@@ -36,6 +36,13 @@ from offloader.metadata.base import (
 )
 
 T = TypeVar("T")
+
+
+class Row(Protocol):
+    """A result row by column name: ``sqlite3.Row`` in the SQLite backend, a dict in the
+    PostgreSQL one (both map rows to records with the same functions)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 # --- the SQL dialect (only what the shared filter needs) ----------------------------------

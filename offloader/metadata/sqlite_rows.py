@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Protocol
 
 from offloader.metadata.base import (
     DriverMetadata,
@@ -24,7 +23,7 @@ from offloader.metadata.base import (
     TopicOffloadStatus,
     TopicRecord,
 )
-from offloader.metadata.rules import need
+from offloader.metadata.rules import Row, need
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
 LEDGER_SELECT = """
@@ -35,13 +34,6 @@ SELECT l.ledger_id, l.topic, l.entries, l.size_bytes, l.created_ms, l.closed_ms,
 FROM ledgers AS l LEFT JOIN offload_attempts AS a ON a.uuid = l.offload_uuid
 """
 ATTEMPT_SELECT = "SELECT * FROM offload_attempts"
-
-
-class Row(Protocol):
-    """A result row by column name: ``sqlite3.Row`` here, a dict in the PostgreSQL backend
-    (which shares the record mapping below)."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
 
 
 POLICY_COLUMNS = (
