@@ -40,8 +40,17 @@ from offloader.export.iceberg_target import (
     time_column,
     watermark_properties,
 )
-from offloader.export.plan import ExportRunner, TopicPlan, WrittenFile, before, topic_plan
+from offloader.export.plan import (
+    ExportRunner,
+    TopicPlan,
+    WrittenFile,
+    before,
+    hold_back,
+    topic_plan,
+)
+from offloader.export.run import remove_past, target_spec
 from offloader.export.settings import ExportSpec
+from offloader.export.target import ExportTarget
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
@@ -193,7 +202,8 @@ def run_iceberg_export(
             plans = [p.clipped(before(cuts[p.topic])) if p.topic in cuts else p for p in plans]
             todo = [p for p in plans if not p.empty]
         runner.retarget(table.data_url)
-        written = runner.write(todo) if todo else []
+        plans, written, past = hold_back(plans, runner.write(todo) if todo else [])
+        remove_past(ExportTarget(target_spec(with_target(spec, table.data_url))), past)
         return _commit(table, runner.arrow_schema(), plans, base, written)
     finally:
         catalog.close()
