@@ -329,7 +329,7 @@ def write_range_task(
     return [*_write_groups(rt, conf, table, buckets, fs), *held]
 
 
-def _file_rows(piece: pa.Table, conf: WriteConfig) -> pa.Table:
+def _file_rows(piece: pa.Table, ledger_id: int) -> pa.Table:
     """A file's rows as written: without the position column the export added, in the
     source's order (ledger, entry, batch index: a chunked message that finished after later
     entries began goes back to its last chunk's place)."""
@@ -337,7 +337,11 @@ def _file_rows(piece: pa.Table, conf: WriteConfig) -> pa.Table:
         return piece
     positions = piece.column(FIRST_ENTRY_COLUMN)
     piece = piece.drop_columns([FIRST_ENTRY_COLUMN])
-    if piece.num_rows > 1 and not pc.all(pc.equal(positions, piece.column("entry_id"))).as_py():
+    moved = pc.or_(
+        pc.not_equal(positions, piece.column("entry_id")),
+        pc.not_equal(piece.column("ledger_id"), ledger_id),
+    )
+    if piece.num_rows > 1 and pc.any(moved).as_py():
         keys = [("ledger_id", "ascending"), ("entry_id", "ascending"), ("batch_index", "ascending")]
         piece = piece.sort_by(keys)
     return piece
@@ -363,7 +367,7 @@ def _write_groups(
             first, last = int(entries[0].as_py()), int(entries[-1].as_py())
             name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
             relative = f"{directory}/{name}"
-            piece = _file_rows(piece, conf)
+            piece = _file_rows(piece, ledger_id)
             size = _write(conf, fs, relative, piece)
             top = pc.max(piece.column(conf.publish_column)).value
             out.append(
