@@ -148,3 +148,51 @@ def test_reset_inside_the_span_and_rerun_writes_the_same_files(rollover: Any) ->
     assert _files(out) == first  # same names, same bytes
     assert _rows_of(out, m_value) == [(f"{b}:3:-1:-1", b, 3)]
     assert duck_digest(str(out)) == (len(values), len(values), digest(values)[1])
+
+
+def test_held_message_in_a_middle_block_removes_the_later_blocks_files(tmp_path: Path) -> None:
+    """Ledger A offloaded in 2 KiB blocks; ``m`` begins in one of its middle blocks and ends in
+    the open ledger B: the later blocks' tasks wrote their files, which are past the watermark
+    and removed by the run; the next run (B closed) writes them again, ``m`` exactly once."""
+    from offloader.api import BrokerSettings, Offloader
+    from offloader.config import OffloadSettings
+
+    clock = Clock()
+    small = BrokerSettings(
+        offload=OffloadSettings(
+            max_block_size=2048, read_buffer_size=1024, enforce_min_block_size=False
+        )
+    )
+    off = Offloader.from_settings(tmp_path / "home", broker=small, clock_ms=clock)
+    off.create_namespace("public/default")
+    try:
+        t = ChunkedTopic(off, clock)
+        head = [t.batch("p1", 8) for _ in range(12)]
+        first_run = list(t.values)
+        m_value, m = t.chunked("pm", 3, chunk_size=300)
+        tail = [t.batch("p2", 8) for _ in range(12)]
+        a, _ = t.produce([*head, m[0], m[1], *tail])
+        off.roll_over(TOPIC)
+        offload_all(off, TOPIC)
+        blocks = [r for r in off.topic_info(TOPIC).ledgers if r.ledger_id == a]
+        assert blocks and blocks[0].offload_complete
+        b, _ = t.produce([t.batch("p1")])
+        out = tmp_path / "lake"
+        spec = ExportSpec(str(out), partition_by="dt")
+        (one,) = off.export_run([TOPIC], spec, engine="local")
+        assert one.watermark == (a, 11) and one.rows == len(first_run)
+        names = sorted(p.name for p in out.rglob("*.parquet"))
+        assert len(names) >= 2  # the blocks before m's
+        assert all(int(n.split("-")[3]) <= 11 for n in names)
+        assert off.export_status(TOPIC, str(out)).uncommitted_files == 0
+        assert duck_digest(str(out)) == (len(first_run), len(first_run), digest(first_run)[1])
+
+        t.produce([m[2]])
+        off.roll_over(TOPIC)
+        (two,) = off.export_run([TOPIC], spec, engine="local")
+        values = list(t.values)
+        assert two.watermark == (b, 1)
+        assert duck_digest(str(out)) == (len(values), len(values), digest(values)[1])
+        assert _rows_of(out, m_value) == [(f"{b}:1:-1:-1", b, 1)]
+    finally:
+        off.close()
