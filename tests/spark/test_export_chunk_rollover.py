@@ -80,7 +80,10 @@ def test_chunked_message_across_the_rollover_exported_exactly_once(
     assert names == [f"g1-{a}-0-6-2025-06-15T15.parquet", f"g1-{b}-0-4-2025-06-15T15.parquet"]
 
 
-def test_watermark_waits_for_the_ledger_holding_the_last_chunk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_watermark_waits_for_the_ledger_holding_the_last_chunk(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
     clock = Clock()
     off = new_home(tmp_path / "home", clock)
     try:
@@ -94,7 +97,7 @@ def test_watermark_waits_for_the_ledger_holding_the_last_chunk(tmp_path: Path) -
         b, _ = t.produce([t.batch("p2")])  # ledger B open: m's last chunk not written yet
         out = tmp_path / "lake"
         spec = ExportSpec(str(out))
-        (one,) = off.export_run([TOPIC], spec, engine="local")
+        (one,) = off.export_run([TOPIC], spec, spark=spark, engine=engine)
         assert one.watermark == (a, 1)  # just before m's first chunk
         assert one.rows == len(first_run) == 6
         assert duck_digest(str(out)) == (6, 6, digest(first_run)[1])
@@ -103,12 +106,12 @@ def test_watermark_waits_for_the_ledger_holding_the_last_chunk(tmp_path: Path) -
         assert status.watermark == (a, 1) and status.uncommitted_files == 0
 
         # still open: the next run changes nothing
-        (same,) = off.export_run([TOPIC], spec, engine="local")
+        (same,) = off.export_run([TOPIC], spec, spark=spark, engine=engine)
         assert (same.watermark, same.rows, same.files) == ((a, 1), 0, 0)
 
         t.produce([m[2], t.batch("p1")])
         off.roll_over(TOPIC)  # B closed (still on local disk)
-        (two,) = off.export_run([TOPIC], spec, engine="local")
+        (two,) = off.export_run([TOPIC], spec, spark=spark, engine=engine)
         assert two.previous == (a, 1) and two.watermark == (b, 2)
         values = list(t.values)
         assert two.rows == len(values) - 6
