@@ -290,7 +290,8 @@ def _status_text(s: ExportStatus) -> str:
     "point",
     required=True,
     metavar="TIME|MESSAGE_ID",
-    help="A time (ISO-8601 or epoch ms) or a message id ledger:entry[:batch].",
+    help="A time (ISO-8601 or epoch ms) or a message id ledger:entry[:batch] (a chunked "
+    "message counts at its first chunk's entry: spec/export.md §5).",
 )
 @_GENERATION
 @_ENDPOINT

@@ -6,7 +6,9 @@
 2. read every topic's watermark from the table itself, and plan ``(watermark, last closed
    entry]`` per topic (cut before ``--until``);
 3. the engine writes the rows as Parquet files with deterministic names
-   (:mod:`offloader.export.naming`) under the table's ``data/`` directory;
+   (:mod:`offloader.export.naming`) under the table's ``data/`` directory; a topic's plan stops
+   before a chunked message whose last chunk is not in a closed ledger yet
+   (:func:`~offloader.export.plan.hold_back`), and the files past it are removed;
 4. commit all files of the run in ONE Iceberg transaction on the snapshot read in step 2: the
    new columns (schema union by name), the files, and the new watermarks in the snapshot's
    summary (``ledger-offloader.watermark.<topic>``) and the table's properties.
@@ -40,8 +42,17 @@ from offloader.export.iceberg_target import (
     time_column,
     watermark_properties,
 )
-from offloader.export.plan import ExportRunner, TopicPlan, WrittenFile, before, topic_plan
+from offloader.export.plan import (
+    ExportRunner,
+    TopicPlan,
+    WrittenFile,
+    before,
+    hold_back,
+    topic_plan,
+)
+from offloader.export.run import remove_past, target_spec
 from offloader.export.settings import ExportSpec
+from offloader.export.target import ExportTarget
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
@@ -193,7 +204,9 @@ def run_iceberg_export(
             plans = [p.clipped(before(cuts[p.topic])) if p.topic in cuts else p for p in plans]
             todo = [p for p in plans if not p.empty]
         runner.retarget(table.data_url)
-        written = runner.write(todo) if todo else []
+        plans, written, past = hold_back(plans, runner.write(todo) if todo else [])
+        if past:  # files written past a held chunked message: not committed, removed
+            remove_past(ExportTarget(target_spec(with_target(spec, table.data_url))), past)
         return _commit(table, runner.arrow_schema(), plans, base, written)
     finally:
         catalog.close()

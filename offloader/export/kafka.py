@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from offloader.errors import ConfigError, NotFound
 from offloader.export.lock import export_lock
-from offloader.export.plan import ExportRunner, TopicPlan, before
+from offloader.export.plan import ExportRunner, TopicPlan, before, hold_back
 from offloader.export.run import (
     TopicExportReport,
     _cleanup,
@@ -106,7 +106,7 @@ def run_kafka_export(
             cuts = runner.first_at_or_after(todo, spec.until_ms)
             plans = [p.clipped(before(cuts[p.topic])) if p.topic in cuts else p for p in plans]
             todo = [p for p in plans if not p.empty]
-        written = runner.write(todo) if todo else []
+        plans, written, _past = hold_back(plans, runner.write(todo) if todo else [])  # none held
         reports = []
         for plan in plans:
             name, _ = split_key(plan.topic)

@@ -4,7 +4,10 @@
 exports: every entry after the watermark up to the last entry of the last *closed* ledger (the
 open ledger is never exported, so the watermark never passes the last closed ledger).
 :class:`RangeTask` is one source task (an offloaded block or a chunk of a local ledger) with the
-range its rows must fall in; :class:`WrittenFile` is what a task reports for each file it wrote.
+range its rows must fall in, and the ledgers it reads on into to finish a chunked message it
+begins; :class:`WrittenFile` is what a task reports for each file it wrote, :class:`Held` a
+chunked message it began that cannot be completed yet; :func:`hold_back` stops each topic's
+plan (its watermark) before its first held message.
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ from typing import Any, Protocol
 
 from offloader.metadata.base import LedgerRecord
 
-__all__ = ["ExportRunner", "RangeTask", "TopicPlan", "WrittenFile", "before", "topic_plan"]
+__all__ = [
+    "ExportRunner",
+    "Held",
+    "RangeTask",
+    "TopicPlan",
+    "WrittenFile",
+    "before",
+    "hold_back",
+    "topic_plan",
+]
 
 Position = tuple[int, int]
 
@@ -82,7 +94,13 @@ class RangeTask:
     """One source task (``task``: a :mod:`offloader.spark.plan` descriptor, or a Kafka
     segment partition) and the range ``(start, end]`` its rows must fall in. ``topic`` is the
     watermark's key; ``directory_topic`` the topic its files are under (Kafka: the topic of
-    the ``kafka:<topic>:<partition>`` key); ``ledger_id`` the first half of its positions."""
+    the ``kafka:<topic>:<partition>`` key); ``ledger_id`` the first half of its positions.
+
+    ``following``: the topic's next ledgers (source tasks) the task reads on into to finish a
+    chunked message whose first chunk it holds (:func:`offloader.spark.message_chunks.
+    following_ledgers`, as the ``pulsar-messages`` source gives them); ``chunks_wait``: they
+    reach the run's last closed ledger, so a message still incomplete after them may finish
+    in a ledger not closed yet (the task reports it :class:`Held`, not dropped)."""
 
     task: Any
     topic: str
@@ -90,6 +108,8 @@ class RangeTask:
     end: Position
     ledger_id: int = -1
     directory_topic: str | None = None
+    following: tuple[Any, ...] = ()
+    chunks_wait: bool = False
 
     @property
     def dir_topic(self) -> str:
@@ -111,6 +131,43 @@ class WrittenFile:
     max_publish_ms: int | None
 
 
+@dataclass(frozen=True)
+class Held:
+    """A chunked message whose first chunk is at ``(ledger_id, entry_id)``, in the task's
+    range, and whose last chunk is not in a closed ledger yet: the watermark stops before it
+    (the next run, once its ledger is closed, exports it)."""
+
+    topic: str
+    ledger_id: int
+    entry_id: int
+
+    @property
+    def position(self) -> Position:
+        return (self.ledger_id, self.entry_id)
+
+
+def hold_back(
+    plans: Sequence[TopicPlan], results: Sequence[WrittenFile | Held]
+) -> tuple[list[TopicPlan], list[WrittenFile], list[WrittenFile]]:
+    """What a run commits: each plan cut just before the first message it holds back, the
+    files up to that (the tasks write no row at or after their own held message), and the
+    files of other tasks wholly past it (complete, but past the watermark: removed by the run,
+    written again with the same names and bytes by the next)."""
+    held: dict[str, Position] = {}
+    for r in results:
+        if isinstance(r, Held):
+            held[r.topic] = min(held.get(r.topic, r.position), r.position)
+    out = [p.clipped(before(held[p.topic])) if p.topic in held else p for p in plans]
+    ends = {p.topic: p.end for p in out}
+    kept: list[WrittenFile] = []
+    past: list[WrittenFile] = []
+    for f in results:
+        if isinstance(f, WrittenFile):
+            late = f.topic in held and (f.ledger_id, f.last_entry) > ends[f.topic]
+            (past if late else kept).append(f)
+    return out, kept, past
+
+
 class ExportRunner(Protocol):
     """The engine that reads and writes (Spark: :class:`offloader.spark.export_job.SparkRunner`)."""
 
@@ -119,6 +176,7 @@ class ExportRunner(Protocol):
         ``until_ms`` (topics with none are absent)."""
         ...
 
-    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
-        """Write every row of the plans; return the files (all complete when it returns)."""
+    def write(self, plans: Sequence[TopicPlan]) -> Sequence[WrittenFile | Held]:
+        """Write every row of the plans; return the files (all complete when it returns) and
+        the chunked messages held back (:func:`hold_back`)."""
         ...

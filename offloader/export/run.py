@@ -10,7 +10,10 @@ For each topic, under its export lock (:mod:`offloader.export.lock`):
    ``--until``, when given);
 
 then the engine writes every topic's rows (each file under a temporary name, renamed, or on S3
-put whole), and per topic the driver checks every reported file is there, advances the
+put whole); a chunked message whose first chunk is in the range but whose last chunk is not in
+a closed ledger yet stops the topic's plan just before it (:func:`~offloader.export.plan.
+hold_back`: the files past that are removed, the next run writes them again); and per topic
+the driver checks every reported file is there, advances the
 watermark (compare-and-set on the position read in step 1) and writes ``_SUCCESS`` in each
 time partition whose end the watermark's publish time has passed. A crash anywhere before the
 compare-and-set leaves the watermark where it was; a crash after it leaves complete files.
@@ -27,7 +30,14 @@ from offloader.crashpoints import crash_point
 from offloader.errors import ExportError
 from offloader.export.lock import export_lock
 from offloader.export.naming import INVALID, Partitioning
-from offloader.export.plan import ExportRunner, TopicPlan, WrittenFile, before, topic_plan
+from offloader.export.plan import (
+    ExportRunner,
+    TopicPlan,
+    WrittenFile,
+    before,
+    hold_back,
+    topic_plan,
+)
 from offloader.export.settings import ExportSpec
 from offloader.export.target import ExportTarget, TargetListing, TargetSpec
 from offloader.logs import get_logger
@@ -40,6 +50,7 @@ __all__ = [
     "check_settings",
     "commit",
     "prepare_topic",
+    "remove_past",
     "run_export",
     "target_spec",
     "write_markers",
@@ -139,6 +150,15 @@ def prepare_topic(
     return listing, removed
 
 
+def remove_past(target: ExportTarget, past: Sequence[WrittenFile]) -> None:
+    """Remove the files a run wrote past the watermark it commits (a chunked message held
+    back before them): a crash first leaves them to the next run's cleanup."""
+    for f in past:
+        target.delete(f.path)
+    if past:
+        log.info("export.held_back", files=len(past), topics=sorted({f.topic for f in past}))
+
+
 def check_settings(mark: ExportWatermark | None, spec: ExportSpec, name: str) -> None:
     if mark is not None and mark.settings and mark.settings != spec.fingerprint():
         raise ExportError(
@@ -190,7 +210,8 @@ def run_export(
             cuts = runner.first_at_or_after(todo, spec.until_ms)
             plans = [p.clipped(before(cuts[p.topic])) if p.topic in cuts else p for p in plans]
             todo = [p for p in plans if not p.empty]
-        written = runner.write(todo) if todo else []
+        plans, written, past = hold_back(plans, runner.write(todo) if todo else [])
+        remove_past(target, past)
         return [
             commit(
                 exports,

@@ -7,6 +7,12 @@ tasks (one per offloaded block, or per chunk of a ledger still on local disk), k
 overlap each topic's range, and runs one Spark job with one partition per task: each task writes
 its files (:mod:`offloader.spark.export_write`) and returns their descriptions, which the driver
 collects. Spark retries a failed task; its rewrite has the same names and bytes.
+
+Each task carries the topic's following ledgers the source would give it
+(:func:`~offloader.spark.message_chunks.following_ledgers`, within the run's closed ledgers),
+so the task holding a chunked message's first chunk finishes it across a ledger rollover; one
+whose last chunk is not in a closed ledger yet comes back as
+:class:`~offloader.export.plan.Held` (spec/export.md §5).
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from typing import Any
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from offloader.errors import ConfigError
-from offloader.export.plan import RangeTask, TopicPlan, WrittenFile
+from offloader.export.plan import Held, RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
+from offloader.spark.message_chunks import MAX_FOLLOWING_LEDGERS, following_ledgers
 from offloader.spark.message_rows import BASE_COLUMNS
 from offloader.spark.messages import PulsarMessagesReader
 from offloader.spark.sources import register
@@ -126,17 +133,35 @@ class SparkRunner:
             "value_format": "binary",
             "pushdown": "false",
         }
-        return PulsarMessagesReader(options, self._schema(value_format="binary"))
+        return PulsarMessagesReader(
+            options, self._schema(value_format="binary"), first_entries=True
+        )
 
     def _tasks(self, reader: PulsarMessagesReader, plans: Sequence[TopicPlan]) -> list[RangeTask]:
+        """The source tasks in the plans' ranges, each with the ledgers after it (the plans'
+        closed ledgers only: the reader lists no other)."""
         by_topic = {p.topic: p for p in plans}
+        tasks = reader.plan()
+        ledgers: dict[str, set[int]] = {}
+        for task in tasks:
+            ledgers.setdefault(task.topic or "", set()).add(task.ledger_id)
         out = []
-        for task in reader.plan():
+        for task, following in zip(tasks, following_ledgers(tasks), strict=True):
             plan = by_topic.get(task.topic or "")
             if plan is not None and plan.contains(
                 task.ledger_id, task.first_entry_id, task.last_entry_id
             ):
-                out.append(RangeTask(task, plan.topic, plan.start, plan.end))
+                later = sum(1 for i in ledgers[plan.topic] if i > task.ledger_id)
+                out.append(
+                    RangeTask(
+                        task,
+                        plan.topic,
+                        plan.start,
+                        plan.end,
+                        following=following,
+                        chunks_wait=later <= MAX_FOLLOWING_LEDGERS,
+                    )
+                )
         return out
 
     def first_at_or_after(
@@ -154,7 +179,7 @@ class SparkRunner:
             out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
         return out
 
-    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile | Held]:
         reader = self._reader(plans)
         tasks = self._tasks(reader, plans)
         if not tasks:
@@ -200,7 +225,7 @@ class LocalRunner(SparkRunner):
                 out[topic] = min(out.get(topic, (ledger, entry)), (ledger, entry))
         return out
 
-    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile | Held]:
         reader = self._reader(plans)
         tasks = self._tasks(reader, plans)
         conf = self.config()

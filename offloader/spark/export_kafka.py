@@ -13,7 +13,7 @@ from typing import Any
 
 from offloader.errors import ConfigError
 from offloader.export.kafka import split_key
-from offloader.export.plan import RangeTask, TopicPlan, WrittenFile
+from offloader.export.plan import Held, RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
 from offloader.spark.export_job import decoded_value_type
@@ -118,11 +118,11 @@ class KafkaRunner:
             out[key] = min(out.get(key, (ledger, entry)), (ledger, entry))
         return out
 
-    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile]:
+    def write(self, plans: Sequence[TopicPlan]) -> list[WrittenFile | Held]:
         reader, tasks = self._tasks(plans)
         conf = self.config()
 
-        def one(rt: RangeTask) -> list[WrittenFile]:
+        def one(rt: RangeTask) -> list[WrittenFile | Held]:
             return write_range_task(
                 reader, rt, conf, conf.target.open() if conf.target.is_s3 else None
             )

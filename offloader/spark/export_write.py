@@ -1,7 +1,11 @@
 """The executor side of an export: one source task's messages into Parquet files.
 
 :func:`write_range_task` reads a block (or a chunk of a local ledger) through the
-``pulsar-messages`` reader, keeps the rows inside the run's range, decodes the value when the
+``pulsar-messages`` reader (reading on into the topic's next closed ledgers to finish a chunked
+message the task begins), keeps the rows whose position is inside the run's range (a chunked
+message's position is its FIRST chunk's: spec/export.md §5; one that cannot complete until a
+later ledger closes is reported :class:`~offloader.export.plan.Held`, and the task writes
+nothing at or after it), decodes the value when the
 export asks (JSON / Avro: a ``value_decoded`` struct, or ``value_<field>`` columns with
 ``flatten``), computes each row's time partition (publish time, event time, or a field of the
 decoded value: epoch millis or ISO-8601; missing or unparsable: the ``__invalid__``
@@ -32,10 +36,12 @@ from pyspark.sql.datasource import InputPartition
 from offloader.crashpoints import crash_point
 from offloader.errors import StoreError
 from offloader.export.naming import Partitioning, file_name, topic_dir
-from offloader.export.plan import RangeTask, WrittenFile
+from offloader.export.plan import Held, RangeTask, WrittenFile
 from offloader.export.target import TargetSpec
+from offloader.spark.message_chunks import ChunkFollower
+from offloader.spark.message_columns import FIRST_ENTRY_COLUMN
 from offloader.spark.message_rows import ValueDecoder
-from offloader.spark.source import TaskPartition
+from offloader.spark.messages import MessagesPartition
 
 __all__ = ["WriteConfig", "first_at_or_after", "write_range_task"]
 
@@ -77,14 +83,39 @@ def _in_range(table: pa.Table, ledger_id: int, rt: RangeTask, column: str) -> pa
     return table if mask is None else table.filter(mask)
 
 
-def _read(reader: Any, rt: RangeTask, conf: WriteConfig) -> pa.Table | None:
-    part = rt.task if isinstance(rt.task, InputPartition) else TaskPartition(rt.task)
-    batches = list(reader.read(part))
+def _position_column(table: pa.Table, conf: WriteConfig) -> str:
+    """The column of the rows' positions in their ledger: a Pulsar row's first chunk's entry
+    (its own entry unless it is a chunked message), a Kafka record's offset."""
+    return FIRST_ENTRY_COLUMN if FIRST_ENTRY_COLUMN in table.column_names else conf.entry_column
+
+
+def _inside(rt: RangeTask, position: tuple[int, int]) -> bool:
+    return rt.start < position <= rt.end
+
+
+def _read(reader: Any, rt: RangeTask, conf: WriteConfig) -> tuple[pa.Table | None, list[Held]]:
+    """The task's rows in its range, ordered by position (a chunked message sits at its first
+    chunk), and the chunked messages it began in its range that cannot complete yet (the rows
+    at and after the first of them are left out: the run's watermark stops before it)."""
+    held: list[Held] = []
+    if isinstance(rt.task, InputPartition):  # a Kafka segment's partition
+        batches = list(reader.read(rt.task))
+    else:
+        chunks = ChunkFollower(wait_at_end=rt.chunks_wait)
+        batches = list(reader.messages(MessagesPartition(rt.task, rt.following), chunks))
+        held = [Held(rt.topic, *p) for p in sorted(chunks.waiting) if _inside(rt, p)]
     if not batches:
-        return None
+        return None, held
     table = pa.Table.from_batches(batches)
-    table = _in_range(table, _ledger_of(rt), rt, conf.entry_column)
-    return table if table.num_rows else None
+    column = _position_column(table, conf)
+    table = _in_range(table, _ledger_of(rt), rt, column)
+    if held:
+        table = table.filter(pc.less(table.column(column), held[0].entry_id))
+    if column == FIRST_ENTRY_COLUMN and table.num_rows > 1:
+        positions = table.column(column)
+        if not pc.all(pc.greater_equal(positions[1:], positions[:-1])).as_py():
+            table = table.take(pc.sort_indices(positions))  # stable: an entry's rows in order
+    return (table if table.num_rows else None), held
 
 
 def _ledger_of(rt: RangeTask) -> int:
@@ -96,14 +127,15 @@ def first_at_or_after(
 ) -> list[tuple[str, int, int]]:
     """``[(topic, ledger, entry)]`` of the task's first in-range message published at or
     after ``until_ms`` (empty when none)."""
-    table = _read(reader, rt, conf)
+    table, _held = _read(reader, rt, conf)
     if table is None:
         return []
     micros = pc.cast(table.column(conf.publish_column), pa.int64())
     late = table.filter(pc.greater_equal(micros, until_ms * 1000))
     if not late.num_rows:
         return []
-    return [(rt.topic, _ledger_of(rt), int(late.column(conf.entry_column)[0].as_py()))]
+    first = pc.min(late.column(_position_column(late, conf))).as_py()
+    return [(rt.topic, _ledger_of(rt), int(first))]
 
 
 # --- time partitions --------------------------------------------------------------------------
@@ -211,7 +243,8 @@ def _struct_array(values: list[Any], kind: pa.DataType) -> pa.Array:
 
 # --- files --------------------------------------------------------------------------------------
 def _splits(table: pa.Table, max_bytes: int, entry_column: str) -> Iterator[pa.Table]:
-    """Slices of at most ``max_bytes`` (estimated Arrow bytes), cut only between entries."""
+    """Slices of at most ``max_bytes`` (estimated Arrow bytes), cut only between positions
+    (``entry_column``, in order)."""
     if table.nbytes <= max_bytes:
         yield table
         return
@@ -282,17 +315,36 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
 
 def write_range_task(
     reader: Any, rt: RangeTask, conf: WriteConfig, fs: Any = None
-) -> list[WrittenFile]:
-    """Write the task's rows; the files written (complete)."""
-    table = _read(reader, rt, conf)
+) -> list[WrittenFile | Held]:
+    """Write the task's rows; the files written (complete), and the chunked messages held
+    back."""
+    table, held = _read(reader, rt, conf)
     if table is None:
-        return []
+        return [*held]
     decoded = _decoded(table, conf)
     buckets = _buckets(table, conf, decoded)
     table = _with_decoded(table, conf, decoded)
     if fs is None and conf.target.is_s3:
         fs = conf.target.open()
-    return _write_groups(rt, conf, table, buckets, fs)
+    return [*_write_groups(rt, conf, table, buckets, fs), *held]
+
+
+def _file_rows(piece: pa.Table, ledger_id: int) -> pa.Table:
+    """A file's rows as written: without the position column the export added, in the
+    source's order (ledger, entry, batch index: a chunked message that finished after later
+    entries began goes back to its last chunk's place)."""
+    if FIRST_ENTRY_COLUMN not in piece.column_names:
+        return piece
+    positions = piece.column(FIRST_ENTRY_COLUMN)
+    piece = piece.drop_columns([FIRST_ENTRY_COLUMN])
+    moved = pc.or_(
+        pc.not_equal(positions, piece.column("entry_id")),
+        pc.not_equal(piece.column("ledger_id"), ledger_id),
+    )
+    if piece.num_rows > 1 and pc.any(moved).as_py():
+        keys = [("ledger_id", "ascending"), ("entry_id", "ascending"), ("batch_index", "ascending")]
+        piece = piece.sort_by(keys)
+    return piece
 
 
 def _write_groups(
@@ -309,11 +361,13 @@ def _write_groups(
         groups.append((None, table.filter(pc.is_null(buckets))))
     for bucket, rows in groups:
         directory = f"{topic_dir(rt.dir_topic)}/{parts.directory(bucket)}"
-        for piece in _splits(rows, conf.max_file_size, conf.entry_column):
-            entries = piece.column(conf.entry_column)
+        column = _position_column(rows, conf)
+        for piece in _splits(rows, conf.max_file_size, column):
+            entries = piece.column(column)
             first, last = int(entries[0].as_py()), int(entries[-1].as_py())
             name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
             relative = f"{directory}/{name}"
+            piece = _file_rows(piece, ledger_id)
             size = _write(conf, fs, relative, piece)
             top = pc.max(piece.column(conf.publish_column)).value
             out.append(

@@ -17,6 +17,11 @@ out of order is corrupt data: the typed :class:`~formats.pulsar.errors.ChunkErro
 :func:`following_ledgers` (driver) gives each task the ledgers it may have to read on into:
 at most :data:`MAX_FOLLOWING_LEDGERS` of its topic's next ledgers (tasks whose topic is unknown
 read on within their own ledger only).
+
+The export (spec/export.md §5) places each message at its FIRST chunk's position
+(:attr:`ChunkFollower.completed_from`), and asks ``wait_at_end``: a message still incomplete
+when the known ledgers end is not dropped but kept in :attr:`ChunkFollower.waiting` (its last
+chunk may be in a ledger that is not closed yet; the export's watermark stops before it).
 """
 
 from __future__ import annotations
@@ -49,17 +54,28 @@ class _Begun:
     sequence_id: int
     #: the ledger of its last chunk seen
     ledger_id: int
+    #: ``(ledger_id, entry_id)`` of its first chunk
+    first: tuple[int, int]
 
 
 class ChunkFollower:
     """The chunks of one task: :meth:`own` for its block's entries, :meth:`follow` for the
-    entries read on after it; :attr:`begun` says whether reading on is still needed."""
+    entries read on after it; :attr:`begun` says whether reading on is still needed.
 
-    def __init__(self) -> None:
+    ``wait_at_end``: :meth:`give_up` keeps the first chunks' positions of the messages still
+    incomplete in :attr:`waiting` (they may complete later) instead of dropping them."""
+
+    def __init__(self, *, wait_at_end: bool = False) -> None:
         self.assembler = ChunkAssembler(skip_orphans=True)
         self._begun: dict[str, _Begun] = {}
+        self.wait_at_end = wait_at_end
         #: messages begun in the task and dropped as incomplete
         self.dropped = 0
+        #: ``(ledger_id, entry_id)`` of the first chunk of the message :meth:`own` or
+        #: :meth:`follow` returned last
+        self.completed_from: tuple[int, int] = (-1, -1)
+        #: first chunks' positions of the messages :meth:`give_up` left waiting
+        self.waiting: list[tuple[int, int]] = []
 
     @property
     def begun(self) -> bool:
@@ -72,9 +88,12 @@ class ChunkFollower:
         uuid = md.uuid or ""
         whole = self.assembler.add(parsed, ledger_id, entry_id)
         if whole is not None:
-            self._begun.pop(uuid, None)
+            begun = self._begun.pop(uuid, None)
+            self.completed_from = begun.first if begun is not None else (ledger_id, entry_id)
         elif md.chunk_id == 0:
-            self._begun[uuid] = _Begun(md.producer_name, md.sequence_id, ledger_id)
+            self._begun[uuid] = _Begun(
+                md.producer_name, md.sequence_id, ledger_id, (ledger_id, entry_id)
+            )
         elif uuid in self._begun:
             self._begun[uuid].ledger_id = ledger_id
         return whole
@@ -101,13 +120,26 @@ class ChunkFollower:
             self._drop(uuid, "a chunk is missing across the ledger rollover", ledger_id, entry_id)
             return None
         if whole is not None:
+            self.completed_from = begun.first
             del self._begun[uuid]
         else:
             begun.ledger_id = ledger_id
         return whole
 
     def give_up(self) -> None:
-        """The known entries ended: what is still incomplete is dropped."""
+        """The known entries ended: what is still incomplete is dropped (``wait_at_end``:
+        left waiting)."""
+        if self.wait_at_end:
+            for uuid, begun in self._begun.items():
+                self.waiting.append(begun.first)
+                log.info(
+                    "chunked message waits for a later ledger",
+                    uuid=uuid,
+                    ledger_id=begun.first[0],
+                    entry_id=begun.first[1],
+                )
+            self._begun.clear()
+            return
         for uuid in list(self._begun):
             self._drop(uuid, "the topic's known ledgers end before its last chunk", None, None)
 

@@ -11,6 +11,10 @@ as soon as they are copied. :meth:`MessageColumns.flush` turns the staging into 
 ``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
 there, exactly as Spark compares (a NULL time matches nothing).
 
+With ``first_entries`` (the export's reader) each batch ends with one more column,
+:data:`FIRST_ENTRY_COLUMN`: the entry id of the row's first chunk (the row's own entry id
+when it is not a chunked message), the position the export places the row at.
+
 A worker therefore holds its block buffer, one decompressed batch and the rows of the Arrow
 batch being built. Imported by executors; pure apart from pyarrow.
 """
@@ -34,7 +38,10 @@ if TYPE_CHECKING:
     from formats.pulsar.entry import ParsedEntry
     from offloader.spark.message_rows import ValueDecoder
 
-__all__ = ["MessageColumns", "TimePredicate"]
+__all__ = ["FIRST_ENTRY_COLUMN", "MessageColumns", "TimePredicate"]
+
+#: the column ``first_entries`` adds (not a column of the source's schema)
+FIRST_ENTRY_COLUMN = "__first_entry_id"
 
 #: a pushed comparison ``(column, op, microseconds)`` on publish_time or event_time
 TimePredicate = tuple[str, str, int]
@@ -72,9 +79,13 @@ class MessageColumns:
         decryptor: Decryptor | None = None,
         partition: int = -1,
         limit: int = DEFAULT_LIMIT,
+        first_entries: bool = False,
     ) -> None:
         self.topic = topic
-        self.schema = schema
+        self.first_entries = first_entries
+        self.schema = (
+            schema.append(pa.field(FIRST_ENTRY_COLUMN, pa.int64())) if first_entries else schema
+        )
         self.values = values
         self.batch_rows = max(1, batch_rows)
         self.batch_bytes = min(max(1, batch_bytes), _MAX_BATCH_BYTES)
@@ -91,6 +102,7 @@ class MessageColumns:
         # they are; the others in lists whose repeated values are one shared object
         self._ledger = array("q")
         self._entry = array("q")
+        self._first = array("q")
         self._index = array("i")
         self._publish = array("q")
         self._seq = array("q")
@@ -115,16 +127,22 @@ class MessageColumns:
         """Whether the staged rows make a batch (``batch_rows`` rows or ``batch_bytes`` bytes)."""
         return self.rows >= self.batch_rows or len(self._data) >= self.batch_bytes
 
-    def add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
+    def add(
+        self, parsed: ParsedEntry, ledger_id: int, entry_id: int, first_entry: int | None = None
+    ) -> int:
         """Stage the rows of a whole entry (not a chunk, or a reassembled one); markers give
-        none. Returns the number of rows staged. Bad input: the typed error, located."""
+        none. Returns the number of rows staged. Bad input: the typed error, located.
+        ``first_entry``: a reassembled message's first chunk's entry id (``first_entries``)."""
         md = parsed.metadata
         if md.marker_type is not None:
             return 0
         try:
-            return self._add(parsed, ledger_id, entry_id)
+            n = self._add(parsed, ledger_id, entry_id)
         except PulsarMessageError as exc:
             raise exc.located(ledger_id, entry_id) from exc.__cause__
+        if self.first_entries and n:
+            self._first.extend(array("q", (entry_id if first_entry is None else first_entry,)) * n)
+        return n
 
     def _add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
         md = parsed.metadata
@@ -249,6 +267,8 @@ class MessageColumns:
             _fixed(pa.int8(), n, self._encrypted).cast(pa.bool_()),
             value,
         ]
+        if self.first_entries:
+            columns.append(_fixed(pa.int64(), n, self._first))
         self._reset()
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         if self.predicates:

@@ -77,9 +77,12 @@ _TIME_OPS = {
 class PulsarMessagesReader(OffloadedLedgerReader):
     """Plans like ``offloaded-ledger`` (one partition per block) and decodes messages."""
 
-    def __init__(self, options: Any, schema: Any) -> None:
+    def __init__(self, options: Any, schema: Any, *, first_entries: bool = False) -> None:
         super().__init__(options)
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        #: the export's reader: batches end with the rows' first-chunk entry ids
+        #: (:data:`~offloader.spark.message_columns.FIRST_ENTRY_COLUMN`)
+        self.first_entries = first_entries
         opts = self.options
         self.value_format = str(opts.get("value_format") or "binary").lower()
         self.avro_schema = opts.get("avro_schema") or None
@@ -127,6 +130,13 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         """The task's messages as Arrow batches, built entry by entry (see
         :mod:`offloader.spark.message_columns`); chunked messages it begins are finished by
         reading on (:mod:`offloader.spark.message_chunks`)."""
+        return self.messages(partition, ChunkFollower())
+
+    def messages(
+        self, partition: InputPartition, chunks: ChunkFollower
+    ) -> Iterator[pa.RecordBatch]:
+        """:meth:`read` with the task's :class:`ChunkFollower` given (the export reads what it
+        left waiting)."""
         task: Task | None = getattr(partition, "task", None)
         if task is None:
             return
@@ -138,17 +148,18 @@ class PulsarMessagesReader(OffloadedLedgerReader):
             batch_bytes=self.batch_bytes,
             predicates=self.time_predicates,
             decryptor=Decryptor(self.decrypt_pem) if self.decrypt_pem else None,
+            first_entries=self.first_entries,
         )
-        chunks = ChunkFollower()
         for _topic, ledger_id, entry_id, payload in read_task(task, self.entry_filter):
             parsed = parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id)
             del payload
+            first = entry_id
             if parsed.metadata.is_chunk:
                 whole = chunks.own(parsed, ledger_id, entry_id)
                 if whole is None:
                     continue
-                parsed = whole
-            rows.add(parsed, ledger_id, entry_id)
+                parsed, first = whole, chunks.completed_from[1]
+            rows.add(parsed, ledger_id, entry_id, first)
             if rows.full:
                 yield from _batches(rows)
         if chunks.begun:
@@ -170,7 +181,7 @@ class PulsarMessagesReader(OffloadedLedgerReader):
                 parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id), ledger_id, entry_id
             )
             if whole is not None and flt.ledger.matches(ledger_id) and flt.keeps_entry(entry_id):
-                rows.add(whole, ledger_id, entry_id)
+                rows.add(whole, ledger_id, entry_id, chunks.completed_from[1])
                 if rows.full:
                     yield from _batches(rows)
             if not chunks.begun:

@@ -14,7 +14,7 @@ from offloader.export.naming import (
     topic_dir,
     topic_of_dir,
 )
-from offloader.export.plan import before, topic_plan
+from offloader.export.plan import Held, TopicPlan, WrittenFile, before, hold_back, topic_plan
 from offloader.export.settings import ExportSpec, normalize_target, parse_time_ms
 from offloader.metadata.base import LedgerRecord
 
@@ -121,3 +121,33 @@ def test_reset_never_leaves_a_file_straddling_the_watermark() -> None:
     assert _straddle_free([f for f in files if f], (5, 25)) == (5, 20)
     assert _straddle_free([f for f in files if f], (5, 5)) == (5, -1)
     assert _straddle_free([f for f in files if f], (5, 30)) == (5, 30)
+
+
+def test_hold_back_stops_the_plan_before_the_first_held_message() -> None:
+    def written(topic: str, ledger: int, first: int, last: int) -> WrittenFile:
+        return WrittenFile(topic, f"t/g1-{ledger}-{first}-{last}-x.parquet", ledger, first, last,
+                           last - first + 1, 0, 10, T0)  # fmt: skip
+
+    a = TopicPlan("a", (3, 9), (5, 40), (3, 4, 5))
+    b = TopicPlan("b", (-1, -1), (7, 20), (7,))
+    results = [
+        written("a", 3, 10, 19),
+        written("a", 4, 0, 11),  # the held task's file: it stops before its held message
+        Held("a", 4, 30),
+        Held("a", 4, 12),  # the first one held decides
+        written("a", 4, 31, 50),  # another task's, past the watermark
+        written("a", 5, 0, 40),
+        written("b", 7, 0, 20),  # nothing held: all of it
+    ]
+    plans, kept, past = hold_back([a, b], results)
+    assert plans[0] == TopicPlan("a", (3, 9), (4, 11), (3, 4))
+    assert plans[1] == b
+    assert [(f.topic, f.ledger_id, f.first_entry) for f in kept] == [
+        ("a", 3, 10),
+        ("a", 4, 0),
+        ("b", 7, 0),
+    ]
+    assert [(f.ledger_id, f.first_entry) for f in past] == [(4, 31), (5, 0)]
+    # held at the plan's first position: nothing of the topic moves
+    (still,), _, gone = hold_back([a], [Held("a", 3, 10), written("a", 3, 11, 19)])
+    assert still.end == still.start == (3, 9) and still.empty and len(gone) == 1

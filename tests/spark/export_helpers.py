@@ -93,3 +93,61 @@ def duck_digest(target: str, **settings: str) -> tuple[int, int, str]:
     ((rows, ids),) = duck(target, "count(*), count(DISTINCT message_id)", **settings)
     values = [bytes(r[0]) for r in duck(target, "value", **settings)]
     return int(rows), int(ids), digest(values)[1]
+
+
+class ChunkedTopic:
+    """Raw Pulsar entries produced into a topic: batches of several producers and chunked
+    messages, whose chunks may be split across a ledger rollover by the test. Keeps every
+    message's value (what the export must hold exactly once)."""
+
+    def __init__(self, off: Offloader, clock: Clock, topic: str = TOPIC, seed: int = 24) -> None:
+        import random
+
+        self.off, self.clock, self.topic = off, clock, topic
+        self.rng = random.Random(seed)
+        self.seq: dict[str, int] = {}
+        self.values: list[bytes] = []
+
+    def _next(self, producer: str, n: int) -> int:
+        seq = self.seq.get(producer, 0)
+        self.seq[producer] = seq + n
+        self.clock.now += 1000
+        return seq
+
+    def batch(self, producer: str, n: int = 3) -> bytes:
+        from formats.pulsar import OutgoingMessage, encode_entry
+
+        seq = self._next(producer, n)
+        values = [f"{producer}-{seq + i}".encode() for i in range(n)]
+        self.values += values
+        return encode_entry(
+            [OutgoingMessage(v, key=producer) for v in values],
+            producer_name=producer,
+            sequence_id=seq,
+            publish_time=self.clock.now,
+        )
+
+    def chunked(
+        self, producer: str, count: int, chunk_size: int = 900
+    ) -> tuple[bytes, list[bytes]]:
+        """A message of ``count`` chunks: (its value, its chunk entries in order)."""
+        from formats.pulsar import OutgoingMessage, encode_chunks
+
+        seq = self._next(producer, 1)
+        value = self.rng.randbytes(chunk_size * count - 77)
+        self.values.append(value)
+        chunks = encode_chunks(
+            OutgoingMessage(value, key=f"{producer}-big"),
+            chunk_size=chunk_size,
+            producer_name=producer,
+            sequence_id=seq,
+            publish_time=self.clock.now,
+        )
+        assert len(chunks) == count
+        return value, chunks
+
+    def produce(self, entries: list[bytes]) -> tuple[int, int]:
+        """Append the entries to the open ledger: ``(ledger id, first entry id)``."""
+        result = self.off.produce(self.topic, entries)
+        assert result.first is not None
+        return result.first.ledger_id, result.first.entry_id

@@ -19,8 +19,9 @@ from formats.pulsar import (
     encode_entry,
     iter_messages,
 )
+from formats.pulsar.entry import parse_entry
 from offloader.spark import register
-from offloader.spark.message_chunks import following_ledgers
+from offloader.spark.message_chunks import ChunkFollower, following_ledgers
 from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, Ledger, upload_ledger
 
@@ -285,3 +286,23 @@ def test_local_ledgers_and_offloaded_ones_read_on(
     want = [(m.ledger_id, m.entry_id, m.batch_index, m.key, m.value) for m in iter_messages(every)]
     assert sorted(rows) == sorted(want)
     assert Counter(r[3] for r in rows)["m1"] == 1 and Counter(r[3] for r in rows)["m3"] == 1
+
+
+def test_follower_tells_first_chunks_and_what_waits() -> None:
+    """The export's use of :class:`ChunkFollower`: the first chunk of each message it returns,
+    and (``wait_at_end``) the messages still incomplete when the known ledgers end, kept
+    waiting instead of dropped."""
+    for wait in (False, True):
+        p = _Producers(5)
+        m = p.chunks("pa", "m", 3)
+        w = p.chunks("pb", "w", 2)
+        follower = ChunkFollower(wait_at_end=wait)
+        assert follower.own(parse_entry(m[0]), 50, 3) is None
+        assert follower.own(parse_entry(w[0]), 50, 4) is None
+        assert follower.own(parse_entry(m[1]), 50, 6) is None
+        whole = follower.follow(parse_entry(m[2]), 51, 0)  # across the rollover
+        assert whole is not None and follower.completed_from == (50, 3)
+        assert follower.begun  # w's last chunk never comes
+        follower.give_up()
+        assert not follower.begun
+        assert (follower.waiting, follower.dropped) == (([(50, 4)], 0) if wait else ([], 1))
