@@ -15,9 +15,10 @@ from offloader.spark.daemon import DAEMON_CONF, DAEMON_MODULE, PRELOAD, preload
 from tests.spark.conftest import Dataset, records_digest
 
 
-def _parent_and_modules(_: Iterator[int]) -> Iterator[tuple[str, bool, bool]]:
-    """In a Python worker: its parent's command line (the daemon it was forked from) and
-    whether the source and pyarrow are loaded."""
+def _parent_and_modules(_: Iterator[int]) -> Iterator[tuple[str, bool, bool, int]]:
+    """In a Python worker: its parent's command line (the daemon it was forked from), whether
+    the source and pyarrow are loaded, and how many objects the collector skips (frozen)."""
+    import gc
     import os
 
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
@@ -26,6 +27,7 @@ def _parent_and_modules(_: Iterator[int]) -> Iterator[tuple[str, bool, bool]]:
         " ".join(argv),
         "offloader.spark.source" in sys.modules,
         "pyarrow" in sys.modules,
+        gc.get_freeze_count(),
     )
 
 
@@ -45,19 +47,22 @@ def test_scan_through_our_daemon(spark: Any, dataset: Dataset, aws_env: Any) -> 
     )
     assert records_digest([tuple(r) for r in df.collect()]) == dataset.expected()
     workers = spark.sparkContext.parallelize(range(2), 2).mapPartitions(_parent_and_modules)
-    for parent, source_loaded, arrow_loaded in workers.collect():
+    for parent, source_loaded, arrow_loaded, frozen in workers.collect():
         assert f"-m {DAEMON_MODULE} pyspark.worker" in parent
         assert source_loaded and arrow_loaded
+        assert frozen > 10_000  # the preloaded modules' objects, frozen in the daemon
 
 
-def test_preload_imports_the_read_path_in_a_fresh_interpreter() -> None:
+def test_prepare_imports_the_read_path_and_freezes_it_in_a_fresh_interpreter() -> None:
     code = (
         "import json, sys\n"
-        "from offloader.spark.daemon import preload\n"
+        "import gc\n"
+        "from offloader.spark.daemon import prepare\n"
         "from offloader.store import s3_client\n"
-        "loaded = preload()\n"
+        "loaded = prepare()\n"
         "print(json.dumps({'loaded': loaded, 'in': [m for m in loaded if m in sys.modules],\n"
-        "                  'loader': s3_client._loader is not None}))\n"
+        "                  'loader': s3_client._loader is not None,\n"
+        "                  'frozen': gc.get_freeze_count(), 'tracked': len(gc.get_objects())}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
@@ -66,6 +71,7 @@ def test_preload_imports_the_read_path_in_a_fresh_interpreter() -> None:
     assert got["loaded"] == list(PRELOAD)
     assert got["in"] == list(PRELOAD)
     assert got["loader"]  # the S3 model parsed into the shared botocore loader
+    assert got["frozen"] > 10_000 and got["tracked"] < 1_000  # what a gc.collect() walks
 
 
 def test_preload_skips_a_module_that_does_not_import() -> None:
