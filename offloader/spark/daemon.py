@@ -13,8 +13,9 @@ re-forks a worker (it stops those idle for a minute). Set
 them loaded (copy-on-write). The daemon then freezes its objects out of the garbage
 collector's sight (``gc.freeze``): PySpark's daemon runs a full ``gc.collect()`` in the worker
 after every task, which walks every object the imports made (about 110,000, 44 ms of CPU per
-task here) unless they are frozen. Only module imports run here, no clients, sockets or threads
-(PySpark's daemon forks, and a thread started before a fork does not survive it). Spark uses
+task here) unless they are frozen. Nothing here connects, looks up credentials or starts a
+thread (PySpark's daemon forks, and a thread started before a fork does not survive it): the
+one S3 client built to parse the model has placeholder keys and is closed unused. Spark uses
 this setting for executor workers only: the data source planner workers
 (``pyspark.sql.worker.*``) always run ``pyspark.daemon``.
 
