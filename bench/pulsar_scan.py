@@ -17,7 +17,11 @@ uncompressed, publish times 1 ms apart per entry; zone maps in the index) to mot
   (2 threads), measured in the same run; goal: scan <= 1.15 x (floor + download). CPU is
   counted two ways: this process tree (``*_tree_cpu_s``: the S3 server, Spark's JVM and its
   Python workers, nothing else; the figure the goal is judged on, since other programs on a
-  shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat);
+  shared machine do not count) and the whole machine's busy time (``*_cpu_s``, /proc/stat),
+  with each run's tree CPU split by role (``*_roles_cpu_s``: ``bench/cpu_roles.py``). The two
+  scans and the two floors warm up, then take turns round after round (best of ``--repeat``
+  each), so that each meets the JVM in the same state (its JIT warms up over a session's first
+  queries);
 * memory (``pulsar_worker_memory``): what one task of each source holds at its peak, run in
   a child process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
   Arrow's memory pool), against the goal's bound: the block buffers (two blocks) plus one
@@ -33,15 +37,13 @@ import argparse
 import contextlib
 import datetime as dt
 import os
-import time
 import uuid as uuid_mod
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from bench import note, report
-from bench.common import machine_cpu_seconds, settle, tree_cpu_seconds
-from bench.spark import _server, _session
+from bench.spark import Timed as Run
+from bench.spark import _best, _interleaved, _server, _session
 from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
@@ -52,41 +54,6 @@ from offloader.units import parse_size
 GOAL_RATIO = 0.5
 GOAL_CPU = 1.15  # scan CPU <= 1.15 x (Spark's in-memory floor + the raw download)
 T0 = 1_700_000_000_000
-
-
-@dataclass(frozen=True)
-class Run:
-    """The best (fastest) of several runs: seconds, busy CPU seconds of the whole machine and
-    of this process tree, and the run's value."""
-
-    seconds: float
-    cpu_s: float | None
-    tree_cpu_s: float | None
-    value: Any
-
-
-def _delta(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else round(after - before, 2)
-
-
-def _best(repeat: int, fn: Any) -> Run:
-    best: Run | None = None
-    for _ in range(repeat):
-        settle()
-        machine, tree = machine_cpu_seconds(), tree_cpu_seconds()
-        start = time.perf_counter()
-        value = fn()
-        seconds = time.perf_counter() - start
-        run = Run(
-            seconds,
-            _delta(machine, machine_cpu_seconds()),
-            _delta(tree, tree_cpu_seconds()),
-            value,
-        )
-        if best is None or seconds < best.seconds:
-            best = run
-    assert best is not None
-    return best
 
 
 def _cpu_goal(name: str, scan: Run, floor: Run, download: Run, **extra: Any) -> None:
@@ -114,6 +81,9 @@ def _cpu_goal(name: str, scan: Run, floor: Run, download: Run, **extra: Any) -> 
         machine_ratio=round(machine[0] / (machine[1] + machine[2]), 4)
         if None not in machine and (machine[1] or 0) + (machine[2] or 0) > 0  # type: ignore[operator]
         else None,
+        scan_roles_cpu_s=scan.roles,
+        floor_roles_cpu_s=floor.roles,
+        download_roles_cpu_s=download.roles,
         scan_s=round(scan.seconds, 3),
         floor_s=round(floor.seconds, 3),
         download_s=round(download.seconds, 3),
@@ -228,9 +198,21 @@ def main(argv: list[str]) -> int:
         def scan_entries() -> int:
             return int(load("offloaded-ledger").agg(F.sum(F.length("payload"))).collect()[0][0])
 
-        scan_entries()  # warm the workers
-        base = _best(args.repeat, scan_entries)
-        ours = _best(args.repeat, scan_messages)
+        payload_bytes = scan_entries()  # warm the workers
+        all_blocks, all_bytes = _planned(options, spark)
+        messages_floor, entries_floor = _floors(spark, all_blocks, messages, args, payload_bytes)
+        queries = {
+            "entries": scan_entries,
+            "messages": scan_messages,
+            "messages_floor": messages_floor,
+            "entries_floor": entries_floor,
+        }
+        for query in queries.values():
+            query()  # warm: every worker builds its floor block once
+        # the scans and the floors take turns: each meets the JVM in the same state
+        runs = _interleaved(args.repeat, queries)
+        base, ours = runs["entries"], runs["messages"]
+        floors = (runs["messages_floor"], runs["entries_floor"])
         assert ours.value == messages * args.message, (ours.value, messages)
         mb = data_bytes / 1e6
         report(
@@ -266,7 +248,6 @@ def main(argv: list[str]) -> int:
         expected = (min(end, T0 + per_ledger_entries - 1) - start + 1) * args.batch
         assert timed.value == expected, (timed.value, expected)
         blocks, fetched = _planned(options, spark, lo, hi)
-        all_blocks, all_bytes = _planned(options, spark)
         report(
             "pulsar_time_window",
             timed.seconds,
@@ -289,7 +270,6 @@ def main(argv: list[str]) -> int:
             server=args.s3,
         )
         _memory(options, spark, args)
-        floors = _floors(spark, all_blocks, messages, args, int(base.value))
         spark.stop()
         client = endpoint.client()
         keys = [data_key(uid, int(lid)) for lid, _, uid in (p.partition(":") for p in pairs)]
@@ -315,9 +295,9 @@ def len_entries(messages: int, batch: int) -> int:
 
 def _floors(
     spark: Any, blocks: int, messages: int, args: argparse.Namespace, payload_bytes: int
-) -> tuple[Run, Run]:
-    """Spark's in-memory floors: the messages' rows, then the entries' rows (same counts and
-    value sizes as the scans, the same query)."""
+) -> tuple[Any, Any]:
+    """Spark's in-memory floors as queries: the messages' rows, then the entries' rows (same
+    counts and value sizes as the scans, the same query)."""
     from pyspark.sql import functions as F
 
     from bench.pulsar_memory import NAME as MESSAGES
@@ -349,9 +329,7 @@ def _floors(
         )
         return int(df.agg(F.sum(F.length("payload"))).collect()[0][0])
 
-    messages_floor()  # warm: every worker builds its block once
-    entries_floor()
-    return _best(args.repeat, messages_floor), _best(args.repeat, entries_floor)
+    return messages_floor, entries_floor
 
 
 def _task_peak(reader: Any, task: Any) -> tuple[int, int]:

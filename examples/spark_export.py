@@ -1,6 +1,7 @@
 """Export Pulsar topics to Hive-partitioned Parquet, exactly once, then query it with DuckDB.
 
-    spark-submit examples/spark_export.py --home .offloader --store s3://bucket \\
+    spark-submit --conf spark.python.daemon.module=offloader.spark.daemon \\
+        examples/spark_export.py --home .offloader --store s3://bucket \\
         --topics persistent://demo/manual/sensors --to /data/lake [--partition-by dt,hr]
     python -m examples.spark_export ...           # the same, on a local[2] session
 

@@ -8,6 +8,7 @@ The only package that imports pyspark. Its parts:
 * ``entry_filter``: the pruning shared by the RDD reader and the DataFrame sources.
 * ``buffers``: block buffers reused across tasks in a Python worker.
 * ``session``: a loopback ``local_session`` and the ``AWS_*`` environment of the workers.
+* ``daemon``: the Python worker daemon ``local_session`` names (``spark.python.daemon.module``).
 * ``rdd``: :func:`offloaded_rdd`, one partition per block.
 * ``source``: the ``offloaded-ledger`` DataFrame source (PySpark's Python Data Source API).
 * ``messages`` and ``message_rows``: the ``pulsar-messages`` source (decoded Pulsar messages).

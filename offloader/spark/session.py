@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from offloader.spark.daemon import DAEMON_CONF, DAEMON_MODULE
 from offloader.spark.plan import aws_environment
 
 __all__ = ["local_session", "propagate_aws_env"]
@@ -14,7 +15,9 @@ __all__ = ["local_session", "propagate_aws_env"]
 
 def local_session(app_name: str = "ledger-offloader", *, master: str = "local[2]") -> Any:
     """A SparkSession on this machine, kept on loopback (PYSPARK_PYTHON defaults to this
-    interpreter, SPARK_LOCAL_IP and the driver address to 127.0.0.1; no UI)."""
+    interpreter, SPARK_LOCAL_IP and the driver address to 127.0.0.1; no UI). Its executors'
+    Python workers are forked from :mod:`offloader.spark.daemon`, which imports the read path
+    once for all of them."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -30,6 +33,7 @@ def local_session(app_name: str = "ledger-offloader", *, master: str = "local[2]
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.python.worker.reuse", "true")
+        .config(DAEMON_CONF, DAEMON_MODULE)
         # the JVM talks to Python workers over a Unix socket: over loopback TCP, each task's
         # exchange stalls about 40 ms (Nagle and delayed ACKs), 3x the cost of a small task
         .config("spark.python.unix.domain.socket.enabled", "true")

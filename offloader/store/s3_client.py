@@ -27,7 +27,7 @@ from offloader.errors import ConfigError
 from offloader.logs import get_logger, redact
 from offloader.store.endpoint import check_endpoint_url
 
-__all__ = ["bad_endpoint", "make_client", "resolve_endpoint", "retry_logger"]
+__all__ = ["bad_endpoint", "make_client", "resolve_endpoint", "retry_logger", "warm_loader"]
 
 log = get_logger("offloader.store.s3")
 
@@ -57,6 +57,17 @@ def _session(credentials: Credentials, region: str | None) -> boto3.session.Sess
         while len(paths) > 1 and paths[-1] in paths[:-1]:
             paths.pop()
     return session
+
+
+def warm_loader() -> None:
+    """Parse the S3 service model and endpoint rules into the process's shared data loader
+    now, by building (and dropping) one client with placeholder keys: no credential lookup, no
+    connection, no thread. A process that forks workers (Spark's worker daemon,
+    :mod:`offloader.spark.daemon`) does it once for all of them."""
+    client = make_client(
+        OffloadSettings(), None, "us-east-1", ("warm", "warm", None), shown="the loader warm-up"
+    )
+    client.close()
 
 
 def bad_endpoint(endpoint: str) -> ConfigError:
