@@ -21,7 +21,12 @@ read on within their own ledger only).
 The export (spec/export.md §5) places each message at its FIRST chunk's position
 (:attr:`ChunkFollower.completed_from`), and asks ``wait_at_end``: a message still incomplete
 when the known ledgers end is not dropped but kept in :attr:`ChunkFollower.waiting` (its last
-chunk may be in a ledger that is not closed yet; the export's watermark stops before it).
+chunk may be in a ledger that is not closed yet; the export's watermark stops before it),
+unless it has expired: the entries read on reach a publish time more than
+:data:`CHUNK_EXPIRY_MS` after its last chunk's (its producer stopped mid-message, e.g. crashed;
+a Pulsar consumer expires such a message after the same time,
+``expireTimeOfIncompleteChunkedMessage``), so a dead producer never holds an export back. The
+decision depends only on entries of closed ledgers, so every re-run makes the same one.
 """
 
 from __future__ import annotations
@@ -40,12 +45,21 @@ from offloader.read.objects import block_refs, load_index, read_block
 from offloader.spark.plan import BlockTask, LocalLedgerTask, Task
 from offloader.spark.tasks import executor_store, read_local_task, task_store
 
-__all__ = ["MAX_FOLLOWING_LEDGERS", "ChunkFollower", "continuation", "following_ledgers"]
+__all__ = [
+    "CHUNK_EXPIRY_MS",
+    "MAX_FOLLOWING_LEDGERS",
+    "ChunkFollower",
+    "continuation",
+    "following_ledgers",
+]
 
 log = get_logger(__name__)
 
 #: how many of its topic's next ledgers a task may read on into for a chunked message
 MAX_FOLLOWING_LEDGERS = 16
+#: a waiting chunked message expires once entries published this long after its last chunk are
+#: read (the default of a Pulsar consumer's ``expireTimeOfIncompleteChunkedMessage``)
+CHUNK_EXPIRY_MS = 60_000
 
 
 @dataclass
@@ -56,6 +70,8 @@ class _Begun:
     ledger_id: int
     #: ``(ledger_id, entry_id)`` of its first chunk
     first: tuple[int, int]
+    #: publish time (ms) of its last chunk seen
+    published: int = 0
 
 
 class ChunkFollower:
@@ -76,6 +92,8 @@ class ChunkFollower:
         self.completed_from: tuple[int, int] = (-1, -1)
         #: first chunks' positions of the messages :meth:`give_up` left waiting
         self.waiting: list[tuple[int, int]] = []
+        #: the latest publish time (ms) of the entries :meth:`follow` was given
+        self.latest_published = 0
 
     @property
     def begun(self) -> bool:
@@ -92,10 +110,11 @@ class ChunkFollower:
             self.completed_from = begun.first if begun is not None else (ledger_id, entry_id)
         elif md.chunk_id == 0:
             self._begun[uuid] = _Begun(
-                md.producer_name, md.sequence_id, ledger_id, (ledger_id, entry_id)
+                md.producer_name, md.sequence_id, ledger_id, (ledger_id, entry_id), md.publish_time
             )
         elif uuid in self._begun:
             self._begun[uuid].ledger_id = ledger_id
+            self._begun[uuid].published = md.publish_time
         return whole
 
     def follow(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> ParsedEntry | None:
@@ -103,6 +122,7 @@ class ChunkFollower:
         task began; any other entry is someone else's and only tells which can never complete."""
         md = parsed.metadata
         uuid = md.uuid or ""
+        self.latest_published = max(self.latest_published, md.publish_time)
         begun = self._begun.get(uuid) if md.is_chunk else None
         if begun is None:
             for other, b in list(self._begun.items()):
@@ -124,13 +144,22 @@ class ChunkFollower:
             del self._begun[uuid]
         else:
             begun.ledger_id = ledger_id
+            begun.published = md.publish_time
         return whole
 
     def give_up(self) -> None:
         """The known entries ended: what is still incomplete is dropped (``wait_at_end``:
         left waiting)."""
         if self.wait_at_end:
-            for uuid, begun in self._begun.items():
+            for uuid, begun in list(self._begun.items()):
+                if self.latest_published - begun.published > CHUNK_EXPIRY_MS:
+                    self._drop(
+                        uuid,
+                        f"expired: entries published more than {CHUNK_EXPIRY_MS} ms after its "
+                        "last chunk were read (its producer stopped mid-message)",
+                        *begun.first,
+                    )
+                    continue
                 self.waiting.append(begun.first)
                 log.info(
                     "chunked message waits for a later ledger",

@@ -199,3 +199,38 @@ def test_held_message_in_a_middle_block_removes_the_later_blocks_files(tmp_path:
         assert _rows_of(out, m_value) == [(f"{b}:1:-1:-1", b, 1)]
     finally:
         off.close()
+
+
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_a_message_whose_producer_stopped_mid_way_expires_instead_of_holding_the_watermark(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
+    """Its producer crashed after two of three chunks: once closed ledgers hold entries
+    published more than a minute later (a Pulsar consumer's expiry), the message is dropped
+    and the watermark passes it, rather than waiting for a chunk that never comes."""
+    clock = Clock()
+    off = new_home(tmp_path / "home", clock)
+    try:
+        t = ChunkedTopic(off, clock)
+        m_value, m = t.chunked("pm", 3)
+        a, _ = t.produce([t.batch("p1"), m[0], t.batch("p2"), m[1]])
+        off.roll_over(TOPIC)
+        offload_all(off, TOPIC)
+        # ledger B, closed: 30 s later, within the expiry: m still waits
+        clock.now += 30_000
+        t.produce([t.batch("p1")])
+        off.roll_over(TOPIC)
+        out = tmp_path / "lake"
+        spec = ExportSpec(str(out))
+        (one,) = off.export_run([TOPIC], spec, spark=spark, engine=engine)
+        assert one.watermark == (a, 0)  # just before m's first chunk
+        # ledger C, closed: two minutes later; m's producer never came back
+        clock.now += 120_000
+        c, _ = t.produce([t.batch("p2"), t.batch("p1")])
+        off.roll_over(TOPIC)
+        (two,) = off.export_run([TOPIC], spec, spark=spark, engine=engine)
+        assert two.watermark == (c, 1)
+        expected = [v for v in t.values if v != m_value]
+        assert duck_digest(str(out)) == (len(expected), len(expected), digest(expected)[1])
+    finally:
+        off.close()

@@ -21,7 +21,7 @@ from formats.pulsar import (
 )
 from formats.pulsar.entry import parse_entry
 from offloader.spark import register
-from offloader.spark.message_chunks import ChunkFollower, following_ledgers
+from offloader.spark.message_chunks import CHUNK_EXPIRY_MS, ChunkFollower, following_ledgers
 from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, Ledger, upload_ledger
 
@@ -306,3 +306,19 @@ def test_follower_tells_first_chunks_and_what_waits() -> None:
         follower.give_up()
         assert not follower.begun
         assert (follower.waiting, follower.dropped) == (([(50, 4)], 0) if wait else ([], 1))
+
+
+def test_a_waiting_message_expires_once_entries_a_minute_later_are_read() -> None:
+    """``wait_at_end``: a message whose producer stopped mid-way waits only until entries
+    published more than :data:`CHUNK_EXPIRY_MS` after its last chunk have been read."""
+    for gap, waits in ((CHUNK_EXPIRY_MS, True), (CHUNK_EXPIRY_MS + 1, False)):
+        p = _Producers(7)
+        w = p.chunks("pw", "w", 3)
+        follower = ChunkFollower(wait_at_end=True)
+        assert follower.own(parse_entry(w[0]), 60, 0) is None
+        assert follower.own(parse_entry(w[1]), 60, 1) is None
+        p.clock += gap - 1  # the next batch is published ``gap`` ms after w's chunks
+        assert follower.follow(parse_entry(p.batch("px")), 61, 0) is None
+        follower.give_up()
+        assert not follower.begun
+        assert (follower.waiting, follower.dropped) == (([(60, 0)], 0) if waits else ([], 1))
