@@ -187,8 +187,8 @@ class MessageColumns:
             if not n:
                 return 0
             base = md.sequence_id
-            seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
-            self._stage_rows(index, keys, ordering, props, events, seqs, nulls)
+            seq = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+            self._stage_rows(index, keys, ordering, props, events, seq, nulls)
             self._encrypted += bytes(n)
             self._add_values(values, nulls, encrypted)
         else:
