@@ -2,12 +2,15 @@
 
 :class:`MessageColumns` owns a task's rows between two Arrow batches. Each whole entry (a
 single message, a batch, or a reassembled chunked message) is decrypted, decompressed and split
-into columns (:func:`formats.pulsar.batch.split_columns`, the C splitter when built) and its
-rows are appended to per-column staging (plain lists holding shared objects for the values an
-entry's rows share, one growing ``bytearray`` plus offsets for binary values), so no
-:class:`~formats.pulsar.Message` object is made per row and a batch's value bytes are dropped
-as soon as they are copied. :meth:`MessageColumns.flush` turns the staging into one Arrow batch
-(``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
+into columns. For a batch of binary values, :func:`formats.pulsar.batch.split_into` (the C
+splitter when built) appends its rows straight into the staging bytearrays: batch index,
+sequence id, null flags and the value and key bytes with their int32 offsets, in the layout
+Arrow takes as it is (``from_buffers``, no copy, no cast, no Python object per row); ordering
+keys, properties and event times stay unset (no list at all) until a row has one. Other entries
+(single messages, decoded value formats, what the C split leaves aside) go through
+:func:`~formats.pulsar.batch.split_columns`' lists into the same staging. Values an entry's rows
+share are kept once per entry. :meth:`MessageColumns.flush` turns the staging into one Arrow
+batch (``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
 ``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
 there, exactly as Spark compares (a NULL time matches nothing).
 
