@@ -10,6 +10,9 @@
  * compacted_out messages are skipped (their index still counts). Strings that repeat inside a
  * batch (keys, property names and values) are decoded once and shared (str is immutable).
  *
+ * split_batch_into(data, count, base_seq, cols): the same split appended straight into a
+ *   worker's column bytearrays (no Python object per message); see its comment below.
+ *
  * message_metadata_values(data: bytes-like) -> None | tuple of the 28 MessageMetadata fields
  *   in the dataclass's order (absent: None, or () for the repeated ones; event_time 0: None).
  *   None when a required field is missing, a field is malformed, or encryption_keys is set.
@@ -241,6 +244,225 @@ done:
     return result;
 }
 
+/* --- split_batch_into: a batch appended straight into a worker's column buffers -----------
+ * split_batch_into(data, count, base_seq, cols) -> None | (n, ordering, properties, event_time)
+ * cols: a tuple of 8 bytearrays, appended to in native byte order: batch_index (int32),
+ * sequence_id (int64; absent: base_seq + index), is_null (int8), value offsets (int32, going on
+ * from the last one already there), value bytes (b"" for a null value), key offsets (int32,
+ * idem), key bytes (UTF-8), key valid (int8). ordering (bytes|None), properties (tuples) and
+ * event_time (int|None): a list of n when any of the n rows has one, else None (all unset).
+ * None, with nothing appended: what split_batch_columns declines, a sequence id past
+ * INT64_MAX, or offsets past INT32_MAX (the caller's list path judges those). */
+typedef struct { Py_ssize_t index, value_at, value_len, key_at, key_len; int64_t seq; int is_null; } Row;
+
+/* strict UTF-8, as Python's decoder: no overlong forms, no surrogates, nothing past U+10FFFF */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char b = s[i];
+        if (b < 0x80) { i++; continue; }
+        int extra;
+        uint32_t cp;
+        if (b >= 0xC2 && b <= 0xDF) { extra = 1; cp = b & 0x1F; }
+        else if (b >= 0xE0 && b <= 0xEF) { extra = 2; cp = b & 0x0F; }
+        else if (b >= 0xF0 && b <= 0xF4) { extra = 3; cp = b & 0x07; }
+        else return 0;
+        if (n - i <= extra) return 0;
+        for (int k = 1; k <= extra; k++) {
+            unsigned char t = s[i + k];
+            if ((t & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (t & 0x3F);
+        }
+        if (extra == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
+        if (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF)) return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
+/* a list of ``rows`` times ``fill``, to which a column's values go from its first set one */
+static PyObject *filled(Py_ssize_t rows, PyObject *fill) {
+    PyObject *list = PyList_New(rows);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < rows; i++) PyList_SET_ITEM(list, i, Py_NewRef(fill));
+    return list;
+}
+
+/* append item (a new reference, stolen; NULL: an error is set) to *list, creating it (rows
+ * times ``unset`` first) when item is not ``unset``; 0 or -1 */
+static int lazy_append(PyObject **list, Py_ssize_t rows, PyObject *item, PyObject *unset) {
+    if (item == NULL) return -1;
+    if (*list == NULL && item != unset) {
+        *list = filled(rows, unset);
+        if (*list == NULL) { Py_DECREF(item); return -1; }
+    }
+    int r = *list == NULL ? 0 : PyList_Append(*list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static int32_t last_i32(PyObject *ba) {
+    int32_t v;
+    memcpy(&v, PyByteArray_AS_STRING(ba) + PyByteArray_GET_SIZE(ba) - 4, 4);
+    return v;
+}
+
+static char *grow(PyObject *ba, Py_ssize_t extra) {
+    Py_ssize_t len = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, len + extra)) return NULL;
+    return PyByteArray_AS_STRING(ba) + len;
+}
+
+static PyObject *split_batch_into(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t count;
+    unsigned long long base_seq;
+    PyObject *cols;
+    if (!PyArg_ParseTuple(args, "y*nKO!", &buf, &count, &base_seq, &PyTuple_Type, &cols)) return NULL;
+    PyObject *ba[8];
+    if (PyTuple_GET_SIZE(cols) != 8) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "split_batch_into wants 8 bytearrays");
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++) {
+        ba[i] = PyTuple_GET_ITEM(cols, i);
+        if (!PyByteArray_CheckExact(ba[i]) || ((i == 3 || i == 5) && PyByteArray_GET_SIZE(ba[i]) < 4)) {
+            PyBuffer_Release(&buf);
+            PyErr_SetString(PyExc_TypeError, "split_batch_into wants 8 bytearrays (offsets not empty)");
+            return NULL;
+        }
+    }
+    PyObject *ord_list = NULL, *prop_list = NULL, *event_list = NULL, *result = NULL;
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) { PyBuffer_Release(&buf); return NULL; }
+    StrCache sc = {{0}, {0}, {NULL}};
+    Row *rows = NULL;
+    int failed = 0; /* 1: declined (return None), 2: Python error */
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    Py_ssize_t end = buf.len;
+    Cur c = {p, 0, end};
+    if (count < 0 || count > end / 4 + 1) { failed = 1; goto done; }
+    rows = PyMem_Malloc(sizeof(Row) * (size_t)(count ? count : 1));
+    if (rows == NULL) { PyErr_NoMemory(); failed = 2; goto done; }
+    Py_ssize_t out = 0, total_v = 0, total_k = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (end - c.pos < 4) { failed = 1; goto done; }
+        int32_t size = (int32_t)(((uint32_t)p[c.pos] << 24) | ((uint32_t)p[c.pos + 1] << 16) |
+                                 ((uint32_t)p[c.pos + 2] << 8) | (uint32_t)p[c.pos + 3]);
+        c.pos += 4;
+        if (size < 0 || size > end - c.pos) { failed = 1; goto done; }
+        Py_ssize_t stop = c.pos + size;
+        Py_ssize_t key_at = -1, key_len = 0, ord_at = -1, ord_len = 0;
+        Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS], nprops = 0;
+        int64_t payload_size = -1;
+        uint64_t event = 0, seq = 0;
+        int has_seq = 0, compacted = 0, is_null = 0, null_key = 0;
+        while (c.pos < stop) {
+            uint64_t tag, v;
+            if (rd_varint(&c, stop, &tag)) { failed = 1; goto done; }
+            int wire = (int)(tag & 7);
+            uint64_t field = tag >> 3;
+            if (field == 0) { failed = 1; goto done; }
+            if (field >= 3 && field <= 10 && field != 7) {
+                if (wire != 0 || rd_varint(&c, stop, &v)) { failed = 1; goto done; }
+                switch (field) {
+                case 3: payload_size = v < ((uint64_t)1 << 31) ? (int64_t)v : -1; break;
+                case 4: compacted = v != 0; break;
+                case 5: event = v; break;
+                case 8: seq = v; has_seq = 1; break;
+                case 9: is_null = v != 0; break;
+                case 10: null_key = v != 0; break;
+                }
+            } else if (field == 1 || field == 2 || field == 7) {
+                if (wire != 2 || rd_varint(&c, stop, &v) || v > (uint64_t)(stop - c.pos)) {
+                    failed = 1; goto done;
+                }
+                if (field == 1) {
+                    if (nprops == MAX_PROPS) { failed = 1; goto done; }
+                    prop_at[nprops] = c.pos; prop_len[nprops] = (Py_ssize_t)v; nprops++;
+                } else if (field == 2) {
+                    if (key_at >= 0) { failed = 1; goto done; }
+                    key_at = c.pos; key_len = (Py_ssize_t)v;
+                }
+                else { ord_at = c.pos; ord_len = (Py_ssize_t)v; }
+                c.pos += (Py_ssize_t)v;
+            } else if (skip_field(&c, stop, wire)) { failed = 1; goto done; }
+        }
+        if (payload_size < 0 || payload_size > end - c.pos) { failed = 1; goto done; }
+        Py_ssize_t value_at = c.pos;
+        c.pos += (Py_ssize_t)payload_size;
+        /* the properties and the key of compacted messages are checked too (as the twin) */
+        PyObject *ptuple = NULL;
+        if (nprops) {
+            ptuple = kv_tuple(&sc, p, prop_at, prop_len, nprops, &failed);
+            if (ptuple == NULL) goto done;
+        }
+        if (key_at >= 0 && !utf8_ok(p + key_at, key_len)) { Py_XDECREF(ptuple); failed = 1; goto done; }
+        if (compacted) { Py_XDECREF(ptuple); continue; }
+        uint64_t s = has_seq ? seq : base_seq + (uint64_t)index;
+        if (s > (uint64_t)INT64_MAX || (!has_seq && s < base_seq)) { Py_XDECREF(ptuple); failed = 1; goto done; }
+        if (ptuple == NULL) ptuple = PyTuple_New(0);  /* the shared empty tuple */
+        if (ptuple == NULL) { failed = 2; goto done; }
+        if (lazy_append(&prop_list, out, ptuple, empty) ||
+            lazy_append(&event_list, out, event ? PyLong_FromUnsignedLongLong(event) : Py_NewRef(Py_None), Py_None) ||
+            lazy_append(&ord_list, out, ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + ord_at, ord_len) : Py_NewRef(Py_None), Py_None)) {
+            failed = 2; goto done;
+        }
+        Row *r = &rows[out++];
+        r->index = index;
+        r->seq = (int64_t)s;
+        r->is_null = is_null;
+        r->value_at = value_at;
+        r->value_len = is_null ? 0 : (Py_ssize_t)payload_size;
+        r->key_at = null_key ? -1 : key_at;
+        r->key_len = null_key || key_at < 0 ? 0 : key_len;
+        total_v += r->value_len;
+        total_k += r->key_len;
+    }
+    if (c.pos != end) { failed = 1; goto done; }
+    int64_t base_v = last_i32(ba[3]), base_k = last_i32(ba[5]);
+    if (base_v + (int64_t)total_v > INT32_MAX || base_k + (int64_t)total_k > INT32_MAX) {
+        failed = 1; goto done;
+    }
+    char *w[8];
+    const Py_ssize_t widths[8] = {4, 8, 1, 4, 0, 4, 0, 1};
+    for (int i = 0; i < 8; i++) {
+        Py_ssize_t extra = i == 4 ? total_v : i == 6 ? total_k : widths[i] * out;
+        w[i] = grow(ba[i], extra);
+        if (w[i] == NULL) { failed = 2; goto done; }
+    }
+    int32_t voff = (int32_t)base_v, koff = (int32_t)base_k;
+    for (Py_ssize_t i = 0; i < out; i++) {
+        const Row *r = &rows[i];
+        int32_t idx = (int32_t)r->index;
+        memcpy(w[0] + 4 * i, &idx, 4);
+        memcpy(w[1] + 8 * i, &r->seq, 8);
+        w[2][i] = (char)r->is_null;
+        if (r->value_len) { memcpy(w[4], p + r->value_at, (size_t)r->value_len); w[4] += r->value_len; }
+        voff += (int32_t)r->value_len;
+        memcpy(w[3] + 4 * i, &voff, 4);
+        if (r->key_len) { memcpy(w[6], p + r->key_at, (size_t)r->key_len); w[6] += r->key_len; }
+        koff += (int32_t)r->key_len;
+        memcpy(w[5] + 4 * i, &koff, 4);
+        w[7][i] = r->key_at >= 0;
+    }
+    result = Py_BuildValue("(nOOO)", out, ord_list ? ord_list : Py_None,
+                           prop_list ? prop_list : Py_None, event_list ? event_list : Py_None);
+    if (result == NULL) failed = 2;
+done:
+    Py_XDECREF(ord_list);
+    Py_XDECREF(prop_list);
+    Py_XDECREF(event_list);
+    Py_DECREF(empty);
+    PyMem_Free(rows);
+    cache_clear(&sc);
+    PyBuffer_Release(&buf);
+    if (failed == 2) return NULL;
+    if (failed == 1) { PyErr_Clear(); Py_RETURN_NONE; }
+    return result;
+}
+
 /* --- MessageMetadata ---------------------------------------------------------------------- */
 enum { K_NONE, K_U64, K_I32, K_I64, K_BOOL, K_STR, K_BYTES, K_KV, K_STRS, K_ENC };
 #define MD_SLOTS 28
@@ -347,6 +569,8 @@ done:
 static PyMethodDef methods[] = {
     {"split_batch_columns", split_batch_columns, METH_VARARGS,
      "A batch payload -> 9 column lists, or None for input the Python twin must judge."},
+    {"split_batch_into", split_batch_into, METH_VARARGS,
+     "A batch payload appended to 8 column bytearrays, or None for the list path."},
     {"message_metadata_values", message_metadata_values, METH_VARARGS,
      "A MessageMetadata -> its 28 field values in order, or None for the Python twin."},
     {NULL, NULL, 0, NULL},

@@ -8,6 +8,9 @@ Batch layout: ``num_messages_in_batch`` times ``size i32 | SingleMessageMetadata
 
 from __future__ import annotations
 
+import sys
+from array import array
+from itertools import accumulate
 from typing import Any
 
 from formats.pulsar.errors import MalformedMessageError, MessageTruncatedError
@@ -102,6 +105,68 @@ Columns = tuple[
 
 
 _C_SPLIT = C_MODULE.split_batch_columns if C_MODULE is not None else None
+_C_INTO = C_MODULE.split_batch_into if C_MODULE is not None else None
+_MAX_I64 = (1 << 63) - 1
+_MAX_I32 = (1 << 31) - 1
+
+#: what :func:`split_into` returns: the rows appended, then ordering_key, properties and
+#: event_time as lists of those rows (None: no row has one; properties then all ``()``)
+Staged = tuple[
+    int,
+    list[bytes | None] | None,
+    list[tuple[tuple[str, str], ...]] | None,
+    list[int | None] | None,
+]
+
+
+def split_into(
+    md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...], *, use_c: bool = True
+) -> Staged | None:
+    """A batch's messages appended to 8 column bytearrays (C when built, no Python object per
+    message): batch_index (int32), sequence_id (int64; unset: the batch's + index), is_null
+    (int8), value offsets (int32, going on from the last one there), value bytes, key offsets
+    (int32, idem), key bytes (UTF-8), key valid (int8), all in native byte order.
+
+    None, with nothing appended, when a sequence id is past BIGINT or an offset past 2**31 - 1
+    (the caller's list path handles those); bad input: the typed error (the Python twin)."""
+    count = md.num_messages_in_batch or 0
+    if use_c and _C_INTO is not None and count >= 0:
+        staged = _C_INTO(data, count, md.sequence_id, cols)
+        if staged is not None:
+            return staged  # type: ignore[no-any-return]
+    return _split_into_py(md, data, cols)
+
+
+def _split_into_py(md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...]) -> Staged | None:
+    """The pure-Python twin of the C ``split_batch_into`` (built on :func:`_split_columns_py`)."""
+    index, keys, ordering, props, events, seqs, nulls, values, _b64 = _split_columns_py(md, data)
+    base = md.sequence_id
+    seq = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+    if any(s > _MAX_I64 for s in seq):
+        return None
+    key_bytes = [b"" if k is None else k.encode("utf-8") for k in keys]
+    offsets, key_offsets = cols[3], cols[5]
+    value_base = int.from_bytes(offsets[-4:], sys.byteorder, signed=True)
+    key_base = int.from_bytes(key_offsets[-4:], sys.byteorder, signed=True)
+    if (
+        value_base + sum(map(len, values)) > _MAX_I32
+        or key_base + sum(map(len, key_bytes)) > _MAX_I32
+    ):
+        return None
+    cols[0].extend(array("i", index))
+    cols[1].extend(array("q", seq))
+    cols[2].extend(bytes(nulls))
+    cols[3].extend(array("i", list(accumulate(map(len, values), initial=value_base))[1:]))
+    cols[4].extend(b"".join(values))
+    cols[5].extend(array("i", list(accumulate(map(len, key_bytes), initial=key_base))[1:]))
+    cols[6].extend(b"".join(key_bytes))
+    cols[7].extend(bytes(k is not None for k in keys))
+    return (
+        len(index),
+        ordering if any(o is not None for o in ordering) else None,
+        props if any(props) else None,
+        events if any(e is not None for e in events) else None,
+    )
 
 
 def split_columns(md: MessageMetadata, data: bytes, *, use_c: bool = True) -> Columns:

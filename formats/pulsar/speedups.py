@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["C_MODULE"]
 
 #: what the decoder calls; an extension built from an older source lacks some of them
-REQUIRED = ("split_batch_columns", "message_metadata_values")
+REQUIRED = ("split_batch_columns", "split_batch_into", "message_metadata_values")
 
 
 def _load() -> Any | None:
@@ -36,5 +36,6 @@ def _load() -> Any | None:
     return _pulsar_speedups
 
 
-#: the extension module (``split_batch_columns``, ``message_metadata_values``), or None
+#: the extension module (``split_batch_columns``, ``split_batch_into``,
+#: ``message_metadata_values``), or None
 C_MODULE = _load()

@@ -2,12 +2,15 @@
 
 :class:`MessageColumns` owns a task's rows between two Arrow batches. Each whole entry (a
 single message, a batch, or a reassembled chunked message) is decrypted, decompressed and split
-into columns (:func:`formats.pulsar.batch.split_columns`, the C splitter when built) and its
-rows are appended to per-column staging (plain lists holding shared objects for the values an
-entry's rows share, one growing ``bytearray`` plus offsets for binary values), so no
-:class:`~formats.pulsar.Message` object is made per row and a batch's value bytes are dropped
-as soon as they are copied. :meth:`MessageColumns.flush` turns the staging into one Arrow batch
-(``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
+into columns. For a batch of binary values, :func:`formats.pulsar.batch.split_into` (the C
+splitter when built) appends its rows straight into the staging bytearrays: batch index,
+sequence id, null flags and the value and key bytes with their int32 offsets, in the layout
+Arrow takes as it is (``from_buffers``, no copy, no cast, no Python object per row); ordering
+keys, properties and event times stay unset (no list at all) until a row has one. Other entries
+(single messages, decoded value formats, what the C split leaves aside) go through
+:func:`~formats.pulsar.batch.split_columns`' lists into the same staging. Values an entry's rows
+share are kept once per entry. :meth:`MessageColumns.flush` turns the staging into one Arrow
+batch (``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
 ``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
 there, exactly as Spark compares (a NULL time matches nothing).
 
@@ -21,6 +24,7 @@ batch being built. Imported by executors; pure apart from pyarrow.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Sequence
 from itertools import accumulate
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from formats.pulsar.batch import split_columns
+from formats.pulsar.batch import split_columns, split_into
 from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
 from formats.pulsar.errors import PulsarMessageError
 
@@ -54,7 +58,6 @@ _MAX_OFFSET = (1 << 31) - 1
 _MAX_BATCH_BYTES = 1 << 30
 _TS = pa.timestamp("us", tz="UTC")
 _MAP = pa.map_(pa.string(), pa.string())
-_ZERO_B = array("b", (0,))
 _OPS = {
     "=": pc.equal,
     ">": pc.greater,
@@ -98,28 +101,41 @@ class MessageColumns:
 
     def _reset(self) -> None:
         self.rows = 0
-        # fixed-width columns in typed arrays (no Python object per row), handed to Arrow as
-        # they are; the others in lists whose repeated values are one shared object
+        # fixed-width and binary columns in bytearrays (native byte order) that the C split
+        # appends to (no Python object per row) and Arrow takes as they are; the others in
+        # lists whose repeated values are one shared object (None: no row has one yet)
         self._ledger = array("q")
         self._entry = array("q")
         self._first = array("q")
-        self._index = array("i")
         self._publish = array("q")
-        self._seq = array("q")
+        self._index = bytearray()
+        self._seq = bytearray()
         self._seq_nulls: list[int] = []  # rows whose sequence id is past BIGINT (rare)
-        self._null = array("b")
-        self._encrypted = array("b")
-        self._key: list[str | None] = []
-        self._ordering: list[bytes | None] = []
-        self._props: list[Any] = []
-        self._event: list[int | None] = []
+        self._null = bytearray()
+        self._encrypted = bytearray()
+        self._offsets = bytearray(4)  # int32 value offsets, from 0
+        self._data = bytearray()
+        self._key_offsets = bytearray(4)
+        self._key_data = bytearray()
+        self._key_valid = bytearray()
+        self._split = (
+            self._index,
+            self._seq,
+            self._null,
+            self._offsets,
+            self._data,
+            self._key_offsets,
+            self._key_data,
+            self._key_valid,
+        )
+        self._ordering: list[bytes | None] | None = None
+        self._props: list[Any] | None = None
+        self._event: list[int | None] | None = None
         # what an entry's rows share, once per entry, spread over its rows by ``_run``
         self._run = array("i")
         self._producer: list[str] = []
         self._schema_version: list[bytes | None] = []
         self._id_prefix: list[str] = []
-        self._data = bytearray()
-        self._offsets = array("i", [0])
         self._decoded: list[Any] = []
 
     @property
@@ -155,47 +171,43 @@ class MessageColumns:
             codec = md.compression or NONE
             if codec != NONE:
                 payload = decompress(codec, payload, md.uncompressed_size or 0, self.limit)
-        if md.is_batch and not encrypted:
+        staged = None
+        if md.is_batch and not encrypted and self._binary:
+            staged = split_into(md, payload, self._split)
+        if staged is not None:
+            n, ordering, props, events = staged
+            if not n:
+                return 0
+            self._ordering = _extend(self._ordering, ordering, n, self.rows, None)
+            self._props = _extend(self._props, props, n, self.rows, ())
+            self._event = _extend(self._event, events, n, self.rows, None)
+            self._encrypted += bytes(n)
+        elif md.is_batch and not encrypted:
             index, keys, ordering, props, events, seqs, nulls, values, _b64 = split_columns(
                 md, payload
             )
             n = len(index)
             if not n:
                 return 0
-            if None in seqs:
-                base = md.sequence_id
-                if seqs.count(None) == n and index[-1] - index[0] == n - 1:
-                    seqs = range(base + index[0], base + index[0] + n)  # type: ignore[assignment]
-                else:
-                    seqs = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
-            self._index.extend(index)
-            self._key.extend(keys)
-            self._ordering.extend(ordering)
-            self._props.extend(props)
-            self._event.extend(events)
-            self._null.extend(nulls)  # type: ignore[arg-type]
-            self._encrypted.extend(_ZERO_B * n)
+            base = md.sequence_id
+            seq = [base + i if s is None else s for i, s in zip(index, seqs, strict=True)]
+            self._stage_rows(index, keys, ordering, props, events, seq, nulls)
+            self._encrypted += bytes(n)
+            self._add_values(values, nulls, encrypted)
         else:
             n = 1
             is_null = bool(md.null_value) and not encrypted
-            seqs = [md.sequence_id]
-            values = [b"" if is_null else payload]
-            nulls = [is_null]
-            self._index.append(-1)
-            self._key.append(None if md.null_partition_key else md.partition_key)
-            self._ordering.append(md.ordering_key)
-            self._props.append(md.properties)
-            self._event.append(md.event_time)
-            self._null.append(is_null)
+            self._stage_rows(
+                [-1],
+                [None if md.null_partition_key else md.partition_key],
+                [md.ordering_key],
+                [md.properties],
+                [md.event_time],
+                [md.sequence_id],
+                [is_null],
+            )
             self._encrypted.append(encrypted)
-        try:
-            self._seq.extend(seqs)  # type: ignore[arg-type]
-        except OverflowError:  # a sequence id past BIGINT: NULL, as before
-            for s in seqs:
-                big = s is None or s > _MAX_I64
-                if big:
-                    self._seq_nulls.append(len(self._seq))
-                self._seq.append(0 if big else s)  # type: ignore[arg-type]
+            self._add_values([b"" if is_null else payload], [is_null], encrypted)
         self._ledger.extend(array("q", (ledger_id,)) * n)
         self._entry.extend(array("q", (entry_id,)) * n)
         self._publish.extend(array("q", (min(md.publish_time, _MAX_I64),)) * n)
@@ -203,9 +215,40 @@ class MessageColumns:
         self._producer.append(md.producer_name)
         self._schema_version.append(md.schema_version)
         self._id_prefix.append(f"{ledger_id}:{entry_id}:{self.partition}:")
-        self._add_values(values, nulls, encrypted)
         self.rows += n
         return n
+
+    def _stage_rows(
+        self,
+        index: Sequence[int],
+        keys: Sequence[str | None],
+        ordering: Sequence[bytes | None],
+        props: Sequence[Any],
+        events: Sequence[int | None],
+        seqs: Sequence[int],
+        nulls: Sequence[bool],
+    ) -> None:
+        """The list path (one entry, or a batch the C split leaves to it): all but the values."""
+        n = len(index)
+        rows = self.rows
+        self._index += array("i", index)
+        for s in seqs:
+            if s > _MAX_I64:  # a sequence id past BIGINT: NULL, as before
+                self._seq_nulls.append(len(self._seq) // 8)
+                s = 0
+            self._seq += s.to_bytes(8, sys.byteorder, signed=True)
+        self._null += bytes(nulls)
+        key_bytes = [b"" if k is None else k.encode("utf-8") for k in keys]
+        if len(self._key_data) + sum(map(len, key_bytes)) > _MAX_OFFSET:
+            raise PulsarMessageError("keys of more than 2 GiB in one Arrow batch")
+        offsets = accumulate(map(len, key_bytes), initial=_last(self._key_offsets))
+        next(offsets)
+        self._key_offsets += array("i", offsets)
+        self._key_data += b"".join(key_bytes)
+        self._key_valid += bytes(k is not None for k in keys)
+        self._ordering = _extend(self._ordering, _set(ordering, None), n, rows, None)
+        self._props = _extend(self._props, _set(props, ()), n, rows, ())
+        self._event = _extend(self._event, _set(events, None), n, rows, None)
 
     def _add_values(self, values: Sequence[bytes], nulls: Sequence[bool], encrypted: bool) -> None:
         if self._binary:
@@ -214,9 +257,9 @@ class MessageColumns:
                 raise PulsarMessageError(
                     "values of more than 2 GiB in one Arrow batch; lower batch_bytes"
                 )
-            offsets = accumulate(map(len, values), initial=self._offsets[-1])
+            offsets = accumulate(map(len, values), initial=_last(self._offsets))
             next(offsets)
-            self._offsets.extend(offsets)
+            self._offsets += array("i", offsets)
             self._data += joined
             return
         decode = self.values.decode
@@ -249,17 +292,25 @@ class MessageColumns:
         if self._seq_nulls:
             mask = pc.is_in(pa.array(range(n)), pa.array(self._seq_nulls))
             seq = pc.if_else(mask, pa.scalar(None, pa.int64()), seq)
+        key_valid = None
+        if 0 in self._key_valid:
+            key_valid = _fixed(pa.int8(), n, self._key_valid).cast(pa.bool_()).buffers()[1]
+        key = pa.Array.from_buffers(
+            pa.string(),
+            n,
+            [key_valid, pa.py_buffer(self._key_offsets), pa.py_buffer(self._key_data)],
+        )
         columns = [
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             ledger,
             entry,
             index,
             message_id,
-            pa.array(self._key, pa.string()),
-            pa.array(self._ordering, pa.binary()),
+            key,
+            _nullable(self._ordering, pa.binary(), n),
             _properties(self._props, n),
             _timestamps(_fixed(pa.int64(), n, self._publish)),
-            _timestamps(pa.array(self._event, pa.uint64())),
+            _timestamps(_nullable(self._event, pa.uint64(), n)),
             pc.take(pa.array(self._producer, pa.string()), run),
             seq,
             pc.take(pa.array(self._schema_version, pa.binary()), run),
@@ -283,9 +334,39 @@ class MessageColumns:
         return batch.filter(mask, null_selection_behavior="drop")
 
 
-def _properties(props: list[Any], n: int) -> pa.Array:
+def _set(values: Sequence[Any], unset: Any) -> Sequence[Any] | None:
+    """``values``, or None when each is ``unset`` (the staging's lazy lists)."""
+    return values if any(v != unset for v in values) else None
+
+
+def _extend(
+    staged: list[Any] | None, values: Any, n: int, rows: int, unset: Any
+) -> list[Any] | None:
+    """A lazy list column with ``n`` rows more: it stays None while every row is ``unset``;
+    made (``rows`` times ``unset`` first) when one is set."""
+    if values is None:
+        if staged is not None:
+            staged.extend([unset] * n)
+        return staged
+    if staged is None:
+        staged = [unset] * rows
+    staged.extend(values)
+    return staged
+
+
+def _last(offsets: bytearray) -> int:
+    """The last int32 of a staged offsets buffer."""
+    return int.from_bytes(offsets[-4:], sys.byteorder, signed=True)
+
+
+def _nullable(values: list[Any] | None, kind: pa.DataType, n: int) -> pa.Array:
+    """A lazy list column as an Arrow array (None: all NULL, without a pass over the rows)."""
+    return pa.nulls(n, kind) if values is None else pa.array(values, kind)
+
+
+def _properties(props: list[Any] | None, n: int) -> pa.Array:
     """The properties column; without a Python pass over the rows when none has any."""
-    if any(props):
+    if props is not None and any(props):
         return pa.array(props, _MAP)
     empty = pa.array([], pa.string())
     return pa.MapArray.from_arrays(
@@ -293,7 +374,7 @@ def _properties(props: list[Any], n: int) -> pa.Array:
     )
 
 
-def _fixed(kind: pa.DataType, n: int, values: array[Any]) -> pa.Array:
+def _fixed(kind: pa.DataType, n: int, values: array[Any] | bytearray) -> pa.Array:
     """A typed array's bytes as an Arrow array (no copy; the array is not touched again)."""
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(values)])
 
