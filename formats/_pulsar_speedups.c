@@ -130,6 +130,62 @@ static PyObject *kv_tuple(StrCache *sc, const unsigned char *p, const Py_ssize_t
 
 #define MAX_PROPS 32  /* more properties on one message: the Python twin splits the batch */
 
+/* One message of a batch at c->pos: int32 size, SingleMessageMetadata, payload; c->pos moves
+   past it. 0, or 1 when malformed (the caller declines; the Python twin raises). */
+typedef struct {
+    Py_ssize_t key_at, key_len, ord_at, ord_len, value_at, nprops;
+    Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS];
+    int64_t payload_size;
+    uint64_t event, seq;
+    int has_seq, compacted, is_null, b64, null_key;
+} Single;
+
+static int parse_single(Cur *c, Py_ssize_t end, Single *s) {
+    const unsigned char *p = c->p;
+    if (end - c->pos < 4) return 1;
+    int32_t size = (int32_t)(((uint32_t)p[c->pos] << 24) | ((uint32_t)p[c->pos + 1] << 16) |
+                             ((uint32_t)p[c->pos + 2] << 8) | (uint32_t)p[c->pos + 3]);
+    c->pos += 4;
+    if (size < 0 || size > end - c->pos) return 1;
+    Py_ssize_t stop = c->pos + size;
+    s->key_at = -1; s->key_len = 0; s->ord_at = -1; s->ord_len = 0; s->nprops = 0;
+    s->payload_size = -1; s->event = 0; s->seq = 0;
+    s->has_seq = 0; s->compacted = 0; s->is_null = 0; s->b64 = 0; s->null_key = 0;
+    while (c->pos < stop) {
+        uint64_t tag, v;
+        if (rd_varint(c, stop, &tag)) return 1;
+        int wire = (int)(tag & 7);
+        uint64_t field = tag >> 3;
+        if (field == 0) return 1;
+        if (field >= 3 && field <= 10 && field != 7) {
+            if (wire != 0 || rd_varint(c, stop, &v)) return 1;
+            switch (field) {
+            case 3: s->payload_size = v < ((uint64_t)1 << 31) ? (int64_t)v : -1; break;
+            case 4: s->compacted = v != 0; break;
+            case 5: s->event = v; break;
+            case 6: s->b64 = v != 0; break;
+            case 8: s->seq = v; s->has_seq = 1; break;
+            case 9: s->is_null = v != 0; break;
+            case 10: s->null_key = v != 0; break;
+            }
+        } else if (field == 1 || field == 2 || field == 7) {
+            if (wire != 2 || rd_varint(c, stop, &v) || v > (uint64_t)(stop - c->pos)) return 1;
+            if (field == 1) {
+                if (s->nprops == MAX_PROPS) return 1;
+                s->prop_at[s->nprops] = c->pos; s->prop_len[s->nprops] = (Py_ssize_t)v; s->nprops++;
+            } else if (field == 2) {
+                if (s->key_at >= 0) return 1;  /* repeated: the Python twin refuses it too */
+                s->key_at = c->pos; s->key_len = (Py_ssize_t)v;
+            } else { s->ord_at = c->pos; s->ord_len = (Py_ssize_t)v; }
+            c->pos += (Py_ssize_t)v;
+        } else if (skip_field(c, stop, wire)) return 1;
+    }
+    if (s->payload_size < 0 || s->payload_size > end - c->pos) return 1;
+    s->value_at = c->pos;
+    c->pos += (Py_ssize_t)s->payload_size;
+    return 0;
+}
+
 static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t count;
@@ -149,75 +205,31 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
     }
     Py_ssize_t out = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
-        if (end - c.pos < 4) { failed = 1; goto done; }
-        int32_t size = (int32_t)(((uint32_t)p[c.pos] << 24) | ((uint32_t)p[c.pos + 1] << 16) |
-                                 ((uint32_t)p[c.pos + 2] << 8) | (uint32_t)p[c.pos + 3]);
-        c.pos += 4;
-        if (size < 0 || size > end - c.pos) { failed = 1; goto done; }
-        Py_ssize_t stop = c.pos + size;
-        Py_ssize_t key_at = -1, key_len = 0, ord_at = -1, ord_len = 0;
-        Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS], nprops = 0;
-        int64_t payload_size = -1;
-        uint64_t event = 0, seq = 0;
-        int has_seq = 0, compacted = 0, is_null = 0, b64 = 0, null_key = 0;
-        while (c.pos < stop) {
-            uint64_t tag, v;
-            if (rd_varint(&c, stop, &tag)) { failed = 1; goto done; }
-            int wire = (int)(tag & 7);
-            uint64_t field = tag >> 3;
-            if (field == 0) { failed = 1; goto done; }
-            if (field >= 3 && field <= 10 && field != 7) {
-                if (wire != 0 || rd_varint(&c, stop, &v)) { failed = 1; goto done; }
-                switch (field) {
-                case 3: payload_size = v < ((uint64_t)1 << 31) ? (int64_t)v : -1; break;
-                case 4: compacted = v != 0; break;
-                case 5: event = v; break;
-                case 6: b64 = v != 0; break;
-                case 8: seq = v; has_seq = 1; break;
-                case 9: is_null = v != 0; break;
-                case 10: null_key = v != 0; break;
-                }
-            } else if (field == 1 || field == 2 || field == 7) {
-                if (wire != 2 || rd_varint(&c, stop, &v) || v > (uint64_t)(stop - c.pos)) {
-                    failed = 1; goto done;
-                }
-                if (field == 1) {
-                    if (nprops == MAX_PROPS) { failed = 1; goto done; }
-                    prop_at[nprops] = c.pos; prop_len[nprops] = (Py_ssize_t)v; nprops++;
-                } else if (field == 2) {
-                    if (key_at >= 0) { failed = 1; goto done; }  /* repeated: the Python twin */
-                    key_at = c.pos; key_len = (Py_ssize_t)v;
-                }
-                else { ord_at = c.pos; ord_len = (Py_ssize_t)v; }
-                c.pos += (Py_ssize_t)v;
-            } else if (skip_field(&c, stop, wire)) { failed = 1; goto done; }
-        }
-        if (payload_size < 0 || payload_size > end - c.pos) { failed = 1; goto done; }
-        Py_ssize_t value_at = c.pos;
-        c.pos += (Py_ssize_t)payload_size;
+        Single m;
+        if (parse_single(&c, end, &m)) { failed = 1; goto done; }
         /* the Python twin checks the properties and the key of compacted messages too */
-        PyObject *ptuple = kv_tuple(&sc, p, prop_at, prop_len, nprops, &failed);
+        PyObject *ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
         if (ptuple == NULL) goto done;
         PyObject *key = Py_None;
-        if (key_at >= 0) {
-            key = text(&sc, p, key_at, key_len);
+        if (m.key_at >= 0) {
+            key = text(&sc, p, m.key_at, m.key_len);
             if (key == NULL) { Py_DECREF(ptuple); failed = 1; goto done; }
-            if (null_key) { Py_DECREF(key); key = Py_None; }
+            if (m.null_key) { Py_DECREF(key); key = Py_None; }
         }
         if (key == Py_None) Py_INCREF(key);
-        if (compacted) { Py_DECREF(ptuple); Py_DECREF(key); continue; }
+        if (m.compacted) { Py_DECREF(ptuple); Py_DECREF(key); continue; }
         PyObject *items[9];
         items[0] = PyLong_FromSsize_t(index);
         items[1] = key;
-        items[2] = ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + ord_at, ord_len)
+        items[2] = m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len)
                                : Py_NewRef(Py_None);
         items[3] = ptuple;
-        items[4] = event ? PyLong_FromUnsignedLongLong(event) : Py_NewRef(Py_None);
-        items[5] = has_seq ? PyLong_FromUnsignedLongLong(seq) : Py_NewRef(Py_None);
-        items[6] = PyBool_FromLong(is_null);
-        items[7] = PyBytes_FromStringAndSize(is_null ? NULL : (const char *)p + value_at,
-                                             is_null ? 0 : (Py_ssize_t)payload_size);
-        items[8] = PyBool_FromLong(b64);
+        items[4] = m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None);
+        items[5] = m.has_seq ? PyLong_FromUnsignedLongLong(m.seq) : Py_NewRef(Py_None);
+        items[6] = PyBool_FromLong(m.is_null);
+        items[7] = PyBytes_FromStringAndSize(m.is_null ? NULL : (const char *)p + m.value_at,
+                                             m.is_null ? 0 : (Py_ssize_t)m.payload_size);
+        items[8] = PyBool_FromLong(m.b64);
         int bad = 0;
         for (int i = 0; i < 9; i++) {
             if (items[i] == NULL) bad = 1;
@@ -347,76 +359,33 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
     if (rows == NULL) { PyErr_NoMemory(); failed = 2; goto done; }
     Py_ssize_t out = 0, total_v = 0, total_k = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
-        if (end - c.pos < 4) { failed = 1; goto done; }
-        int32_t size = (int32_t)(((uint32_t)p[c.pos] << 24) | ((uint32_t)p[c.pos + 1] << 16) |
-                                 ((uint32_t)p[c.pos + 2] << 8) | (uint32_t)p[c.pos + 3]);
-        c.pos += 4;
-        if (size < 0 || size > end - c.pos) { failed = 1; goto done; }
-        Py_ssize_t stop = c.pos + size;
-        Py_ssize_t key_at = -1, key_len = 0, ord_at = -1, ord_len = 0;
-        Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS], nprops = 0;
-        int64_t payload_size = -1;
-        uint64_t event = 0, seq = 0;
-        int has_seq = 0, compacted = 0, is_null = 0, null_key = 0;
-        while (c.pos < stop) {
-            uint64_t tag, v;
-            if (rd_varint(&c, stop, &tag)) { failed = 1; goto done; }
-            int wire = (int)(tag & 7);
-            uint64_t field = tag >> 3;
-            if (field == 0) { failed = 1; goto done; }
-            if (field >= 3 && field <= 10 && field != 7) {
-                if (wire != 0 || rd_varint(&c, stop, &v)) { failed = 1; goto done; }
-                switch (field) {
-                case 3: payload_size = v < ((uint64_t)1 << 31) ? (int64_t)v : -1; break;
-                case 4: compacted = v != 0; break;
-                case 5: event = v; break;
-                case 8: seq = v; has_seq = 1; break;
-                case 9: is_null = v != 0; break;
-                case 10: null_key = v != 0; break;
-                }
-            } else if (field == 1 || field == 2 || field == 7) {
-                if (wire != 2 || rd_varint(&c, stop, &v) || v > (uint64_t)(stop - c.pos)) {
-                    failed = 1; goto done;
-                }
-                if (field == 1) {
-                    if (nprops == MAX_PROPS) { failed = 1; goto done; }
-                    prop_at[nprops] = c.pos; prop_len[nprops] = (Py_ssize_t)v; nprops++;
-                } else if (field == 2) {
-                    if (key_at >= 0) { failed = 1; goto done; }
-                    key_at = c.pos; key_len = (Py_ssize_t)v;
-                }
-                else { ord_at = c.pos; ord_len = (Py_ssize_t)v; }
-                c.pos += (Py_ssize_t)v;
-            } else if (skip_field(&c, stop, wire)) { failed = 1; goto done; }
-        }
-        if (payload_size < 0 || payload_size > end - c.pos) { failed = 1; goto done; }
-        Py_ssize_t value_at = c.pos;
-        c.pos += (Py_ssize_t)payload_size;
+        Single m;
+        if (parse_single(&c, end, &m)) { failed = 1; goto done; }
         /* the properties and the key of compacted messages are checked too (as the twin) */
         PyObject *ptuple = NULL;
-        if (nprops) {
-            ptuple = kv_tuple(&sc, p, prop_at, prop_len, nprops, &failed);
+        if (m.nprops) {
+            ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
             if (ptuple == NULL) goto done;
         }
-        if (key_at >= 0 && !utf8_ok(p + key_at, key_len)) { Py_XDECREF(ptuple); failed = 1; goto done; }
-        if (compacted) { Py_XDECREF(ptuple); continue; }
-        uint64_t s = has_seq ? seq : base_seq + (uint64_t)index;
-        if (s > (uint64_t)INT64_MAX || (!has_seq && s < base_seq)) { Py_XDECREF(ptuple); failed = 1; goto done; }
+        if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) { Py_XDECREF(ptuple); failed = 1; goto done; }
+        if (m.compacted) { Py_XDECREF(ptuple); continue; }
+        uint64_t s = m.has_seq ? m.seq : base_seq + (uint64_t)index;
+        if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) { Py_XDECREF(ptuple); failed = 1; goto done; }
         if (ptuple == NULL) ptuple = PyTuple_New(0);  /* the shared empty tuple */
         if (ptuple == NULL) { failed = 2; goto done; }
         if (lazy_append(&prop_list, out, ptuple, empty) ||
-            lazy_append(&event_list, out, event ? PyLong_FromUnsignedLongLong(event) : Py_NewRef(Py_None), Py_None) ||
-            lazy_append(&ord_list, out, ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + ord_at, ord_len) : Py_NewRef(Py_None), Py_None)) {
+            lazy_append(&event_list, out, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None) ||
+            lazy_append(&ord_list, out, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) {
             failed = 2; goto done;
         }
         Row *r = &rows[out++];
         r->index = index;
         r->seq = (int64_t)s;
-        r->is_null = is_null;
-        r->value_at = value_at;
-        r->value_len = is_null ? 0 : (Py_ssize_t)payload_size;
-        r->key_at = null_key ? -1 : key_at;
-        r->key_len = null_key || key_at < 0 ? 0 : key_len;
+        r->is_null = m.is_null;
+        r->value_at = m.value_at;
+        r->value_len = m.is_null ? 0 : (Py_ssize_t)m.payload_size;
+        r->key_at = m.null_key ? -1 : m.key_at;
+        r->key_len = m.null_key || m.key_at < 0 ? 0 : m.key_len;
         total_v += r->value_len;
         total_k += r->key_len;
     }
