@@ -42,8 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench import note, report
-from bench.spark import Timed as Run
-from bench.spark import _best, _interleaved, _server, _session
+from bench.spark import _best, _interleaved, _server, _session, cpu_goal_row
 from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
@@ -52,44 +51,7 @@ from offloader.store import open_store
 from offloader.units import parse_size
 
 GOAL_RATIO = 0.5
-GOAL_CPU = 1.15  # scan CPU <= 1.15 x (Spark's in-memory floor + the raw download)
 T0 = 1_700_000_000_000
-
-
-def _cpu_goal(name: str, scan: Run, floor: Run, download: Run, **extra: Any) -> None:
-    """One CPU row: the scan's tree CPU against floor + download (lower is better)."""
-    parts = (scan.tree_cpu_s, floor.tree_cpu_s, download.tree_cpu_s)
-    if any(p is None for p in parts):
-        note(f"{name}: no /proc here, no CPU figures")
-        return
-    ours, fl, dl = (float(p) for p in parts)  # type: ignore[arg-type]
-    machine = (scan.cpu_s, floor.cpu_s, download.cpu_s)
-    report(
-        name,
-        ours,
-        fl + dl,
-        "cpu_s",
-        higher_is_better=False,
-        scan_tree_cpu_s=ours,
-        floor_tree_cpu_s=fl,
-        download_tree_cpu_s=dl,
-        goal=GOAL_CPU,
-        goal_met=ours <= GOAL_CPU * (fl + dl),
-        scan_cpu_s=machine[0],
-        floor_cpu_s=machine[1],
-        download_cpu_s=machine[2],
-        machine_ratio=round(machine[0] / (machine[1] + machine[2]), 4)
-        if None not in machine and (machine[1] or 0) + (machine[2] or 0) > 0  # type: ignore[operator]
-        else None,
-        scan_roles_cpu_s=scan.roles,
-        floor_roles_cpu_s=floor.roles,
-        download_roles_cpu_s=download.roles,
-        scan_s=round(scan.seconds, 3),
-        floor_s=round(floor.seconds, 3),
-        download_s=round(download.seconds, 3),
-        baseline_is="Spark's in-memory floor for the same rows + raw boto3 download (2 threads)",
-        **extra,
-    )
 
 
 def _upload(endpoint: Any, bucket: str, args: argparse.Namespace) -> tuple[list[str], int, int]:
@@ -283,9 +245,9 @@ def main(argv: list[str]) -> int:
 
         raw = _best(args.repeat, download)
         assert raw.value == data_bytes, (raw.value, data_bytes)
-        _cpu_goal("pulsar_messages_cpu", ours, floors[0], raw, server=args.s3, rows=messages)
+        cpu_goal_row("pulsar_messages_cpu", ours, floors[0], raw, server=args.s3, rows=messages)
         entries = len_entries(messages, args.batch)
-        _cpu_goal("offloaded_ledger_cpu", base, floors[1], raw, server=args.s3, rows=entries)
+        cpu_goal_row("offloaded_ledger_cpu", base, floors[1], raw, server=args.s3, rows=entries)
     return 0
 
 

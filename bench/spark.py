@@ -206,40 +206,41 @@ def _timing_fields(ours: Timed, base: Timed) -> dict[str, Any]:
     }
 
 
-def _cpu_row(read_buffer: int, ours: Timed, floor: Timed, base: Timed, s3: str) -> None:
-    """The CPU goal: the scan's CPU seconds <= 1.15 x (the in-memory floor's + the download's),
-    judged on this process tree's CPU (other programs on a shared machine do not count); the
-    machine's busy seconds beside it."""
-    parts = (ours.tree_cpu_s, floor.tree_cpu_s, base.tree_cpu_s)
+def cpu_goal_row(name: str, scan: Timed, floor: Timed, download: Timed, **extra: Any) -> None:
+    """One CPU goal row: the scan's CPU seconds <= 1.15 x (the in-memory floor's + the
+    download's), judged on this process tree's CPU (other programs on a shared machine do not
+    count); the machine's busy seconds and each run's CPU by role beside it."""
+    parts = (scan.tree_cpu_s, floor.tree_cpu_s, download.tree_cpu_s)
     if any(p is None for p in parts):
-        note("bench spark: no /proc here, no CPU goal row")
+        note(f"{name}: no /proc here, no CPU goal row")
         return
-    scan, fl, dl = (float(p) for p in parts)  # type: ignore[arg-type]
-    machine = (ours.cpu_s, floor.cpu_s, base.cpu_s)
-    machine_ratio = None
-    if machine[0] is not None and machine[1] is not None and machine[2] is not None:
-        machine_ratio = round(machine[0] / max(0.01, machine[1] + machine[2]), 4)
+    ours, fl, dl = (float(p) for p in parts)  # type: ignore[arg-type]
+    machine = (scan.cpu_s, floor.cpu_s, download.cpu_s)
     report(
-        "spark_scan_cpu",
-        scan,
+        name,
+        ours,
         fl + dl,
         "cpu_s",
         higher_is_better=False,
-        s3=s3,
-        read_buffer=read_buffer,
-        scan_tree_cpu_s=scan,
+        scan_tree_cpu_s=ours,
         floor_tree_cpu_s=fl,
         download_tree_cpu_s=dl,
         goal=GOAL_CPU,
-        goal_met=scan <= GOAL_CPU * (fl + dl),
+        goal_met=ours <= GOAL_CPU * (fl + dl),
         scan_cpu_s=machine[0],
         floor_cpu_s=machine[1],
         download_cpu_s=machine[2],
-        machine_ratio=machine_ratio,
-        scan_roles_cpu_s=ours.roles,
+        machine_ratio=round(machine[0] / (machine[1] + machine[2]), 4)
+        if None not in machine and (machine[1] or 0) + (machine[2] or 0) > 0  # type: ignore[operator]
+        else None,
+        scan_roles_cpu_s=scan.roles,
         floor_roles_cpu_s=floor.roles,
-        download_roles_cpu_s=base.roles,
+        download_roles_cpu_s=download.roles,
+        scan_s=round(scan.seconds, 3),
+        floor_s=round(floor.seconds, 3),
+        download_s=round(download.seconds, 3),
         baseline_is="Spark's in-memory floor for the same rows + raw boto3 download (2 threads)",
+        **extra,
     )
 
 
@@ -416,7 +417,7 @@ def main(argv: list[str]) -> int:
             goal_ratio=GOAL_RATIO,
             **_timing_fields(ours, base),
         )
-        _cpu_row(read_buffer, ours, floor, base, args.s3)
+        cpu_goal_row("spark_scan_cpu", ours, floor, base, s3=args.s3, read_buffer=read_buffer)
         if rec["ratio"] is not None and rec["ratio"] < GOAL_RATIO:
             note(
                 f"bench spark: read_buffer {read_buffer}: ratio {rec['ratio']} is below the "
