@@ -180,7 +180,9 @@ def test_s3_readinto_resumes_after_a_dropped_connection(
 
 
 @pytest.mark.s3
-def test_s3_block_fetched_into_a_buffer_is_checked(s3_endpoint: S3Endpoint, s3_bucket: str) -> None:
+def test_s3_block_fetched_into_a_buffer_is_checked(
+    s3_endpoint: S3Endpoint, s3_bucket: str
+) -> None:
     payloads = [payload(900 + i % 7, seed=i) for i in range(600)]
     enc = encode_ledger(
         payloads,
