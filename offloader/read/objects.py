@@ -33,7 +33,6 @@ from offloader.errors import (
 from offloader.metadata.base import OffloadContext
 from offloader.read.prefetch import RangePrefetcher
 from offloader.store.base import GetResult, ObjectStore
-from offloader.store.ranges import read_into
 
 #: Pulsar retries the index GET and parse three times on I/O errors
 INDEX_GET_ATTEMPTS = 3
@@ -221,8 +220,7 @@ def fetch_block(
     With ``out`` (a writable buffer of at least the block's size, e.g. from
     :class:`offloader.spark.buffers.ReusableBuffers`) the chunks are copied into it and the
     block is returned as a view of its first bytes; otherwise as new bytes. ``prefetch=False``
-    reads on the caller's thread (:func:`_fetch_chunks_inline`), and with ``out`` reads into
-    ``out`` itself (on S3 from the socket: no bytes object in between, no copy).
+    reads on the caller's thread (:func:`_fetch_chunks_inline`).
     """
     if out is None:
         chunks: list[bytes] = []
@@ -231,9 +229,6 @@ def fetch_block(
     size = ref.end - ref.start
     if len(out) < size:
         raise ValueError(f"fetch_block: out holds {len(out)} bytes, block {ref.block} is {size}")
-    if not prefetch:  # read on this thread straight into ``out``: no bytes object per read
-        _fetch_chunks_inline(store, ref, read_buffer, None, into=out[:size])
-        return out[:size]
     filled = 0
 
     def copy(chunk: bytes) -> None:
@@ -305,47 +300,30 @@ def _fetch_chunks(
 
 
 def _fetch_chunks_inline(
-    store: ObjectStore,
-    ref: BlockRef,
-    read_buffer: int,
-    consume: Callable[[bytes], None] | None,
-    *,
-    into: memoryview | None = None,
+    store: ObjectStore, ref: BlockRef, read_buffer: int, consume: Callable[[bytes], None]
 ) -> None:
     """:func:`_fetch_chunks` without the read-ahead thread: for a caller that has nothing else
     to do while the bytes arrive (a Spark task: the other cores run the other tasks). The
     thread's hand-overs (a queue, its wake-ups, the GIL going back and forth per chunk) cost
-    about a third of the CPU a block read adds to the raw download of its bytes.
-
-    With ``into`` (exactly the block's size) each read lands in ``into`` itself
-    (:func:`~offloader.store.ranges.read_into`: S3's reader writes the socket's bytes there,
-    no bytes object, no copy) and the CRC32C is summed over them there; else each chunk read
-    goes to ``consume``. Same checks, same errors."""
+    about a third of the CPU a block read adds to the raw download of its bytes."""
     key = ref.data_key
     reader = None
     size = 0
     crc = 0
     summing = ref.crc32c is not None
-    step = max(1, read_buffer)
     try:
         reader = store.open_range(key, ref.start, ref.end)
         check_data_version(reader.metadata, key, f"offloaded ledger {ref.ledger_id}")
         left = min(ref.end, reader.size) - ref.start
         while left > 0:
-            want = min(step, left)
-            chunk: bytes | memoryview
-            if into is None:
-                chunk = reader.read(want)
-            else:
-                chunk = into[size : size + read_into(reader, into[size : size + want])]
+            chunk = reader.read(min(read_buffer, left))
             if not chunk:
                 break
             if summing:
                 crc = crc32c(chunk, crc)
             size += len(chunk)
             left -= len(chunk)
-            if consume is not None:
-                consume(chunk)  # type: ignore[arg-type]
+            consume(chunk)
     except ReadError as exc:
         if reader is not None and reader.size < ref.end:
             raise IndexInconsistentError(

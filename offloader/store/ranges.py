@@ -11,25 +11,21 @@ Backends supply an *opener*: ``opener(offset) -> (body, object size)`` makes the
 ``[offset, end)`` (translating its SDK's errors, and pinning the object's version, such as an
 S3 ``If-Match`` on the first answer's ETag, so a replaced object is never spliced into the
 bytes already returned). ``body.read(n)`` raises :class:`StoreUnavailable` for a transport
-failure (retried here) and any other ``StoreError`` for the rest (not retried). A body may
-also have ``readinto(view) -> int`` (S3's writes the socket's bytes straight into ``view``):
-:meth:`ResumingRangeReader.readinto` and :func:`read_into` use it, with the same retries.
+failure (retried here) and any other ``StoreError`` for the rest (not retried).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from offloader.errors import StoreError, StoreUnavailable
 from offloader.logs import get_logger
 
-__all__ = ["Body", "Opener", "ResumingRangeReader", "WrappedRangeReader", "read_into"]
+__all__ = ["Body", "Opener", "ResumingRangeReader", "WrappedRangeReader"]
 
 log = get_logger(__name__)
-
-_Got = TypeVar("_Got", bytes, int)
 
 
 class Body(Protocol):
@@ -39,20 +35,6 @@ class Body(Protocol):
 
 
 Opener = Callable[[int], tuple[Body, int]]
-
-
-def read_into(reader: Any, view: memoryview) -> int:
-    """Up to ``len(view)`` bytes of a :class:`~offloader.store.base.RangeReader` into
-    ``view`` (0 once its range is consumed): through its ``readinto`` when it has one (the S3
-    reader's goes from the socket to ``view``), else :meth:`read` and a copy."""
-    readinto = getattr(reader, "readinto", None)
-    if readinto is not None:
-        return int(readinto(view))
-    data: bytes = reader.read(len(view))
-    if len(data) > len(view):
-        raise StoreError(f"a ranged read asked for {len(view)} bytes, got {len(data)}")
-    view[: len(data)] = data
-    return len(data)
 
 
 class WrappedRangeReader:
@@ -127,43 +109,14 @@ class ResumingRangeReader:
         if n <= 0 or self._pos >= self._end:
             return b""
         n = min(n, self._end - self._pos)
-        data = self._retrying(lambda body: body.read(n), n)
-        self._pos += len(data)
-        return data
-
-    def readinto(self, view: memoryview) -> int:
-        """Like :meth:`read` into ``view`` (up to its length; 0 once the range is consumed):
-        with a body that has ``readinto``, no bytes object between the socket and ``view``."""
-        n = min(len(view), self._end - self._pos)
-        if n <= 0:
-            return 0
-        target = view[:n]
-
-        def fill(body: Body) -> int:
-            readinto = getattr(body, "readinto", None)
-            if readinto is not None:
-                return int(readinto(target))
-            data = body.read(n)
-            if len(data) > n:  # checked before the copy: never write past the range
-                raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
-            target[: len(data)] = data
-            return len(data)
-
-        got = self._retrying(fill, n)
-        self._pos += got
-        return got
-
-    def _retrying(self, attempt: Callable[[Body], _Got], n: int) -> _Got:
-        """``attempt(body)`` (bytes, or a count of bytes written), the body reopened from the
-        current position after a transport failure, at most ``attempts`` times in a row."""
         failures = 0
         while True:
             try:
                 body = self._body
                 if body is None:
                     body = self._reopen()
-                got = attempt(body)
-                if not got:
+                data = body.read(n)
+                if not data:
                     raise StoreUnavailable(
                         f"{self._what}: the body ended at offset {self._pos}, before {self._end}"
                     )
@@ -182,10 +135,10 @@ class ResumingRangeReader:
                     error=str(exc),
                 )
                 continue
-            size = got if isinstance(got, int) else len(got)
-            if size > n:  # a body must not give more than asked: never pass extra bytes
-                raise StoreError(f"{self._what}: asked for {n} bytes, got {size}")
-            return got
+            if len(data) > n:  # a body must not give more than asked: never pass extra bytes
+                raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
+            self._pos += len(data)
+            return data
 
     def _reopen(self) -> Body:
         body, size = self._opener(self._pos)
