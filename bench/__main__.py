@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "encode": "bench.encode",
     "pulsar_decode": "bench.pulsar_decode",
     "pulsar_scan": "bench.pulsar_scan",
+    "pulsar_stages": "bench.pulsar_stages",
     "offload": "bench.offload",
     "read": "bench.read",
     "spark": "bench.spark",
