@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # pyiceberg and pyarrow load on first use, not with the facad
     import pyarrow as pa
 
     from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
+    from offloader.export.iceberg_files import NewFile
 
 __all__ = [
     "IcebergRunner",
@@ -263,16 +264,16 @@ def _commit(
         for plan in pending:
             marks[plan.topic] = _advanced(plan, base.get(plan.topic), by_topic[plan.topic])
         props = watermark_properties(marks)
-        paths = [f"{table.location}/data/{f.path}" for p in pending for f in by_topic[p.topic]]
+        files = [_new_file(table, f) for p in pending for f in by_topic[p.topic]]
         try:
             crash_point("iceberg.before_commit")
-            table.commit_files(paths, schema, {RUN_KEY: run_id, **props}, props)
+            table.commit_files(files, schema, {RUN_KEY: run_id, **props}, props)
             crash_point("iceberg.after_commit")
             log.info(
                 "iceberg.committed",
                 table=table.target.url,
                 snapshot=table.snapshot_id,
-                files=len(paths),
+                files=len(files),
                 attempt=attempts,
             )
             break
@@ -302,6 +303,14 @@ def _commit(
         _report(table, plan, by_topic[plan.topic], conflicts.get(plan.topic), attempts)
         for plan in plans
     ]
+
+
+def _new_file(table: IcebergTable, f: WrittenFile) -> NewFile:
+    """The file as the commit takes it: its URI under the table's ``data/``, its size and the
+    footer its task reported (the commit reads no file back)."""
+    from offloader.export.iceberg_files import NewFile
+
+    return NewFile(f"{table.location}/data/{f.path}", f.size, f.footer)
 
 
 def _report(
