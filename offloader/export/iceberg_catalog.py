@@ -55,7 +55,14 @@ from offloader.export.iceberg_target import (
 )
 from offloader.logs import get_logger
 
-__all__ = ["SORT_COLUMNS", "TABLE_PROPERTIES", "IcebergCatalog", "IcebergTable", "open_catalog"]
+__all__ = [
+    "SORT_COLUMNS",
+    "TABLE_PROPERTIES",
+    "CatalogPool",
+    "IcebergCatalog",
+    "IcebergTable",
+    "open_catalog",
+]
 
 log = get_logger(__name__)
 
@@ -209,6 +216,33 @@ class IcebergCatalog:
         close = getattr(io, "close", None)
         if close is not None:
             close()
+
+
+class CatalogPool:
+    """Catalogs kept open across the export runs of one process (one per target: its
+    SQLAlchemy engine, its FileIO and their connections), so a run does not open and close
+    the catalog again; closed with the facade. A run that fails drops its target's catalog
+    (:meth:`discard`: the next run opens it anew). Each run still loads the table itself: the
+    pool keeps connections, never a table's state."""
+
+    def __init__(self) -> None:
+        self._open: dict[IcebergTarget, IcebergCatalog] = {}
+
+    def get(self, target: IcebergTarget) -> IcebergCatalog:
+        catalog = self._open.get(target)
+        if catalog is None:
+            catalog = self._open[target] = open_catalog(target)
+        return catalog
+
+    def discard(self, target: IcebergTarget) -> None:
+        catalog = self._open.pop(target, None)
+        if catalog is not None:
+            catalog.close()
+
+    def close(self) -> None:
+        open_, self._open = self._open, {}
+        for catalog in open_.values():
+            catalog.close()
 
 
 @dataclass(frozen=True)
