@@ -109,6 +109,7 @@ def test_datafiles_from_footers_equal_what_add_files_computes(exported: Any) -> 
         table = catalog.load()
         assert table is not None
         ours = _committed(table)
+        summary = table.current_summary()
         paths = sorted(ours)
         assert len(paths) == len(written)
         partitions = {f["partition"] for f in ours.values()}
@@ -133,6 +134,11 @@ def test_datafiles_from_footers_equal_what_add_files_computes(exported: Any) -> 
         tx.commit_transaction()
         twin.refresh()
         assert _committed(twin) == ours  # spec ids included
+        # and the snapshot pyiceberg wrote around them says the same
+        counts = [k for k in twin.current_summary() if k.startswith(("added-", "total-"))]
+        assert len(counts) >= 6
+        theirs_summary = twin.current_summary()
+        assert {k: summary[k] for k in counts} == {k: theirs_summary[k] for k in counts}
         for fields in ours.values():  # the bounds are there, not empty maps
             assert fields["lower_bounds"] and fields["upper_bounds"]
             assert fields["record_count"] > 0 and fields["null_value_counts"]
