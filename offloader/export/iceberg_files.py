@@ -1,18 +1,19 @@
 """The Iceberg ``DataFile`` of each file an export run wrote, from the footer its task reported.
 
 pyiceberg's ``add_files`` opens every file to read its Parquet footer, one round trip per file
-on the driver (a GET of the footer on S3). The export's tasks had that footer in hand when they
-wrote the file (pyarrow's ``FileMetaData``, carried back in
-:class:`~offloader.export.plan.WrittenFile`), so the driver builds each ``DataFile`` from it with
-pyiceberg's own helpers, as ``add_files`` does (``pyiceberg.io.pyarrow.parquet_file_to_data_file``):
-the file's Arrow schema checked against the table's (once per distinct schema), the column
-statistics (``data_file_statistics_from_parquet_metadata``, with the table's metrics plan
-computed once per commit, not once per file), the partition inferred from the bounds of each
-partition field's source column (a file whose rows span two partitions is refused, as
-``add_files`` refuses it), and the size the task wrote. A file whose footer is not known is read
-as ``add_files`` reads it. We write no Iceberg metadata: pyiceberg's snapshot producer writes
-the manifests from these ``DataFile`` values. Errors are pyiceberg's (``ValueError``), translated by
-the caller (:mod:`offloader.export.iceberg_catalog`).
+on the driver (a GET of the footer on S3), and recomputes the table's statistics plan for each.
+The export's tasks had that footer in hand when they wrote the file (pyarrow's
+``FileMetaData``, carried back in :class:`~offloader.export.plan.WrittenFile`), so the driver
+builds each ``DataFile`` from it with pyiceberg's own helpers, as ``add_files`` does
+(``pyiceberg.io.pyarrow.parquet_file_to_data_file``): the file's Arrow schema checked against
+the table's (once per distinct schema), the column statistics
+(``data_file_statistics_from_parquet_metadata``, with the table's metrics plan computed once
+per commit), the partition inferred from the bounds of each partition field's source column
+(a file whose rows span two partitions is refused, as ``add_files`` refuses it), and the size
+the task wrote. A file whose footer is not known is read as ``add_files`` reads it. We write
+no Iceberg metadata: pyiceberg's snapshot producer writes the manifests from these
+``DataFile`` values. Errors are pyiceberg's (``ValueError``), translated by the caller
+(:mod:`offloader.export.iceberg_catalog`).
 """
 
 from __future__ import annotations
