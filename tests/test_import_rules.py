@@ -95,8 +95,13 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
     "prometheus_client": ("offloader.metrics.prometheus",),
-    # the catalog and table calls (errors translated there) and the FileIO pyiceberg loads
-    "pyiceberg": ("offloader.export.iceberg_catalog", "offloader.export.iceberg_fileio"),
+    # the catalog and table calls (errors translated there), the FileIO pyiceberg loads, and
+    # the DataFiles of a run's files built from their footers with pyiceberg's helpers
+    "pyiceberg": (
+        "offloader.export.iceberg_catalog",
+        "offloader.export.iceberg_fileio",
+        "offloader.export.iceberg_files",
+    ),
 }
 
 #: modules inside a backend package that decide without I/O: they import no SDK (sqlite3,

@@ -61,7 +61,8 @@ from offloader.naming import TopicName
 if TYPE_CHECKING:  # pyiceberg and pyarrow load on first use, not with the facade
     import pyarrow as pa
 
-    from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
+    from offloader.export.iceberg_catalog import CatalogPool, IcebergCatalog, IcebergTable
+    from offloader.export.iceberg_files import NewFile
 
 __all__ = [
     "IcebergRunner",
@@ -166,11 +167,13 @@ def run_iceberg_export(
     *,
     kafka: KafkaMetadataStore | None = None,
     foreign: Collection[str] = (),
+    catalogs: CatalogPool | None = None,
 ) -> list[IcebergTopicReport]:
     """One run. ``kafka``: the topics are Kafka topics (their remote segments), each partition
     a stream of its own keyed ``kafka:<topic>:<partition>`` (positions ``(partition, offset)``).
     ``foreign``: topics another broker owns (a shared store), exported only as far as their
-    ledgers are offloaded (:func:`~offloader.export.plan.topic_plan`)."""
+    ledgers are offloaded (:func:`~offloader.export.plan.topic_plan`). ``catalogs``: the
+    catalogs the caller keeps open across runs (default: the run opens and closes its own)."""
     if kafka is None:
         names = sorted({str(TopicName.parse(t)) for t in topics})
     else:
@@ -185,7 +188,8 @@ def run_iceberg_export(
     from offloader.export.iceberg_catalog import open_catalog
 
     target = iceberg_target(spec, home)
-    catalog = open_catalog(target)
+    catalog = catalogs.get(target) if catalogs is not None else open_catalog(target)
+    done = False
     try:
         table = open_table(catalog, spec, runner.arrow_schema, kafka=kafka is not None)
         base = table.watermarks()
@@ -207,9 +211,14 @@ def run_iceberg_export(
         plans, written, past = hold_back(plans, runner.write(todo) if todo else [])
         if past:  # files written past a held chunked message: not committed, removed
             remove_past(ExportTarget(target_spec(with_target(spec, table.data_url))), past)
-        return _commit(table, runner.arrow_schema(), plans, base, written)
+        reports = _commit(table, runner.arrow_schema(), plans, base, written)
+        done = True
+        return reports
     finally:
-        catalog.close()
+        if catalogs is None:
+            catalog.close()
+        elif not done:  # the next run opens the catalog anew
+            catalogs.discard(target)
 
 
 def _kafka_plans(
@@ -263,16 +272,16 @@ def _commit(
         for plan in pending:
             marks[plan.topic] = _advanced(plan, base.get(plan.topic), by_topic[plan.topic])
         props = watermark_properties(marks)
-        paths = [f"{table.location}/data/{f.path}" for p in pending for f in by_topic[p.topic]]
+        files = [_new_file(table, f) for p in pending for f in by_topic[p.topic]]
         try:
             crash_point("iceberg.before_commit")
-            table.commit_files(paths, schema, {RUN_KEY: run_id, **props}, props)
+            table.commit_files(files, schema, {RUN_KEY: run_id, **props}, props)
             crash_point("iceberg.after_commit")
             log.info(
                 "iceberg.committed",
                 table=table.target.url,
                 snapshot=table.snapshot_id,
-                files=len(paths),
+                files=len(files),
                 attempt=attempts,
             )
             break
@@ -302,6 +311,14 @@ def _commit(
         _report(table, plan, by_topic[plan.topic], conflicts.get(plan.topic), attempts)
         for plan in plans
     ]
+
+
+def _new_file(table: IcebergTable, f: WrittenFile) -> NewFile:
+    """The file as the commit takes it: its URI under the table's ``data/``, its size and the
+    footer its task reported (the commit reads no file back)."""
+    from offloader.export.iceberg_files import NewFile
+
+    return NewFile(f"{table.location}/data/{f.path}", f.size, f.footer)
 
 
 def _report(

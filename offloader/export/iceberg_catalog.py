@@ -4,8 +4,10 @@ catalogs and tables, and translates their errors into :class:`~offloader.errors.
 pyiceberg writes every metadata file (we write none): the table is created in one transaction
 (schema from the export's Arrow columns, partition spec ``identity(topic)`` + ``day`` or
 ``hour`` of the time column, sort order ``ledger_id, entry_id, batch_index``, zstd Parquet),
-and a run's files are committed in one transaction (schema union by name, ``add_files`` with
-the run's snapshot summary, the watermark properties). pyiceberg's own commit retry, which
+and a run's files are committed in one transaction (schema union by name, the files appended
+as ``add_files`` appends them, each file's ``DataFile`` built from the footer its task
+reported (:mod:`offloader.export.iceberg_files`), the run's snapshot summary, the watermark
+properties). pyiceberg's own commit retry, which
 would re-apply an append on a newer snapshot without looking at our watermarks, is off
 (``commit.retry.num-retries=0``): a conflict comes back as
 :class:`~offloader.errors.IcebergConflict` and the run decides (:mod:`offloader.export.iceberg`).
@@ -29,9 +31,11 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
+from pyiceberg.utils.properties import property_as_bool
 
 from offloader.errors import (
     ConfigError,
@@ -41,6 +45,7 @@ from offloader.errors import (
     OffloaderError,
 )
 from offloader.export.iceberg_fileio import ENDPOINT, REGION
+from offloader.export.iceberg_files import NewFile, data_files
 from offloader.export.iceberg_target import (
     RUN_KEY,
     SETTINGS_KEY,
@@ -51,7 +56,14 @@ from offloader.export.iceberg_target import (
 )
 from offloader.logs import get_logger
 
-__all__ = ["SORT_COLUMNS", "TABLE_PROPERTIES", "IcebergCatalog", "IcebergTable", "open_catalog"]
+__all__ = [
+    "SORT_COLUMNS",
+    "TABLE_PROPERTIES",
+    "CatalogPool",
+    "IcebergCatalog",
+    "IcebergTable",
+    "open_catalog",
+]
 
 log = get_logger(__name__)
 
@@ -142,6 +154,25 @@ def _time_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
     return kind
 
 
+class _Transaction(Transaction):
+    """pyiceberg's transaction, whose ``table_metadata`` (the table's metadata with the staged
+    updates applied, which pyiceberg recomputes and deep-copies on every access: some 18
+    accesses in one append, a quarter of the commit's CPU) is computed once per table metadata
+    and set of staged updates. pyiceberg's metadata models are frozen and none of its callers
+    changes the object returned; a new update or a commit makes the next access recompute."""
+
+    _seen: tuple[TableMetadata, tuple[Any, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        seen = self._seen
+        base, updates = self._table.metadata, self._updates
+        if seen is None or seen[0] is not base or seen[1] is not updates:
+            compute = Transaction.table_metadata.fget  # type: ignore[attr-defined]
+            seen = self._seen = (base, updates, compute(self))
+        return seen[2]
+
+
 class IcebergCatalog:
     def __init__(self, catalog: Catalog, target: IcebergTarget) -> None:
         self._catalog = catalog
@@ -205,6 +236,33 @@ class IcebergCatalog:
         close = getattr(io, "close", None)
         if close is not None:
             close()
+
+
+class CatalogPool:
+    """Catalogs kept open across the export runs of one process (one per target: its
+    SQLAlchemy engine, its FileIO and their connections), so a run does not open and close
+    the catalog again; closed with the facade. A run that fails drops its target's catalog
+    (:meth:`discard`: the next run opens it anew). Each run still loads the table itself: the
+    pool keeps connections, never a table's state."""
+
+    def __init__(self) -> None:
+        self._open: dict[IcebergTarget, IcebergCatalog] = {}
+
+    def get(self, target: IcebergTarget) -> IcebergCatalog:
+        catalog = self._open.get(target)
+        if catalog is None:
+            catalog = self._open[target] = open_catalog(target)
+        return catalog
+
+    def discard(self, target: IcebergTarget) -> None:
+        catalog = self._open.pop(target, None)
+        if catalog is not None:
+            catalog.close()
+
+    def close(self) -> None:
+        open_, self._open = self._open, {}
+        for catalog in open_.values():
+            catalog.close()
 
 
 @dataclass(frozen=True)
@@ -286,23 +344,44 @@ class IcebergTable:
 
     def commit_files(
         self,
-        paths: Sequence[str],
+        files: Sequence[NewFile | str],
         schema: pa.Schema,
         summary: Mapping[str, str],
         properties: Mapping[str, str],
     ) -> None:
         """One transaction on the snapshot this table was loaded at: the schema's new fields
-        (union by name), ``paths`` as data files with ``summary`` in the snapshot's summary,
-        and ``properties``. :class:`IcebergConflict` when another commit came first."""
+        (union by name), ``files`` as data files with ``summary`` in the snapshot's summary,
+        and ``properties``. :class:`IcebergConflict` when another commit came first.
+
+        Each file's ``DataFile`` is built from the footer its task reported
+        (:mod:`offloader.export.iceberg_files`: what ``add_files`` computes, without reading
+        the file); a file given by its path alone is read, as ``add_files`` does."""
         what = f"commit to {self.target.url}"
-        tx = self._table.transaction()
+        news = [NewFile(f, 0) if isinstance(f, str) else f for f in files]
+        tx = _Transaction(self._table)
         self._union(tx, schema)
         with _translated(what):
-            tx.set_properties(dict(properties))
-            if paths:
-                tx.add_files(
-                    list(paths), snapshot_properties=dict(summary), check_duplicate_files=False
+            props = dict(properties)
+            if news:  # what add_files sets first: files without field ids are read by name
+                staged = tx.table_metadata
+                if staged.name_mapping() is None:
+                    mapping = staged.schema().name_mapping.model_dump_json()
+                    props[TableProperties.DEFAULT_NAME_MAPPING] = mapping
+            if props:
+                tx.set_properties(props)
+            if news:
+                metadata = tx.table_metadata
+                added = data_files(metadata, self._table.io, news)
+                update = tx.update_snapshot(snapshot_properties=dict(summary))
+                merge = property_as_bool(
+                    metadata.properties,
+                    TableProperties.MANIFEST_MERGE_ENABLED,
+                    TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT,
                 )
+                append = update.merge_append() if merge else update.fast_append()
+                with append:
+                    for data_file in added:
+                        append.append_data_file(data_file)
             self._table = tx.commit_transaction()
 
     def _union(self, tx: Any, schema: pa.Schema) -> None:

@@ -118,7 +118,11 @@ class RangeTask:
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """A complete file a task wrote (its name is ``path``, relative to the target root)."""
+    """A complete file a task wrote (its name is ``path``, relative to the target root).
+
+    ``footer``: the file's Parquet footer as pyarrow wrote it (a ``_metadata`` file's bytes:
+    ``pyarrow.parquet.read_metadata`` reads it), from which an Iceberg commit builds the
+    file's ``DataFile`` without reading the file back (empty: not known, the file is read)."""
 
     topic: str
     path: str
@@ -129,6 +133,7 @@ class WrittenFile:
     invalid_rows: int
     size: int
     max_publish_ms: int | None
+    footer: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from offloader.runtime import Runtime
 from offloader.service import ServiceState
 from offloader.topics.managed_ledger import ManagedLedger
 
-if TYPE_CHECKING:
-    pass
+if TYPE_CHECKING:  # pyiceberg loads with the first Iceberg export, not with the facade
+    from offloader.export.iceberg_catalog import CatalogPool
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -38,6 +38,8 @@ class FacadeBase:
         self._kafka: KafkaTier | None = None
         self._exports: ExportMetadataStore | None = None
         self._spark: object | None = None
+        #: the Iceberg catalogs exports opened, kept open across runs (closed with the facade)
+        self._iceberg_catalogs: CatalogPool | None = None
 
     @property
     def runtime(self) -> Runtime:
@@ -53,6 +55,8 @@ class FacadeBase:
                 self._kafka.close()
             if self._exports is not None:
                 self._exports.close()
+            if self._iceberg_catalogs is not None:
+                self._iceberg_catalogs.close()
             self._rt.meta.close()
         finally:
             self._rt.store.close()

@@ -45,6 +45,7 @@ from offloader.metadata import (
 from offloader.service import run as run_service_loop
 
 if TYPE_CHECKING:
+    from offloader.export.iceberg_catalog import CatalogPool
     from offloader.spark.export_kafka import KafkaRunner
 
 log = get_logger(__name__)
@@ -288,6 +289,7 @@ class ExportFacade(ServiceFacade):
                 list(topics),
                 runner,
                 kafka=self.kafka().ctx.meta,
+                catalogs=self._catalog_pool(),
             )
         # a shared PostgreSQL store: the tasks read every broker's ledgers through its URL
         url = self._rt.metadata_url
@@ -305,7 +307,16 @@ class ExportFacade(ServiceFacade):
             list(topics),
             runner,
             foreign=self._foreign_topics(),
+            catalogs=self._catalog_pool(),
         )
+
+    def _catalog_pool(self) -> CatalogPool:
+        """The Iceberg catalogs this facade's exports keep open across runs."""
+        if self._iceberg_catalogs is None:
+            from offloader.export.iceberg_catalog import CatalogPool
+
+            self._iceberg_catalogs = CatalogPool()
+        return self._iceberg_catalogs
 
     def iceberg_target(
         self,

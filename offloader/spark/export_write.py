@@ -14,7 +14,8 @@ past ``max_file_size`` bytes of Arrow data), named by :mod:`offloader.export.nam
 file is written under a temporary name, fsynced and renamed; an S3 object is written by
 pyarrow's S3 writer under a temporary name, then copied to its name (spec/export.md, "S3
 writes"). Every file is complete when the task returns its
-:class:`~offloader.export.plan.WrittenFile`.
+:class:`~offloader.export.plan.WrittenFile`, which carries the file's size and its Parquet
+footer as pyarrow wrote it (what an Iceberg commit needs to describe the file: no read back).
 """
 
 from __future__ import annotations
@@ -260,16 +261,25 @@ def _splits(table: pa.Table, max_bytes: int, entry_column: str) -> Iterator[pa.T
     yield table.slice(at)
 
 
-def _write_s3(fs: Any, path: str, table: pa.Table) -> int:
+def _footer(collected: list[Any]) -> bytes:
+    """The footer pyarrow just wrote (its ``FileMetaData``) as a Parquet ``_metadata`` file's
+    bytes: what the driver builds the file's Iceberg ``DataFile`` from without reading it."""
+    out = pa.BufferOutputStream()
+    collected[-1].write_metadata_file(out)
+    return bytes(out.getvalue().to_pybytes())
+
+
+def _write_s3(fs: Any, path: str, table: pa.Table) -> tuple[int, bytes]:
     """pyarrow's S3 writer: the file under a temporary name (a small one in one PUT, a large
     one in parts), then copied to its name (CopyObject: the name appears complete or not at
     all) and the temporary object deleted. A kill leaves the temporary object or an unfinished
     upload, both removed by the next run's cleanup; an error here deletes it."""
     directory, _, name = path.rpartition("/")
     tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+    collected: list[Any] = []
     try:
         with fs.open_output_stream(tmp) as out:
-            pq.write_table(table, out, compression="zstd")
+            pq.write_table(table, out, compression="zstd", metadata_collector=collected)
             size = int(out.tell())
         crash_point("export.before_put")
         fs.move(tmp, path)  # CopyObject, then DeleteObject of the temporary name
@@ -282,19 +292,21 @@ def _write_s3(fs: Any, path: str, table: pa.Table) -> int:
             fs.delete_file(tmp)
         raise
     crash_point("export.after_file")
-    return size
+    return size, _footer(collected)
 
 
-def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
+def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> tuple[int, bytes]:
+    """Write ``table`` as the file ``relative``; its size and its footer (:func:`_footer`)."""
     path = conf.target.path(relative)
     if conf.target.is_s3:
         return _write_s3(fs, path, table)
     directory, _, name = path.rpartition("/")
     os.makedirs(directory, exist_ok=True)
     tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
+    collected: list[Any] = []
     try:
         with open(tmp, "wb") as f:
-            pq.write_table(table, f, compression="zstd")
+            pq.write_table(table, f, compression="zstd", metadata_collector=collected)
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()
@@ -310,7 +322,7 @@ def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> int:
     finally:
         os.close(fd)
     crash_point("export.after_file")
-    return size
+    return size, _footer(collected)
 
 
 def write_range_task(
@@ -368,7 +380,7 @@ def _write_groups(
             name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
             relative = f"{directory}/{name}"
             piece = _file_rows(piece, ledger_id)
-            size = _write(conf, fs, relative, piece)
+            size, footer = _write(conf, fs, relative, piece)
             top = pc.max(piece.column(conf.publish_column)).value
             out.append(
                 WrittenFile(
@@ -381,6 +393,7 @@ def _write_groups(
                     piece.num_rows if bucket is None else 0,
                     size,
                     None if top is None else int(top) // 1000,
+                    footer,
                 )
             )
     return out

@@ -34,7 +34,7 @@ def test_pyarrow_s3_writer_puts_complete_files(
     fs = spec.open()
     assert {k: os.environ.get(k) for k in CHECKSUM_ENV} == CHECKSUM_ENV
     path = spec.path("topic=t/dt=2025-06-15/g1-0-0-1-2025-06-15.parquet")
-    written = _write_s3(fs, path, table)
+    written, footer = _write_s3(fs, path, table)
     client = s3_endpoint.client()
     # pyarrow keeps the temporary name's directory as an empty "dir/" marker object
     listed = client.list_objects_v2(Bucket=bucket, Prefix="lake/")["Contents"]
@@ -44,3 +44,6 @@ def test_pyarrow_s3_writer_puts_complete_files(
     assert all(o["Size"] == 0 for o in listed if o["Key"].endswith("/"))
     assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads")
     assert pq.read_table(path, filesystem=fs).equals(table)
+    # the footer the task reports (an Iceberg commit's DataFile) is the object's own
+    stored = pq.ParquetFile(path, filesystem=fs).metadata
+    assert pq.read_metadata(pa.BufferReader(footer)).equals(stored)
