@@ -27,7 +27,7 @@ from offloader.spark.message_columns import MessageColumns
 from offloader.spark.plan import BlockTask, Task
 from offloader.spark.tasks import CountingStore, executor_store, read_task, task_store
 
-__all__ = ["EntryRecord", "block_records", "kept_runs"]
+__all__ = ["EntryRecord", "block_records", "kept_runs", "packed_records"]
 
 #: an entry left to the per-entry path: ``(ledger_id, entry_id, payload)``
 EntryRecord = tuple[int, int, bytes]
@@ -42,8 +42,17 @@ def block_records(
         for _topic, ledger_id, entry_id, payload in read_task(task, entry_filter):
             yield ledger_id, entry_id, payload
         return
-    packed = _packed_block(task)
-    ledger_id, first = task.ref.ledger_id, packed.first_entry_id
+    yield from packed_records(_packed_block(task), task.ref.ledger_id, entry_filter, rows)
+
+
+def packed_records(
+    packed: PackedEntries,
+    ledger_id: int,
+    entry_filter: EntryFilter | None,
+    rows: MessageColumns,
+) -> Iterator[EntryRecord | None]:
+    """:func:`block_records` for a block already packed (in memory; no I/O)."""
+    first = packed.first_entry_id
     ends = packed.offsets_view()
     for start, stop in kept_runs(first, packed.count, entry_filter):
         i = start
@@ -60,7 +69,7 @@ def kept_runs(
     first_entry_id: int, count: int, entry_filter: EntryFilter | None
 ) -> list[tuple[int, int]]:
     """The index ranges ``[start, stop)`` of the ``count`` entries from ``first_entry_id`` on
-    that ``entry_filter`` keeps (entry ids are contiguous: the kept ones are one range)."""
+    that ``entry_filter`` keeps: runs of consecutive kept entries (one run without a filter)."""
     if entry_filter is None or not entry_filter.filters_entries:
         return [(0, count)] if count else []
     keep = [i for i in range(count) if entry_filter.keeps_entry(first_entry_id + i)]

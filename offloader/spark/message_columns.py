@@ -491,5 +491,6 @@ def _fixed(kind: pa.DataType, n: int, values: array[Any] | bytearray) -> pa.Arra
 def _timestamps(ms: pa.Array) -> pa.Array:
     """Milliseconds (NULL: unset) as microsecond timestamps; one past Spark's range is NULL."""
     if len(ms) and (pc.max(ms).as_py() or 0) > _MAX_MS:
-        ms = pc.if_else(pc.greater(ms, _MAX_MS), pa.scalar(None, ms.type), ms)
+        # the bound as the column's own type: a uint64 past INT64_MAX does not cast to int64
+        ms = pc.if_else(pc.greater(ms, pa.scalar(_MAX_MS, ms.type)), pa.scalar(None, ms.type), ms)
     return pc.multiply(ms.cast(pa.int64()), _MS).cast(_TS)
