@@ -365,13 +365,14 @@ static int split_rows(StrCache *sc, const unsigned char *p, Py_ssize_t pos, Py_s
         if (m.compacted) { Py_XDECREF(ptuple); continue; }
         uint64_t s = m.has_seq ? m.seq : base_seq + (uint64_t)index;
         if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) { Py_XDECREF(ptuple); return 1; }
-        if (ptuple == NULL) ptuple = Py_NewRef(lz->empty);
         Py_ssize_t at = before + out;
-        if (lazy_append(&lz->prop, at, ptuple, lz->empty) ||
-            lazy_append(&lz->event, at, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None) ||
-            lazy_append(&lz->ord, at, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) {
-            return 2;
-        }
+        /* a list is only touched once a row has a value for it */
+        if ((ptuple != NULL || lz->prop != NULL) &&
+            lazy_append(&lz->prop, at, ptuple != NULL ? ptuple : Py_NewRef(lz->empty), lz->empty)) return 2;
+        if ((m.event || lz->event != NULL) &&
+            lazy_append(&lz->event, at, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None)) return 2;
+        if ((m.ord_at >= 0 || lz->ord != NULL) &&
+            lazy_append(&lz->ord, at, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) return 2;
         Row *r = &rows[out++];
         r->index = index;
         r->seq = (int64_t)s;
