@@ -119,11 +119,11 @@ static PyObject *key_value(StrCache *sc, const unsigned char *p, Py_ssize_t pos,
 
 /* the KeyValues at[0..n) (each at[i], len[i]) -> a new tuple; NULL: bad (error set if 2) */
 static PyObject *kv_tuple(StrCache *sc, const unsigned char *p, const Py_ssize_t *at,
-                          const Py_ssize_t *len, Py_ssize_t n, int *failed) {
+                          const Py_ssize_t *len, Py_ssize_t n, int strict, int *failed) {
     PyObject *t = PyTuple_New(n);
     if (t == NULL) { *failed = 2; return NULL; }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *kv = key_value(sc, p, at[i], at[i] + len[i], 0);
+        PyObject *kv = key_value(sc, p, at[i], at[i] + len[i], strict);
         if (kv == NULL) { Py_DECREF(t); *failed = PyErr_Occurred() ? 2 : 1; return NULL; }
         PyTuple_SET_ITEM(t, i, kv);
     }
@@ -210,7 +210,7 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
         Single m;
         if (parse_single(&c, end, &m)) { failed = 1; goto done; }
         /* the Python twin checks the properties and the key of compacted messages too */
-        PyObject *ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
+        PyObject *ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, 0, &failed);
         if (ptuple == NULL) goto done;
         PyObject *key = Py_None;
         if (m.key_at >= 0) {
@@ -358,7 +358,7 @@ static int split_rows(StrCache *sc, const unsigned char *p, Py_ssize_t pos, Py_s
         /* the properties and the key of compacted messages are checked too (as the twin) */
         PyObject *ptuple = NULL;
         if (m.nprops) {
-            ptuple = kv_tuple(sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
+            ptuple = kv_tuple(sc, p, m.prop_at, m.prop_len, m.nprops, 0, &failed);
             if (ptuple == NULL) return failed;
         }
         if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) { Py_XDECREF(ptuple); return 1; }
@@ -595,8 +595,8 @@ done:
  * ("ledger:entry:partition:index"), first entry id (int64; only with first_entries).
  * ordering, properties, event_time: lists of the rows added, None when all unset.
  * It stops before the first entry it leaves to the Python path (anything but an uncompressed,
- * unencrypted batch that is no chunk and no marker, or any malformed input: the Python path
- * raises the typed error), with nothing of that entry appended, or after the entry that takes
+ * unencrypted batch or single message that is no chunk and no marker, or any malformed input:
+ * the Python path raises the typed error), with nothing of that entry appended, or after the entry that takes
  * the rows added to max_rows or the value bytes (cols[4]) to max_bytes. next: the index of the
  * first entry not taken. */
 #define BLOCK_COLS 16
@@ -608,6 +608,11 @@ typedef struct {
     uint64_t seq, publish;
     int64_t count;
     int have, batch, special;  /* have: bit 1 producer, 2 sequence id, 4 publish time */
+    /* what a single (not batched) message's row takes from its MessageMetadata */
+    Py_ssize_t key_at, key_len, ord_at, ord_len, nprops;
+    Py_ssize_t prop_at[MAX_PROPS], prop_len[MAX_PROPS];
+    uint64_t event;
+    int null_key, null_value;
 } EntryMd;
 
 /* a KeyValue of MessageMetadata as key_value(strict) accepts it, without making objects */
@@ -633,7 +638,7 @@ static int kv_ok(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end) {
 static int entry_md(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, EntryMd *m) {
     Cur c = {p, pos, end};
     memset(m, 0, sizeof *m);
-    m->sv_at = -1;
+    m->sv_at = -1; m->key_at = -1; m->ord_at = -1;
     while (c.pos < end) {
         uint64_t tag, v = 0;
         Py_ssize_t at = 0, len = 0;
@@ -664,6 +669,15 @@ static int entry_md(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Entr
         case 8: if (v != 0) m->special = 1; break;          /* compressed */
         case 11: m->count = (int32_t)(int64_t)v; m->batch = 1; break;
         case 16: m->sv_at = at; m->sv_len = len; break;
+        case 4:
+            if (m->nprops == MAX_PROPS) return 1;
+            m->prop_at[m->nprops] = at; m->prop_len[m->nprops] = len; m->nprops++;
+            break;
+        case 6: m->key_at = at; m->key_len = len; break;
+        case 12: m->event = v; break;
+        case 18: m->ord_at = at; m->ord_len = len; break;
+        case 25: m->null_value = v != 0; break;
+        case 30: m->null_key = v != 0; break;
         case 20: case 26: case 27: m->special = 1; break;   /* a marker, maybe a chunk */
         }
     }
@@ -753,10 +767,42 @@ static int write_entry_cols(PyObject **ba, const Row *rows, Py_ssize_t n, int64_
     return 0;
 }
 
+/* the length of v in decimal (a minus sign included) */
 static int digits(Py_ssize_t v) {
     int d = 1;
+    if (v < 0) { d++; v = -v; }
     while (v >= 10) { v /= 10; d++; }
     return d;
+}
+
+/* the one row of a single (not batched) message: as split_rows, from the entry's
+ * MessageMetadata (strict properties) and its whole payload p[payload, end) */
+static int single_row(StrCache *sc, const unsigned char *p, const EntryMd *m, Py_ssize_t payload,
+                      Py_ssize_t end, Row *r, Lazy *lz, Py_ssize_t before, Py_ssize_t *tv,
+                      Py_ssize_t *tk) {
+    int failed = 0;
+    if (m->seq > (uint64_t)INT64_MAX) return 1;  /* NULL in the column: the Python path */
+    PyObject *ptuple = NULL;
+    if (m->nprops) {
+        ptuple = kv_tuple(sc, p, m->prop_at, m->prop_len, m->nprops, 1, &failed);
+        if (ptuple == NULL) return failed;
+    }
+    if ((ptuple != NULL || lz->prop != NULL) &&
+        lazy_append(&lz->prop, before, ptuple != NULL ? ptuple : Py_NewRef(lz->empty), lz->empty)) return 2;
+    if ((m->event || lz->event != NULL) &&
+        lazy_append(&lz->event, before, m->event ? PyLong_FromUnsignedLongLong(m->event) : Py_NewRef(Py_None), Py_None)) return 2;
+    if ((m->ord_at >= 0 || lz->ord != NULL) &&
+        lazy_append(&lz->ord, before, m->ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m->ord_at, m->ord_len) : Py_NewRef(Py_None), Py_None)) return 2;
+    r->index = -1;
+    r->seq = (int64_t)m->seq;
+    r->is_null = m->null_value;
+    r->value_at = payload;
+    r->value_len = m->null_value ? 0 : end - payload;
+    r->key_at = m->null_key ? -1 : m->key_at;
+    r->key_len = r->key_at < 0 ? 0 : m->key_len;
+    *tv = r->value_len;
+    *tk = r->key_len;
+    return 0;
 }
 
 static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
@@ -795,8 +841,9 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
         const unsigned char *p = base;  /* positions are from the start of data */
         Py_ssize_t end = b, payload;
         EntryMd m;
-        if (entry_head(p, a, end, &m, &payload) || m.special || !m.batch || m.count < 0 ||
-            m.count > (end - payload) / 4 + 1 || m.publish > MAX_PUBLISH_MS) break;
+        if (entry_head(p, a, end, &m, &payload) || m.special || m.publish > MAX_PUBLISH_MS ||
+            (m.batch && (m.count < 0 || m.count > (end - payload) / 4 + 1))) break;
+        if (!m.batch) m.count = 1;  /* a single message: one row */
         if (m.count > cap) {
             cap = m.count > 2 * cap ? m.count : 2 * cap;
             Row *grown = PyMem_Realloc(rows, sizeof(Row) * (size_t)cap);
@@ -804,7 +851,9 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             rows = grown;
         }
         Py_ssize_t n = 0, tv = 0, tk = 0;
-        int r = split_rows(&sc, p, payload, end, m.count, m.seq, rows, &lz, added, &n, &tv, &tk);
+        int r = m.batch ? split_rows(&sc, p, payload, end, m.count, m.seq, rows, &lz, added, &n, &tv, &tk)
+                        : single_row(&sc, p, &m, payload, end, rows, &lz, added, &tv, &tk);
+        if (!m.batch && r == 0) n = 1;
         if (r == 2) { failed = 2; goto done; }
         int64_t entry = first_id + i;
         char prefix[80];
@@ -876,7 +925,7 @@ static PyObject *message_ids_into(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t v;
         memcpy(&v, (const char *)index.buf + 4 * i, 4);
-        total += prefix.len + (v < 0 ? 1 + digits(-(Py_ssize_t)v) : digits(v));
+        total += prefix.len + digits(v);
     }
     if ((int64_t)last_i32(offsets) + total > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "message ids of more than 2 GiB in one batch");

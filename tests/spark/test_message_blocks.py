@@ -319,3 +319,35 @@ def test_message_ids_in_c_and_python(prefix: bytes, index: list[int], base: int)
         got.append((bytes(offsets), bytes(data)))
     assert got[0] == got[1]
     assert got[0][1] == b"".join(prefix + str(i).encode() for i in index)
+
+
+@needs_c
+def test_single_messages_are_taken_by_the_c_walk_too() -> None:
+    entries = [
+        encode_entry(
+            [
+                OutgoingMessage(
+                    None if i == 3 else bytes([i]) * 5,
+                    key=None if i == 2 else f"k{i}",
+                    ordering_key=b"o" if i == 1 else None,
+                    properties=(("a", str(i)), ("b", "é")) if i % 2 else (),
+                    event_time=T0 + i if i != 4 else None,
+                )
+            ],
+            producer_name="single",
+            sequence_id=i,
+            publish_time=T0 + i,
+            batch=False,
+        )
+        for i in range(6)
+    ]
+    packed = _pack(entries)
+    rows = _rows(batch_rows=100, batch_bytes=1 << 20)
+    assert rows.add_packed(packed.data, packed.offsets, 0, 6, FIRST, LEDGER) == 6
+    got = _batches([rows.flush()])
+    assert got == _per_entry(entries, None, batch_rows=100, batch_bytes=1 << 20)[0]
+    columns = dict(zip(SCHEMA.names, got[0][1], strict=True))
+    assert columns["batch_index"] == [-1] * 6
+    assert columns["message_id"] == [f"{LEDGER}:{FIRST + i}:-1:-1" for i in range(6)]
+    assert columns["is_null"] == [False, False, False, True, False, False]
+    assert columns["properties"][1] == [("a", "1"), ("b", "é")]
