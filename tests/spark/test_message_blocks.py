@@ -163,7 +163,7 @@ filters = st.none() | st.tuples(
 
 
 @settings(
-    max_examples=int(os.environ.get("HYP_N", "300")),
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
