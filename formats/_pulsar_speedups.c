@@ -830,13 +830,15 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
     if ((lz.empty = PyTuple_New(0)) == NULL) { failed = 2; goto done; }
     PyObject **ba = &PyTuple_GET_ITEM(cols, 0);
     const unsigned char *base = (const unsigned char *)data.buf;
-    const int32_t *off = (const int32_t *)offs.buf;
+    const char *off = (const char *)offs.buf;  /* native int32s, maybe unaligned */
     const unsigned char *last_prod = NULL, *last_sv = NULL;
     Py_ssize_t last_prod_len = -1, last_sv_len = -1;
     int32_t run = -1;
     for (Py_ssize_t i = start; i < stop; i++) {
         next = i;
-        int32_t a = off[i], b = off[i + 1];
+        int32_t a, b;
+        memcpy(&a, off + 4 * i, 4);
+        memcpy(&b, off + 4 * (i + 1), 4);
         if (a < 0 || a > b || b > data.len) break;
         const unsigned char *p = base;  /* positions are from the start of data */
         Py_ssize_t end = b, payload;
