@@ -16,11 +16,17 @@
  * message_metadata_values(data: bytes-like) -> None | tuple of the 28 MessageMetadata fields
  *   in the dataclass's order (absent: None, or () for the repeated ones; event_time 0: None).
  *   None when a required field is missing, a field is malformed, or encryption_keys is set.
+ *
+ * decode_entries_into (a run of a packed block's entries checked and split into a worker's
+ *   columns, one call for many entries), message_ids_into and crc32c: _pulsar_block.h, with
+ *   the CRC32C of _pulsar_crc32c.h.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_pulsar_crc32c.h"
 
 typedef struct { const unsigned char *p; Py_ssize_t pos, end; } Cur;
 
@@ -117,11 +123,11 @@ static PyObject *key_value(StrCache *sc, const unsigned char *p, Py_ssize_t pos,
 
 /* the KeyValues at[0..n) (each at[i], len[i]) -> a new tuple; NULL: bad (error set if 2) */
 static PyObject *kv_tuple(StrCache *sc, const unsigned char *p, const Py_ssize_t *at,
-                          const Py_ssize_t *len, Py_ssize_t n, int *failed) {
+                          const Py_ssize_t *len, Py_ssize_t n, int strict, int *failed) {
     PyObject *t = PyTuple_New(n);
     if (t == NULL) { *failed = 2; return NULL; }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *kv = key_value(sc, p, at[i], at[i] + len[i], 0);
+        PyObject *kv = key_value(sc, p, at[i], at[i] + len[i], strict);
         if (kv == NULL) { Py_DECREF(t); *failed = PyErr_Occurred() ? 2 : 1; return NULL; }
         PyTuple_SET_ITEM(t, i, kv);
     }
@@ -208,7 +214,7 @@ static PyObject *split_batch_columns(PyObject *self, PyObject *args) {
         Single m;
         if (parse_single(&c, end, &m)) { failed = 1; goto done; }
         /* the Python twin checks the properties and the key of compacted messages too */
-        PyObject *ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
+        PyObject *ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, 0, &failed);
         if (ptuple == NULL) goto done;
         PyObject *key = Py_None;
         if (m.key_at >= 0) {
@@ -325,59 +331,52 @@ static char *grow(PyObject *ba, Py_ssize_t extra) {
     return PyByteArray_AS_STRING(ba) + len;
 }
 
-static PyObject *split_batch_into(PyObject *self, PyObject *args) {
-    Py_buffer buf;
-    Py_ssize_t count;
-    unsigned long long base_seq;
-    PyObject *cols;
-    if (!PyArg_ParseTuple(args, "y*nKO!", &buf, &count, &base_seq, &PyTuple_Type, &cols)) return NULL;
-    PyObject *ba[8];
-    if (PyTuple_GET_SIZE(cols) != 8) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_TypeError, "split_batch_into wants 8 bytearrays");
-        return NULL;
+/* the lazily made list columns of one call (NULL: every row so far unset) */
+typedef struct { PyObject *ord, *prop, *event, *empty; } Lazy;
+
+static void lazy_clear(Lazy *lz) { Py_CLEAR(lz->ord); Py_CLEAR(lz->prop); Py_CLEAR(lz->event); }
+
+/* cut the lists made so far back to ``rows`` rows (an entry declined half way); 0 or -1 */
+static int lazy_truncate(Lazy *lz, Py_ssize_t rows) {
+    PyObject *lists[3] = {lz->ord, lz->prop, lz->event};
+    for (int i = 0; i < 3; i++) {
+        if (lists[i] != NULL && PyList_GET_SIZE(lists[i]) > rows &&
+            PyList_SetSlice(lists[i], rows, PyList_GET_SIZE(lists[i]), NULL)) return -1;
     }
-    for (int i = 0; i < 8; i++) {
-        ba[i] = PyTuple_GET_ITEM(cols, i);
-        if (!PyByteArray_CheckExact(ba[i]) || ((i == 3 || i == 5) && PyByteArray_GET_SIZE(ba[i]) < 4)) {
-            PyBuffer_Release(&buf);
-            PyErr_SetString(PyExc_TypeError, "split_batch_into wants 8 bytearrays (offsets not empty)");
-            return NULL;
-        }
-    }
-    PyObject *ord_list = NULL, *prop_list = NULL, *event_list = NULL, *result = NULL;
-    PyObject *empty = PyTuple_New(0);
-    if (empty == NULL) { PyBuffer_Release(&buf); return NULL; }
-    StrCache sc = {{0}, {0}, {NULL}};
-    Row *rows = NULL;
-    int failed = 0; /* 1: declined (return None), 2: Python error */
-    const unsigned char *p = (const unsigned char *)buf.buf;
-    Py_ssize_t end = buf.len;
-    Cur c = {p, 0, end};
-    if (count < 0 || count > end / 4 + 1) { failed = 1; goto done; }
-    rows = PyMem_Malloc(sizeof(Row) * (size_t)(count ? count : 1));
-    if (rows == NULL) { PyErr_NoMemory(); failed = 2; goto done; }
+    return 0;
+}
+
+/* The count messages of a batch in p[pos, end) -> rows[0..*n) (compacted ones left out), their
+ * ordering keys, properties and event times appended to the lazy lists (``before`` rows there
+ * already), *tv / *tk their value and key bytes. 0, 1 (declined: the Python twin judges it;
+ * the lists may hold part of the batch) or 2 (a Python error). */
+static int split_rows(StrCache *sc, const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                      Py_ssize_t count, uint64_t base_seq, Row *rows, Lazy *lz, Py_ssize_t before,
+                      Py_ssize_t *n, Py_ssize_t *tv, Py_ssize_t *tk) {
+    Cur c = {p, pos, end};
     Py_ssize_t out = 0, total_v = 0, total_k = 0;
+    int failed = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         Single m;
-        if (parse_single(&c, end, &m)) { failed = 1; goto done; }
+        if (parse_single(&c, end, &m)) return 1;
         /* the properties and the key of compacted messages are checked too (as the twin) */
         PyObject *ptuple = NULL;
         if (m.nprops) {
-            ptuple = kv_tuple(&sc, p, m.prop_at, m.prop_len, m.nprops, &failed);
-            if (ptuple == NULL) goto done;
+            ptuple = kv_tuple(sc, p, m.prop_at, m.prop_len, m.nprops, 0, &failed);
+            if (ptuple == NULL) return failed;
         }
-        if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) { Py_XDECREF(ptuple); failed = 1; goto done; }
+        if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) { Py_XDECREF(ptuple); return 1; }
         if (m.compacted) { Py_XDECREF(ptuple); continue; }
         uint64_t s = m.has_seq ? m.seq : base_seq + (uint64_t)index;
-        if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) { Py_XDECREF(ptuple); failed = 1; goto done; }
-        if (ptuple == NULL) ptuple = PyTuple_New(0);  /* the shared empty tuple */
-        if (ptuple == NULL) { failed = 2; goto done; }
-        if (lazy_append(&prop_list, out, ptuple, empty) ||
-            lazy_append(&event_list, out, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None) ||
-            lazy_append(&ord_list, out, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) {
-            failed = 2; goto done;
-        }
+        if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) { Py_XDECREF(ptuple); return 1; }
+        Py_ssize_t at = before + out;
+        /* a list is only touched once a row has a value for it */
+        if ((ptuple != NULL || lz->prop != NULL) &&
+            lazy_append(&lz->prop, at, ptuple != NULL ? ptuple : Py_NewRef(lz->empty), lz->empty)) return 2;
+        if ((m.event || lz->event != NULL) &&
+            lazy_append(&lz->event, at, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None)) return 2;
+        if ((m.ord_at >= 0 || lz->ord != NULL) &&
+            lazy_append(&lz->ord, at, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) return 2;
         Row *r = &rows[out++];
         r->index = index;
         r->seq = (int64_t)s;
@@ -389,20 +388,28 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
         total_v += r->value_len;
         total_k += r->key_len;
     }
-    if (c.pos != end) { failed = 1; goto done; }
-    int64_t base_v = last_i32(ba[3]), base_k = last_i32(ba[5]);
-    if (base_v + (int64_t)total_v > INT32_MAX || base_k + (int64_t)total_k > INT32_MAX) {
-        failed = 1; goto done;
-    }
+    if (c.pos != end) return 1;
+    *n = out; *tv = total_v; *tk = total_k;
+    return 0;
+}
+
+/* whether rows of tv value bytes and tk key bytes still fit the int32 offsets of ba[3], ba[5] */
+static int rows_fit(PyObject **ba, Py_ssize_t tv, Py_ssize_t tk) {
+    return (int64_t)last_i32(ba[3]) + (int64_t)tv <= INT32_MAX &&
+           (int64_t)last_i32(ba[5]) + (int64_t)tk <= INT32_MAX;
+}
+
+/* append rows[0..n) (see split_rows; rows_fit checked) to the 8 split bytearrays; 0 or 2 */
+static int write_rows(PyObject **ba, const unsigned char *p, const Row *rows, Py_ssize_t n,
+                      Py_ssize_t tv, Py_ssize_t tk) {
+    int32_t voff = last_i32(ba[3]), koff = last_i32(ba[5]);
     char *w[8];
     const Py_ssize_t widths[8] = {4, 8, 1, 4, 0, 4, 0, 1};
     for (int i = 0; i < 8; i++) {
-        Py_ssize_t extra = i == 4 ? total_v : i == 6 ? total_k : widths[i] * out;
-        w[i] = grow(ba[i], extra);
-        if (w[i] == NULL) { failed = 2; goto done; }
+        w[i] = grow(ba[i], i == 4 ? tv : i == 6 ? tk : widths[i] * n);
+        if (w[i] == NULL) return 2;
     }
-    int32_t voff = (int32_t)base_v, koff = (int32_t)base_k;
-    for (Py_ssize_t i = 0; i < out; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         const Row *r = &rows[i];
         int32_t idx = (int32_t)r->index;
         memcpy(w[0] + 4 * i, &idx, 4);
@@ -416,14 +423,56 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
         memcpy(w[5] + 4 * i, &koff, 4);
         w[7][i] = r->key_at >= 0;
     }
-    result = Py_BuildValue("(nOOO)", out, ord_list ? ord_list : Py_None,
-                           prop_list ? prop_list : Py_None, event_list ? event_list : Py_None);
+    return 0;
+}
+
+/* ``cols`` is a tuple of ``n`` bytearrays, those at ``off1`` and ``off2`` (offsets) not empty;
+ * -1 with a TypeError otherwise */
+static int check_cols(PyObject *cols, Py_ssize_t n, int off1, int off2, const char *who) {
+    if (PyTuple_GET_SIZE(cols) != n) {
+        PyErr_Format(PyExc_TypeError, "%s wants %zd bytearrays", who, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyTuple_GET_ITEM(cols, i);
+        if (!PyByteArray_CheckExact(b) || ((i == off1 || i == off2) && PyByteArray_GET_SIZE(b) < 4)) {
+            PyErr_Format(PyExc_TypeError, "%s wants %zd bytearrays (offsets not empty)", who, n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *split_batch_into(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t count;
+    unsigned long long base_seq;
+    PyObject *cols;
+    if (!PyArg_ParseTuple(args, "y*nKO!", &buf, &count, &base_seq, &PyTuple_Type, &cols)) return NULL;
+    if (check_cols(cols, 8, 3, 5, "split_batch_into")) { PyBuffer_Release(&buf); return NULL; }
+    PyObject **ba = &PyTuple_GET_ITEM(cols, 0);
+    PyObject *result = NULL;
+    Lazy lz = {NULL, NULL, NULL, PyTuple_New(0)};
+    if (lz.empty == NULL) { PyBuffer_Release(&buf); return NULL; }
+    StrCache sc = {{0}, {0}, {NULL}};
+    Row *rows = NULL;
+    int failed = 0; /* 1: declined (return None), 2: Python error */
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    Py_ssize_t n = 0, tv = 0, tk = 0;
+    if (count < 0 || count > buf.len / 4 + 1) { failed = 1; goto done; }
+    rows = PyMem_Malloc(sizeof(Row) * (size_t)(count ? count : 1));
+    if (rows == NULL) { PyErr_NoMemory(); failed = 2; goto done; }
+    failed = split_rows(&sc, p, 0, buf.len, count, base_seq, rows, &lz, 0, &n, &tv, &tk);
+    if (failed) goto done;
+    if (!rows_fit(ba, tv, tk)) { failed = 1; goto done; }
+    failed = write_rows(ba, p, rows, n, tv, tk);
+    if (failed) goto done;
+    result = Py_BuildValue("(nOOO)", n, lz.ord ? lz.ord : Py_None, lz.prop ? lz.prop : Py_None,
+                           lz.event ? lz.event : Py_None);
     if (result == NULL) failed = 2;
 done:
-    Py_XDECREF(ord_list);
-    Py_XDECREF(prop_list);
-    Py_XDECREF(event_list);
-    Py_DECREF(empty);
+    lazy_clear(&lz);
+    Py_DECREF(lz.empty);
     PyMem_Free(rows);
     cache_clear(&sc);
     PyBuffer_Release(&buf);
@@ -535,11 +584,19 @@ done:
     return result;
 }
 
+#include "_pulsar_block.h"
+
 static PyMethodDef methods[] = {
     {"split_batch_columns", split_batch_columns, METH_VARARGS,
      "A batch payload -> 9 column lists, or None for input the Python twin must judge."},
     {"split_batch_into", split_batch_into, METH_VARARGS,
      "A batch payload appended to 8 column bytearrays, or None for the list path."},
+    {"decode_entries_into", decode_entries_into, METH_VARARGS,
+     "A run of a packed block's entries checked and split into 16 column bytearrays."},
+    {"message_ids_into", message_ids_into, METH_VARARGS,
+     "prefix + str(i) for each int32 i appended to a message_id column's offsets and bytes."},
+    {"crc32c", py_crc32c, METH_VARARGS,
+     "crc32c(data, crc=0, hw=True): the CRC32C of data (hw=False: the table path)."},
     {"message_metadata_values", message_metadata_values, METH_VARARGS,
      "A MessageMetadata -> its 28 field values in order, or None for the Python twin."},
     {NULL, NULL, 0, NULL},
@@ -547,4 +604,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pulsar_speedups", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__pulsar_speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__pulsar_speedups(void) {
+    crc32c_init();
+    return PyModule_Create(&module);
+}

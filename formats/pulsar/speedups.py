@@ -14,7 +14,14 @@ from typing import Any
 __all__ = ["C_MODULE"]
 
 #: what the decoder calls; an extension built from an older source lacks some of them
-REQUIRED = ("split_batch_columns", "split_batch_into", "message_metadata_values")
+REQUIRED = (
+    "split_batch_columns",
+    "split_batch_into",
+    "message_metadata_values",
+    "decode_entries_into",
+    "message_ids_into",
+    "crc32c",
+)
 
 
 def _load() -> Any | None:
@@ -36,6 +43,5 @@ def _load() -> Any | None:
     return _pulsar_speedups
 
 
-#: the extension module (``split_batch_columns``, ``split_batch_into``,
-#: ``message_metadata_values``), or None
+#: the extension module (the functions of :data:`REQUIRED`), or None
 C_MODULE = _load()

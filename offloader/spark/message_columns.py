@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from formats.pulsar.batch import split_columns, split_into
 from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
 from formats.pulsar.errors import PulsarMessageError
+from formats.pulsar.speedups import C_MODULE
 
 if TYPE_CHECKING:
     from formats.pulsar.crypto import Decryptor
@@ -104,10 +105,11 @@ class MessageColumns:
         # fixed-width and binary columns in bytearrays (native byte order) that the C split
         # appends to (no Python object per row) and Arrow takes as they are; the others in
         # lists whose repeated values are one shared object (None: no row has one yet)
-        self._ledger = array("q")
-        self._entry = array("q")
-        self._first = array("q")
-        self._publish = array("q")
+        self._ledger = bytearray()  # int64
+        self._entry = bytearray()  # int64
+        self._first = bytearray()  # int64 (first_entries only)
+        self._publish = bytearray()  # int64 microseconds (0 for a NULL: see _publish_nulls)
+        self._publish_nulls: list[int] = []  # rows whose publish time is past Spark's range
         self._index = bytearray()
         self._seq = bytearray()
         self._seq_nulls: list[int] = []  # rows whose sequence id is past BIGINT (rare)
@@ -128,20 +130,39 @@ class MessageColumns:
             self._key_data,
             self._key_valid,
         )
+        self._id_offsets = bytearray(4)  # message_id: int32 offsets, from 0, and the bytes
+        self._id_data = bytearray()
+        # what an entry's rows share, once per entry (once per run of entries in C), spread
+        # over its rows by ``_run`` (int32)
+        self._run = bytearray()
+        self._producer: list[str] = []
+        self._schema_version: list[bytes | None] = []
+        # the 16 bytearrays ``decode_entries_into`` appends to
+        self._block = (
+            *self._split,
+            self._ledger,
+            self._entry,
+            self._publish,
+            self._run,
+            self._encrypted,
+            self._id_offsets,
+            self._id_data,
+            self._first,
+        )
         self._ordering: list[bytes | None] | None = None
         self._props: list[Any] | None = None
         self._event: list[int | None] | None = None
-        # what an entry's rows share, once per entry, spread over its rows by ``_run``
-        self._run = array("i")
-        self._producer: list[str] = []
-        self._schema_version: list[bytes | None] = []
-        self._id_prefix: list[str] = []
         self._decoded: list[Any] = []
 
     @property
     def full(self) -> bool:
         """Whether the staged rows make a batch (``batch_rows`` rows or ``batch_bytes`` bytes)."""
         return self.rows >= self.batch_rows or len(self._data) >= self.batch_bytes
+
+    @property
+    def takes_packed(self) -> bool:
+        """Whether :meth:`add_packed` stages entries (the C extension is built, binary values)."""
+        return _C_BLOCK is not None and self._binary
 
     def add(
         self, parsed: ParsedEntry, ledger_id: int, entry_id: int, first_entry: int | None = None
@@ -157,8 +178,47 @@ class MessageColumns:
         except PulsarMessageError as exc:
             raise exc.located(ledger_id, entry_id) from exc.__cause__
         if self.first_entries and n:
-            self._first.extend(array("q", (entry_id if first_entry is None else first_entry,)) * n)
+            self._first += array("q", (entry_id if first_entry is None else first_entry,)) * n
         return n
+
+    def add_packed(
+        self,
+        data: bytes | memoryview,
+        offsets: bytes | memoryview,
+        start: int,
+        stop: int,
+        first_entry_id: int,
+        ledger_id: int,
+    ) -> int:
+        """Stage entries ``start``, ``start + 1``, ... of a packed block (entry
+        ``first_entry_id + i`` is ``data[offsets[i]:offsets[i + 1]]``, int32 offsets) in one
+        C call, up to ``stop`` or until :attr:`full`; returns the index of the first entry not
+        staged. An entry the C walk leaves aside (compressed, encrypted, not a batch, a chunk,
+        a marker, malformed, or a value format other than binary: every entry without the C
+        extension) is not staged: the caller gives it to :meth:`add`, which judges it."""
+        if not self.takes_packed or start >= stop:
+            return start
+        nxt, n, ordering, props, events = _C_BLOCK(  # type: ignore[misc]
+            data,
+            offsets,
+            start,
+            stop,
+            first_entry_id,
+            ledger_id,
+            self.partition,
+            self.batch_rows - self.rows,
+            self.batch_bytes,
+            self.first_entries,
+            self._block,
+            self._producer,
+            self._schema_version,
+        )
+        if n:
+            self._ordering = _extend(self._ordering, ordering, n, self.rows, None)
+            self._props = _extend(self._props, props, n, self.rows, ())
+            self._event = _extend(self._event, events, n, self.rows, None)
+            self.rows += n
+        return nxt  # type: ignore[no-any-return]
 
     def _add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
         md = parsed.metadata
@@ -208,13 +268,22 @@ class MessageColumns:
             )
             self._encrypted.append(encrypted)
             self._add_values([b"" if is_null else payload], [is_null], encrypted)
-        self._ledger.extend(array("q", (ledger_id,)) * n)
-        self._entry.extend(array("q", (entry_id,)) * n)
-        self._publish.extend(array("q", (min(md.publish_time, _MAX_I64),)) * n)
-        self._run.extend(array("i", (len(self._producer),)) * n)
+        self._ledger += array("q", (ledger_id,)) * n
+        self._entry += array("q", (entry_id,)) * n
+        if md.publish_time > _MAX_MS:  # past Spark's range: NULL, as before
+            self._publish_nulls.extend(range(self.rows, self.rows + n))
+            self._publish += bytes(8 * n)
+        else:
+            self._publish += array("q", (md.publish_time * _MS,)) * n
+        self._run += array("i", (len(self._producer),)) * n
         self._producer.append(md.producer_name)
         self._schema_version.append(md.schema_version)
-        self._id_prefix.append(f"{ledger_id}:{entry_id}:{self.partition}:")
+        _message_ids(
+            f"{ledger_id}:{entry_id}:{self.partition}:".encode(),
+            self._index[-4 * n :],
+            self._id_offsets,
+            self._id_data,
+        )
         self.rows += n
         return n
 
@@ -277,10 +346,8 @@ class MessageColumns:
         entry = _fixed(pa.int64(), n, self._entry)
         index = _fixed(pa.int32(), n, self._index)
         run = _fixed(pa.int32(), n, self._run)
-        message_id = pc.binary_join_element_wise(
-            pc.take(pa.array(self._id_prefix, pa.string()), run),
-            pc.cast(index, pa.string()),
-            "",
+        message_id = pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(self._id_offsets), pa.py_buffer(self._id_data)]
         )
         if self._binary:
             value = pa.Array.from_buffers(
@@ -288,10 +355,7 @@ class MessageColumns:
             )
         else:
             value = pa.array(self._decoded, self.schema.field("value").type)
-        seq = _fixed(pa.int64(), n, self._seq)
-        if self._seq_nulls:
-            mask = pc.is_in(pa.array(range(n)), pa.array(self._seq_nulls))
-            seq = pc.if_else(mask, pa.scalar(None, pa.int64()), seq)
+        seq = _nulled(_fixed(pa.int64(), n, self._seq), self._seq_nulls)
         key_valid = None
         if 0 in self._key_valid:
             key_valid = _fixed(pa.int8(), n, self._key_valid).cast(pa.bool_()).buffers()[1]
@@ -309,13 +373,13 @@ class MessageColumns:
             key,
             _nullable(self._ordering, pa.binary(), n),
             _properties(self._props, n),
-            _timestamps(_fixed(pa.int64(), n, self._publish)),
-            _timestamps(_nullable(self._event, pa.uint64(), n)),
-            pc.take(pa.array(self._producer, pa.string()), run),
+            _nulled(_fixed(_TS, n, self._publish), self._publish_nulls),
+            _event_times(self._event, n),
+            _spread(self._producer, pa.string(), run, n),
             seq,
-            pc.take(pa.array(self._schema_version, pa.binary()), run),
-            _fixed(pa.int8(), n, self._null).cast(pa.bool_()),
-            _fixed(pa.int8(), n, self._encrypted).cast(pa.bool_()),
+            _spread(self._schema_version, pa.binary(), run, n),
+            _bools(self._null, n),
+            _bools(self._encrypted, n),
             value,
         ]
         if self.first_entries:
@@ -332,6 +396,21 @@ class MessageColumns:
             test = _OPS[op](batch.column(column), pa.scalar(micros, _TS))
             mask = test if mask is None else pc.and_kleene(mask, test)
         return batch.filter(mask, null_selection_behavior="drop")
+
+
+def _message_ids_py(prefix: bytes, index: bytearray, offsets: bytearray, data: bytearray) -> None:
+    """The pure-Python twin of the C ``message_ids_into``: ``prefix + str(i)`` for each int32
+    ``i`` of ``index`` appended to the message_id column's ``offsets`` and ``data``."""
+    ids = [prefix + str(i).encode() for i in array("i", bytes(index))]
+    ends = accumulate(map(len, ids), initial=_last(offsets))
+    next(ends)
+    offsets += array("i", ends)
+    data += b"".join(ids)
+
+
+#: one C call per run of a packed block's entries (None: no extension, the per-entry path)
+_C_BLOCK = C_MODULE.decode_entries_into if C_MODULE is not None else None
+_message_ids = C_MODULE.message_ids_into if C_MODULE is not None else _message_ids_py
 
 
 def _set(values: Sequence[Any], unset: Any) -> Sequence[Any] | None:
@@ -359,6 +438,36 @@ def _last(offsets: bytearray) -> int:
     return int.from_bytes(offsets[-4:], sys.byteorder, signed=True)
 
 
+def _nulled(values: pa.Array, rows: list[int]) -> pa.Array:
+    """``values`` with the given rows NULL (rare: values past a column's range)."""
+    if not rows:
+        return values
+    mask = pc.is_in(pa.array(range(len(values))), pa.array(rows))
+    return pc.if_else(mask, pa.scalar(None, values.type), values)
+
+
+def _spread(shared: list[Any], kind: pa.DataType, run: pa.Array, n: int) -> pa.Array:
+    """The values entries share (one per run of rows) over their rows: one repeated value when
+    they are all the same (the common case: one producer), else a take."""
+    if shared.count(shared[0]) == len(shared):
+        return pa.repeat(pa.scalar(shared[0], kind), n)
+    return pc.take(pa.array(shared, kind), run)
+
+
+def _bools(flags: bytearray, n: int) -> pa.Array:
+    """A staged int8 flag column (0 or 1) as booleans; no kernel when none is set."""
+    if 1 not in flags:
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bytes((n + 7) // 8))])
+    return _fixed(pa.int8(), n, flags).cast(pa.bool_())
+
+
+def _event_times(events: list[int | None] | None, n: int) -> pa.Array:
+    """The event_time column (milliseconds, None: unset) as timestamps."""
+    if events is None:
+        return pa.nulls(n, _TS)
+    return _timestamps(pa.array(events, pa.uint64()))
+
+
 def _nullable(values: list[Any] | None, kind: pa.DataType, n: int) -> pa.Array:
     """A lazy list column as an Arrow array (None: all NULL, without a pass over the rows)."""
     return pa.nulls(n, kind) if values is None else pa.array(values, kind)
@@ -382,5 +491,6 @@ def _fixed(kind: pa.DataType, n: int, values: array[Any] | bytearray) -> pa.Arra
 def _timestamps(ms: pa.Array) -> pa.Array:
     """Milliseconds (NULL: unset) as microsecond timestamps; one past Spark's range is NULL."""
     if len(ms) and (pc.max(ms).as_py() or 0) > _MAX_MS:
-        ms = pc.if_else(pc.greater(ms, _MAX_MS), pa.scalar(None, ms.type), ms)
+        # the bound as the column's own type: a uint64 past INT64_MAX does not cast to int64
+        ms = pc.if_else(pc.greater(ms, pa.scalar(_MAX_MS, ms.type)), pa.scalar(None, ms.type), ms)
     return pc.multiply(ms.cast(pa.int64()), _MS).cast(_TS)

@@ -39,6 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from formats.pulsar.crypto import Decryptor
 from formats.pulsar.entry import parse_entry
 from offloader.errors import ConfigError
+from offloader.spark.message_blocks import block_records
 from offloader.spark.message_chunks import ChunkFollower, continuation, following_ledgers
 from offloader.spark.message_columns import MessageColumns
 from offloader.spark.message_rows import (
@@ -57,7 +58,6 @@ from offloader.spark.source import (
     _flag,
     _int_option,
 )
-from offloader.spark.tasks import read_task
 
 __all__ = ["SOURCE_NAME", "PulsarMessagesSource"]
 
@@ -154,7 +154,11 @@ class PulsarMessagesReader(OffloadedLedgerReader):
             decryptor=Decryptor(self.decrypt_pem) if self.decrypt_pem else None,
             first_entries=self.first_entries,
         )
-        for _topic, ledger_id, entry_id, payload in read_task(task, self.entry_filter):
+        for record in block_records(task, self.entry_filter, rows):
+            if record is None:  # the C walk filled a batch
+                yield from _batches(rows)
+                continue
+            ledger_id, entry_id, payload = record
             parsed = parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id)
             del payload
             first = entry_id
