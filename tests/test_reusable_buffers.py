@@ -59,3 +59,20 @@ def test_is_viewed_and_bad_arguments() -> None:
         ReusableBuffers(keep=0)
     with pytest.raises(ValueError, match="negative"):
         ReusableBuffers().take(-1)
+
+
+def test_the_probe_keeps_a_buffer_as_it_was_and_does_not_grow_it() -> None:
+    buf = bytearray(b"\x01" * 1_000_000)
+    buf[-1] = 7
+    before = buf.__sizeof__()  # the allocation: size plus the room CPython keeps
+    for _ in range(3):
+        assert not is_viewed(buf)
+    assert len(buf) == 1_000_000 and buf[-1] == 7 and buf[0] == 1
+    assert buf.__sizeof__() == before  # no reallocation with an eighth more room
+    empty = bytearray()
+    assert not is_viewed(empty) and len(empty) == 0
+    view = memoryview(buf)
+    assert is_viewed(buf)
+    assert len(buf) == 1_000_000 and buf[-1] == 7
+    view.release()
+    assert not is_viewed(buf)

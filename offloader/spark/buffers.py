@@ -21,12 +21,23 @@ __all__ = ["BLOCK_BUFFERS", "ReusableBuffers", "is_viewed"]
 
 
 def is_viewed(buf: bytearray) -> bool:
-    """Whether a memoryview or another buffer export of ``buf`` is alive."""
+    """Whether a memoryview or another buffer export of ``buf`` is alive.
+
+    A bytearray cannot change size while exported. The probe shrinks it by one byte and puts
+    the byte back: growing it instead (an append) would make CPython reallocate a full buffer
+    with an eighth more room, a copy of the block and a larger buffer from then on."""
+    if not buf:
+        try:
+            buf.append(0)
+        except BufferError:
+            return True
+        del buf[-1]
+        return False
     try:
-        buf.append(0)  # a bytearray cannot change size while exported
+        last = buf.pop()
     except BufferError:
         return True
-    del buf[-1]
+    buf.append(last)
     return False
 
 

@@ -13,7 +13,8 @@ Same source options as ``offloaded-ledger`` (``store``, ``endpoint``, ``region``
 ``entry_range``, ``pushdown``), plus ``value_format`` (binary | string | json | avro),
 ``schema`` (a DDL: the value becomes a struct), ``avro_schema`` (the writer schema, JSON),
 ``decrypt_key`` (a PEM file holding the RSA private key of encrypted topics; read on the
-driver), ``batch_rows`` (8192) and ``batch_bytes`` (2 MiB of values) per Arrow batch.
+driver), ``batch_rows`` (8192) and ``batch_bytes`` (2 MiB of values, at most half a
+block when the option is not given) per Arrow batch.
 Columns: :data:`offloader.spark.message_rows.BASE_COLUMNS` + value.
 
 One partition per block. Each task decodes its block's entries (CRC32C checked, decompressed,
@@ -69,6 +70,7 @@ SOURCE_NAME = "pulsar-messages"
 #: 512 KiB, 2,700 rows of 200-byte messages per batch, cost 0.3-0.4 CPU-s more in the
 #: workers and 0.2-0.3 in the JVM than 2 MiB, 8192 rows)
 DEFAULT_MESSAGE_BATCH_BYTES = 2 << 20
+_MIN_TASK_BATCH_BYTES = 64 << 10
 _TIME_OPS = {
     "EqualTo": "=",
     "GreaterThan": ">",
@@ -93,6 +95,9 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         ValueDecoder(self.value_format, self.avro_schema)  # options checked on the driver
         self.message_rows = max(1, _int_option(opts, "batch_rows", DEFAULT_BATCH_ROWS))
         self.batch_bytes = max(1, _int_option(opts, "batch_bytes", DEFAULT_MESSAGE_BATCH_BYTES))
+        #: without a ``batch_bytes`` option, a block task's batches hold at most half its block
+        #: (see :func:`task_batch_bytes`)
+        self.batch_bytes_given = opts.get("batch_bytes") not in (None, "")
         self.decrypt_pem: bytes | None = None
         if opts.get("decrypt_key"):
             try:
@@ -149,7 +154,9 @@ class PulsarMessagesReader(OffloadedLedgerReader):
             self.arrow_schema,
             ValueDecoder(self.value_format, self.avro_schema),
             batch_rows=self.message_rows,
-            batch_bytes=self.batch_bytes,
+            batch_bytes=self.batch_bytes
+            if self.batch_bytes_given
+            else task_batch_bytes(task, self.batch_bytes),
             predicates=self.time_predicates,
             decryptor=Decryptor(self.decrypt_pem) if self.decrypt_pem else None,
             first_entries=self.first_entries,
@@ -195,6 +202,18 @@ class PulsarMessagesReader(OffloadedLedgerReader):
             if not chunks.begun:
                 return
         chunks.give_up()
+
+
+def task_batch_bytes(task: Task, default: int) -> int:
+    """The value bytes per Arrow batch for ``task`` when the user set none: ``default``, but at
+    most half of a block task's block (at least 64 KiB), so that a worker's block buffer, the
+    rows being staged and the batch being flushed stay within two blocks plus one decompressed
+    batch whatever the block size (1 MiB blocks: 512 KiB batches; 64 MiB: ``default``)."""
+    ref = getattr(task, "ref", None)
+    if ref is None:  # a local ledger's task: no block buffer
+        return default
+    half = int(ref.end - ref.start) // 2
+    return min(default, max(_MIN_TASK_BATCH_BYTES, half))
 
 
 def _batches(rows: MessageColumns) -> Iterator[pa.RecordBatch]:
