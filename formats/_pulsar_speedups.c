@@ -19,14 +19,14 @@
  *
  * decode_entries_into (a run of a packed block's entries checked and split into a worker's
  *   columns, one call for many entries), message_ids_into and crc32c: _pulsar_block.h, with
- *   the CRC32C of _pulsar_crc32c.h.
+ *   the CRC32C of _crc32c.h (shared with _speedups.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "_pulsar_crc32c.h"
+#include "_crc32c.h"
 
 typedef struct { const unsigned char *p; Py_ssize_t pos, end; } Cur;
 

@@ -595,120 +595,11 @@ fail:
     return NULL;
 }
 
-/* --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------
- * crc32c_update(value, p, n) continues the CRC ``value`` of earlier bytes over p[0..n) and
- * returns the CRC of the whole: the same convention as the crc32c package's
- * crc32c(data, value). SSE4.2's crc32 instruction when the CPU has it (x86-64, chosen once at
- * import), else a table-driven loop eight bytes at a time. Never touches Python objects, so
- * it runs without the GIL.
- *
- * The crc32 instruction has a latency of several cycles, so one chain of them is slow; the
- * hardware loop runs three chains over three adjacent lanes of CRC_LANE bytes and joins them:
- * the register after A || B is shift(register after A) ^ (register of B from 0), where shift
- * advances a register over CRC_LANE zero bytes (linear, so four 256-entry tables). */
-#define CRC_LANE 256
-static uint32_t crc_table[8][256];
-static uint32_t crc_shift_table[4][256];
-
-/* the CRC register over p[0..n) from register c (no pre/post inversion) */
-static uint32_t crc_register_sw(uint32_t c, const unsigned char *p, size_t n) {
-    while (n >= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
-            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
-    return c;
-}
-
-static void crc_tables_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++) {
-        for (int t = 1; t < 8; t++) {
-            uint32_t prev = crc_table[t - 1][i];
-            crc_table[t][i] = (prev >> 8) ^ crc_table[0][prev & 0xFF];
-        }
-    }
-    static const unsigned char zeros[CRC_LANE];
-    for (int k = 0; k < 4; k++) {
-        for (uint32_t b = 0; b < 256; b++) {
-            crc_shift_table[k][b] = crc_register_sw(b << (8 * k), zeros, CRC_LANE);
-        }
-    }
-}
-
-static uint32_t crc32c_sw(uint32_t value, const unsigned char *p, size_t n) {
-    return ~crc_register_sw(~value, p, n);
-}
-
-typedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t);
-static crc_fn crc32c_update = crc32c_sw;
-static int crc_hardware = 0;
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <nmmintrin.h>
-
-static inline uint32_t crc_shift(uint32_t c) {
-    return crc_shift_table[0][c & 0xFF] ^ crc_shift_table[1][(c >> 8) & 0xFF] ^
-           crc_shift_table[2][(c >> 16) & 0xFF] ^ crc_shift_table[3][c >> 24];
-}
-
-__attribute__((target("sse4.2")))
-static uint32_t crc32c_hw(uint32_t value, const unsigned char *p, size_t n) {
-    uint32_t c = ~value;
-    while (n && ((uintptr_t)p & 7)) {
-        c = _mm_crc32_u8(c, *p++);
-        n--;
-    }
-    uint64_t c0 = c;
-    while (n >= 3 * CRC_LANE) {
-        uint64_t c1 = 0, c2 = 0;
-        for (size_t i = 0; i < CRC_LANE; i += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p + i, 8);
-            memcpy(&w1, p + CRC_LANE + i, 8);
-            memcpy(&w2, p + 2 * CRC_LANE + i, 8);
-            c0 = _mm_crc32_u64(c0, w0);
-            c1 = _mm_crc32_u64(c1, w1);
-            c2 = _mm_crc32_u64(c2, w2);
-        }
-        c0 = crc_shift(crc_shift((uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 3 * CRC_LANE;
-        n -= 3 * CRC_LANE;
-    }
-    while (n >= 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        c0 = _mm_crc32_u64(c0, word);
-        p += 8;
-        n -= 8;
-    }
-    c = (uint32_t)c0;
-    while (n--) c = _mm_crc32_u8(c, *p++);
-    return ~c;
-}
-
-static void crc_select(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) {
-        crc32c_update = crc32c_hw;
-        crc_hardware = 1;
-    }
-}
-#else
-static void crc_select(void) {}
-#endif
+/* --- CRC32C (Castagnoli): _crc32c.h, shared with _pulsar_speedups.c -------------------------
+ * crc32c_update(value, p, n, hw) continues the CRC ``value`` of earlier bytes over p[0..n)
+ * (the crc32c package's convention); SSE4.2's crc32 instruction when the CPU has it and hw is
+ * set, else a slicing-by-8 table. */
+#include "_crc32c.h"
 
 static PyObject *crc32c_c(PyObject *self, PyObject *args) {
     (void)self;
@@ -721,10 +612,9 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "crc32c_c: value is not a 32-bit CRC");
         return NULL;
     }
-    crc_fn fn = software ? crc32c_sw : crc32c_update;
     uint32_t crc;
     Py_BEGIN_ALLOW_THREADS
-    crc = fn((uint32_t)value, (const unsigned char *)in.buf, (size_t)in.len);
+    crc = crc32c_update((uint32_t)value, (const unsigned char *)in.buf, (size_t)in.len, !software);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
     return PyLong_FromUnsignedLong(crc);
@@ -829,8 +719,8 @@ static PyObject *record_spans(PyObject *self, PyObject *args) {
             reason = RECORD_LENGTH;
             break;
         }
-        uint32_t crc = crc32c_update(crc32c_update(0, p + rel, 4), p + rel + RECORD_HEADER_LEN,
-                                     length);
+        uint32_t crc = crc32c_update(crc32c_update(0, p + rel, 4, 1), p + rel + RECORD_HEADER_LEN,
+                                     length, 1);
         if (crc != get_be32(p + rel + 4)) {
             reason = RECORD_CRC;
             break;
@@ -895,11 +785,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    crc_tables_init();
-    crc_select();
+    crc32c_init();
     if (PyType_Ready(&SpanEntryIterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_hardware) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_hw) < 0) {
         Py_DECREF(m);
         return NULL;
     }

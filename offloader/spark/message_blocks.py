@@ -20,12 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from formats.block import PackedEntries
-from offloader.read.objects import read_block_packed
-from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.message_columns import MessageColumns
 from offloader.spark.plan import BlockTask, Task
-from offloader.spark.tasks import CountingStore, executor_store, read_task, task_store
+from offloader.spark.tasks import read_packed_block, read_task
 
 __all__ = ["EntryRecord", "block_records", "kept_runs", "packed_records"]
 
@@ -42,7 +40,7 @@ def block_records(
         for _topic, ledger_id, entry_id, payload in read_task(task, entry_filter):
             yield ledger_id, entry_id, payload
         return
-    yield from packed_records(_packed_block(task), task.ref.ledger_id, entry_filter, rows)
+    yield from packed_records(read_packed_block(task), task.ref.ledger_id, entry_filter, rows)
 
 
 def packed_records(
@@ -80,18 +78,3 @@ def kept_runs(
         else:
             runs.append((i, i + 1))
     return runs
-
-
-def _packed_block(task: BlockTask) -> PackedEntries:
-    """The block fetched and packed into this worker's reusable block buffer."""
-    store = CountingStore(executor_store(task.store))
-    try:
-        return read_block_packed(
-            task_store(task, store),  # type: ignore[arg-type]
-            task.ref,
-            read_buffer=task.store.settings.read_buffer_size,
-            out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),
-            prefetch=False,  # a task has nothing else to do while its bytes arrive
-        )
-    finally:
-        store.close()  # leaves the cached client open

@@ -54,8 +54,6 @@ from pyspark.sql.datasource import (
 
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
-from offloader.read.objects import read_block_packed
-from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import COLUMNS, EntryFilter
 from offloader.spark.plan import (
     BlockTask,
@@ -67,7 +65,7 @@ from offloader.spark.plan import (
     plan_pairs,
     plan_topics,
 )
-from offloader.spark.tasks import CountingStore, executor_store, read_local_task, task_store
+from offloader.spark.tasks import read_local_task, read_packed_block
 
 __all__ = ["PUSHDOWN_CONF", "SCHEMA", "SOURCE_NAME", "OffloadedLedgerSource"]
 
@@ -295,17 +293,7 @@ def read_block_batches(
     zero-copy slices of that column, which lives in a buffer reused by this worker's next
     block once Spark has dropped them all (:data:`~offloader.spark.buffers.BLOCK_BUFFERS`:
     a fresh 64 MiB buffer would cost the task ~16,000 page faults)."""
-    store = CountingStore(executor_store(task.store))
-    try:
-        packed = read_block_packed(
-            task_store(task, store),  # type: ignore[arg-type]
-            task.ref,
-            read_buffer=task.store.settings.read_buffer_size,
-            out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),
-            prefetch=False,  # a task has nothing else to do while its bytes arrive
-        )
-    finally:
-        store.close()  # leaves the cached client open
+    packed = read_packed_block(task)
     n = packed.count
     first = packed.first_entry_id
     batch = pa.RecordBatch.from_arrays(

@@ -17,7 +17,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from offloader.read.objects import read_block
+from formats.block import PackedEntries
+from offloader.read.objects import read_block, read_block_packed
 from offloader.read.transformed import section_view
 from offloader.spark.buffers import BLOCK_BUFFERS
 from offloader.spark.entry_filter import EntryFilter
@@ -37,6 +38,7 @@ __all__ = [
     "executor_store",
     "iter_task_entries",
     "read_local_task",
+    "read_packed_block",
     "read_task",
 ]
 
@@ -101,6 +103,25 @@ def task_store(task: BlockTask, store: ObjectStore) -> ObjectStore:
         key_ring=settings.key_ring,
         cache_bytes=settings.chunk_cache_bytes,
     )
+
+
+def read_packed_block(task: BlockTask) -> PackedEntries:
+    """The task's block fetched whole and packed (:func:`~offloader.read.objects.read_block_packed`:
+    one streamed GET read on this thread, CRC32C summed as it arrives; no read-ahead thread,
+    whose hand-overs cost CPU a task cannot use) into a buffer of this worker's, reused for a
+    later block once every view of it is gone (:data:`~offloader.spark.buffers.BLOCK_BUFFERS`:
+    a fresh 64 MiB buffer would cost the task ~16,000 page faults)."""
+    store = CountingStore(executor_store(task.store))
+    try:
+        return read_block_packed(
+            task_store(task, store),  # type: ignore[arg-type]
+            task.ref,
+            read_buffer=task.store.settings.read_buffer_size,
+            out=BLOCK_BUFFERS.take(task.ref.end - task.ref.start),
+            prefetch=False,  # a task has nothing else to do while its bytes arrive
+        )
+    finally:
+        store.close()  # leaves the cached client open
 
 
 def iter_task_entries(

@@ -1,13 +1,14 @@
-/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) for _pulsar_speedups.c, which checks
- * every entry's checksum inside its block walk (the crc32c package's C function cannot be
- * called from C). With SSE4.2 (checked once at run time) the crc32 instruction, three
- * independent streams (rounds of 3 x 4096 bytes, then of 3 x 512) joined by precomputed
- * shifts; without it a
- * slicing-by-8 table. crc32c_update(crc, p, n) takes and returns the finished value (as the
- * crc32c package's crc32c(data, crc)); the tests compare both paths with that package.
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) for the C loops that check checksums
+ * themselves: _pulsar_speedups.c (every entry's, inside its block walk) and _speedups.c (the
+ * local ledger file's records); the crc32c package's C function cannot be called from C.
+ * With SSE4.2 (checked once at run time) the crc32 instruction, three independent streams
+ * (rounds of 3 x 4096 bytes, then of 3 x 512) joined by precomputed shifts; without it a
+ * slicing-by-8 table. crc32c_update(crc, p, n, hw) takes and returns the finished value (as
+ * the crc32c package's crc32c(data, crc)); hw = 0 forces the table. The tests compare both
+ * paths with that package.
  */
-#ifndef PULSAR_CRC32C_H
-#define PULSAR_CRC32C_H
+#ifndef OFFLOADER_CRC32C_H
+#define OFFLOADER_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>
