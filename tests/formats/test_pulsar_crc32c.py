@@ -1,6 +1,7 @@
-"""The C CRC32C of ``_pulsar_speedups`` (``formats/_crc32c.h``, shared with ``_speedups``: the crc32 instruction with three streams, and the
-slicing-by-8 table) against the ``crc32c`` package: any bytes, any starting value, any
-alignment, lengths around the three-stream rounds (3 x 4096 bytes)."""
+"""The C CRC32C of ``_pulsar_speedups`` (``formats/_crc32c.h``, shared with ``_speedups``:
+the crc32 instruction with three streams, and the slicing-by-8 table) against the ``crc32c``
+package: any bytes, any starting value, any alignment, lengths around the three-stream rounds
+(3 x 4096 bytes)."""
 
 from __future__ import annotations
 
