@@ -26,14 +26,12 @@ import time
 from array import array
 from itertools import accumulate
 
-import pyarrow as pa
-
 from bench import report
 from formats.pulsar import OutgoingMessage, decode_entry, encode_entry, parse_entry
 from formats.pulsar.batch import split_columns
 from formats.pulsar.compression import LZ4, NONE, decompress
 from offloader.spark.message_columns import MessageColumns
-from offloader.spark.message_rows import BASE_COLUMNS, ValueDecoder
+from offloader.spark.message_rows import ValueDecoder, messages_arrow_schema
 
 GOAL = 2_000_000
 BATCH = 100
@@ -91,18 +89,7 @@ def _best(repeat: int, fn: object) -> tuple[float, int]:
     return best, count
 
 
-_ARROW = {
-    "STRING": pa.string(),
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "BINARY": pa.binary(),
-    "MAP<STRING, STRING>": pa.map_(pa.string(), pa.string()),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-    "BOOLEAN": pa.bool_(),
-}
-_SCHEMA = pa.schema(
-    [*(pa.field(name, _ARROW[kind]) for name, kind in BASE_COLUMNS), pa.field("value", pa.binary())]
-)
+_SCHEMA = messages_arrow_schema()
 
 
 def _columns() -> MessageColumns:

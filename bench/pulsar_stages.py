@@ -137,22 +137,10 @@ def _best_cpu(repeat: int, fn: Callable[[], Any]) -> float:
 
 
 def _reader(options: dict[str, str]) -> Any:
-    from pyspark.sql import types as T
-
-    from offloader.spark.message_rows import BASE_COLUMNS
+    from offloader.spark.export_job import binary_schema
     from offloader.spark.messages import PulsarMessagesReader
 
-    kinds = {
-        "STRING": T.StringType(),
-        "BIGINT": T.LongType(),
-        "INT": T.IntegerType(),
-        "BINARY": T.BinaryType(),
-        "MAP<STRING, STRING>": T.MapType(T.StringType(), T.StringType()),
-        "TIMESTAMP": T.TimestampType(),
-        "BOOLEAN": T.BooleanType(),
-    }
-    fields = [T.StructField(n, kinds[k]) for n, k in (*BASE_COLUMNS, ("value", "BINARY"))]
-    return PulsarMessagesReader(options, T.StructType(fields))
+    return PulsarMessagesReader(options, binary_schema())
 
 
 def main(argv: list[str]) -> int:

@@ -27,6 +27,7 @@ __all__ = [
     "TimeBounds",
     "ValueDecoder",
     "avro_to_ddl",
+    "messages_arrow_schema",
     "messages_batch",
     "schema_ddl",
     "to_micros",
@@ -51,6 +52,24 @@ BASE_COLUMNS = (
     ("encrypted", "BOOLEAN"),
 )
 TIME_COLUMNS = ("publish_time", "event_time")
+_ARROW_TYPES = {
+    "STRING": pa.string(),
+    "BIGINT": pa.int64(),
+    "INT": pa.int32(),
+    "BINARY": pa.binary(),
+    "MAP<STRING, STRING>": pa.map_(pa.string(), pa.string()),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "BOOLEAN": pa.bool_(),
+}
+
+
+def messages_arrow_schema(value: pa.DataType | None = None) -> pa.Schema:
+    """The Arrow schema of ``pulsar-messages`` batches with ``value`` of type ``value`` (bytes
+    by default: the default ``value_format``), as Spark hands it to the reader; no JVM."""
+    fields = [pa.field(name, _ARROW_TYPES[kind]) for name, kind in BASE_COLUMNS]
+    return pa.schema([*fields, pa.field("value", pa.binary() if value is None else value)])
+
+
 VALUE_FORMATS = ("binary", "string", "json", "avro")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MS = 1000  # microseconds per millisecond

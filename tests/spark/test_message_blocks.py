@@ -28,7 +28,7 @@ from formats.pulsar.speedups import C_MODULE
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.message_blocks import kept_runs, packed_records
 from offloader.spark.message_columns import FIRST_ENTRY_COLUMN, MessageColumns
-from offloader.spark.message_rows import BASE_COLUMNS, ValueDecoder
+from offloader.spark.message_rows import ValueDecoder, messages_arrow_schema
 
 PURE = os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0")
 needs_c = pytest.mark.skipif(PURE, reason="LEDGER_OFFLOADER_PURE_PYTHON set: no C walk")
@@ -37,18 +37,7 @@ T0 = 1_750_000_000_000
 TOPIC = "persistent://public/default/blocks"
 LEDGER = 11
 FIRST = 40
-_ARROW = {
-    "STRING": pa.string(),
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "BINARY": pa.binary(),
-    "MAP<STRING, STRING>": pa.map_(pa.string(), pa.string()),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-    "BOOLEAN": pa.bool_(),
-}
-SCHEMA = pa.schema(
-    [*(pa.field(name, _ARROW[kind]) for name, kind in BASE_COLUMNS), pa.field("value", pa.binary())]
-)
+SCHEMA = messages_arrow_schema()
 
 
 def _pack(entries: list[bytes]) -> PackedEntries:

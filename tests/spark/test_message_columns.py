@@ -26,28 +26,16 @@ from formats.pulsar import (
 from formats.pulsar.compression import LZ4, ZLIB, ZSTD
 from formats.pulsar.errors import MalformedMessageError, PulsarMessageError
 from offloader.spark.message_columns import MessageColumns
-from offloader.spark.message_rows import BASE_COLUMNS, ValueDecoder, messages_batch
+from offloader.spark.message_rows import ValueDecoder, messages_arrow_schema, messages_batch
 
 T0 = 1_750_000_000_000
 TOPIC = "persistent://public/default/cols"
 
 
-_ARROW = {
-    "STRING": pa.string(),
-    "BIGINT": pa.int64(),
-    "INT": pa.int32(),
-    "BINARY": pa.binary(),
-    "MAP<STRING, STRING>": pa.map_(pa.string(), pa.string()),
-    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-    "BOOLEAN": pa.bool_(),
-}
-
-
 def _schema(fmt: str = "binary") -> pa.Schema:
     """The source's Arrow schema (as Spark hands it to the reader) for ``fmt``."""
     value = {"binary": pa.binary(), "string": pa.string()}.get(fmt)
-    fields = [pa.field(name, _ARROW[kind]) for name, kind in BASE_COLUMNS]
-    return pa.schema([*fields, pa.field("value", value or pa.struct([("n", pa.int64())]))])
+    return messages_arrow_schema(value or pa.struct([("n", pa.int64())]))
 
 
 @pytest.fixture(scope="module")
