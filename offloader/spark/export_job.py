@@ -28,7 +28,7 @@ from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
 from offloader.spark.message_chunks import MAX_FOLLOWING_LEDGERS, following_ledgers
-from offloader.spark.message_rows import BASE_COLUMNS
+from offloader.spark.message_rows import messages_arrow_schema
 from offloader.spark.messages import PulsarMessagesReader
 from offloader.spark.sources import register
 
@@ -36,20 +36,11 @@ __all__ = ["LocalRunner", "SparkRunner", "binary_schema", "decoded_value_type"]
 
 
 def binary_schema() -> Any:
-    """The ``pulsar-messages`` schema with ``value`` as bytes, built without a JVM."""
-    from pyspark.sql import types as T
+    """The ``pulsar-messages`` schema with ``value`` as bytes, built without a JVM (the Spark
+    side of :func:`~offloader.spark.message_rows.messages_arrow_schema`)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    kinds = {
-        "STRING": T.StringType(),
-        "BIGINT": T.LongType(),
-        "INT": T.IntegerType(),
-        "BINARY": T.BinaryType(),
-        "MAP<STRING, STRING>": T.MapType(T.StringType(), T.StringType()),
-        "TIMESTAMP": T.TimestampType(),
-        "BOOLEAN": T.BooleanType(),
-    }
-    fields = [T.StructField(name, kinds[kind]) for name, kind in BASE_COLUMNS]
-    return T.StructType([*fields, T.StructField("value", T.BinaryType())])
+    return from_arrow_schema(messages_arrow_schema())
 
 
 def decoded_value_type(spark: Any, spec: ExportSpec) -> Any:
