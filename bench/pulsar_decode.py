@@ -93,13 +93,16 @@ _SCHEMA = messages_arrow_schema()
 
 
 def _columns() -> MessageColumns:
-    """A worker's staging, as the source makes it (binary values, 8192 rows per batch)."""
+    """A worker's staging, as the source makes it (binary values, its default batch limits)."""
+    from offloader.spark.messages import DEFAULT_MESSAGE_BATCH_BYTES
+    from offloader.spark.source import DEFAULT_BATCH_ROWS
+
     return MessageColumns(
         "persistent://public/default/bench",
         _SCHEMA,
         ValueDecoder("binary", None),
-        batch_rows=8192,
-        batch_bytes=512 << 10,
+        batch_rows=DEFAULT_BATCH_ROWS,
+        batch_bytes=DEFAULT_MESSAGE_BATCH_BYTES,
     )
 
 

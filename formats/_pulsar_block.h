@@ -160,24 +160,28 @@ static void fill_i64(char *w, int64_t v, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) memcpy(w + 8 * i, &v, 8);
 }
 
-/* the rows' columns besides the split's (rows_fit and the id offsets checked); 0 or 2 */
+/* the rows' columns besides the split's (rows_fit and the id offsets checked); 0 or 2.
+ * caps.rows: the rows the buffers are expected to hold (grow_to's cap) */
 static int write_entry_cols(PyObject **ba, const Row *rows, Py_ssize_t n, int64_t ledger,
                             int64_t entry, int64_t publish, int32_t run, const char *prefix,
-                            int plen, Py_ssize_t id_bytes, int first_entries) {
+                            int plen, Py_ssize_t id_bytes, int first_entries, Caps caps) {
     char *w;
-    if ((w = grow(ba[8], 8 * n)) == NULL) return 2;
+    Py_ssize_t more = caps.rows - PyByteArray_GET_SIZE(ba[12]);  /* ba[12]: a byte per row */
+    if (more < n) more = n;
+    if ((w = grow_to(ba[8], 8 * n, 8 * caps.rows)) == NULL) return 2;
     fill_i64(w, ledger, n);
-    if ((w = grow(ba[9], 8 * n)) == NULL) return 2;
+    if ((w = grow_to(ba[9], 8 * n, 8 * caps.rows)) == NULL) return 2;
     fill_i64(w, entry, n);
-    if ((w = grow(ba[10], 8 * n)) == NULL) return 2;
+    if ((w = grow_to(ba[10], 8 * n, 8 * caps.rows)) == NULL) return 2;
     fill_i64(w, publish, n);
-    if ((w = grow(ba[11], 4 * n)) == NULL) return 2;
+    if ((w = grow_to(ba[11], 4 * n, 4 * caps.rows)) == NULL) return 2;
     for (Py_ssize_t i = 0; i < n; i++) memcpy(w + 4 * i, &run, 4);
-    if ((w = grow(ba[12], n)) == NULL) return 2;
+    if ((w = grow_to(ba[12], n, caps.rows)) == NULL) return 2;
     memset(w, 0, (size_t)n);
     int32_t off = last_i32(ba[13]);
-    char *o = grow(ba[13], 4 * n);
-    if (o == NULL || (w = grow(ba[14], id_bytes)) == NULL) return 2;
+    char *o = grow_to(ba[13], 4 * n, 4 * (caps.rows + 1));
+    Py_ssize_t id_cap = PyByteArray_GET_SIZE(ba[14]) + more * (id_bytes / n + 1);
+    if (o == NULL || (w = grow_to(ba[14], id_bytes, id_cap)) == NULL) return 2;
     for (Py_ssize_t i = 0; i < n; i++) {
         memcpy(w, prefix, (size_t)plen);
         int len = plen + fmt_i64(w + plen, rows[i].index);
@@ -185,7 +189,7 @@ static int write_entry_cols(PyObject **ba, const Row *rows, Py_ssize_t n, int64_
         memcpy(o + 4 * i, &off, 4);
     }
     if (first_entries) {
-        if ((w = grow(ba[15], 8 * n)) == NULL) return 2;
+        if ((w = grow_to(ba[15], 8 * n, 8 * caps.rows)) == NULL) return 2;
         fill_i64(w, entry, n);
     }
     return 0;
@@ -258,6 +262,12 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
     const unsigned char *last_prod = NULL, *last_sv = NULL;
     Py_ssize_t last_prod_len = -1, last_sv_len = -1;
     int32_t run = -1;
+    /* what the call's buffers are expected to hold at most (a bound on their growth) */
+    const Py_ssize_t hint_max = (Py_ssize_t)1 << 28;
+    Caps caps = {PyByteArray_GET_SIZE(ba[2]) + (max_rows < hint_max ? max_rows : hint_max),
+                 max_bytes < hint_max ? max_bytes : hint_max};
+    if (caps.rows < 0) caps.rows = 0;
+    if (caps.values < 0) caps.values = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
         next = i;
         int32_t a, b;
@@ -313,9 +323,9 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             last_prod = prod; last_prod_len = m.prod_len; last_sv = sv; last_sv_len = sv_len;
         }
         int64_t publish = (int64_t)m.publish * 1000;  /* microseconds (in range: checked) */
-        if (write_rows(ba, p, rows, n, tv, tk) ||
+        if (write_rows(ba, p, rows, n, tv, tk, caps) ||
             write_entry_cols(ba, rows, n, ledger, entry, publish, run, prefix, plen, id_bytes,
-                             first_entries)) { failed = 2; goto done; }
+                             first_entries, caps)) { failed = 2; goto done; }
         added += n;
         if (added >= max_rows || PyByteArray_GET_SIZE(ba[4]) >= max_bytes) break;
     }

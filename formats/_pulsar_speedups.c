@@ -325,11 +325,26 @@ static int32_t last_i32(PyObject *ba) {
     return v;
 }
 
-static char *grow(PyObject *ba, Py_ssize_t extra) {
-    Py_ssize_t len = PyByteArray_GET_SIZE(ba);
-    if (PyByteArray_Resize(ba, len + extra)) return NULL;
+/* room for ``extra`` more bytes at the end of ba (its length grows by extra); a pointer to
+ * them, or NULL with an error set. cap < 0: CPython's own growth (by an eighth, each step a
+ * realloc that may copy the whole buffer). cap >= 0: cap bytes at once for an empty buffer
+ * (the most the caller expects it to hold; 0: no bound), then by half at a time but not past
+ * cap, so a column filled an entry at a time is not copied some forty times on the way. */
+static char *grow_to(PyObject *ba, Py_ssize_t extra, Py_ssize_t cap) {
+    PyByteArrayObject *b = (PyByteArrayObject *)ba;
+    Py_ssize_t len = PyByteArray_GET_SIZE(ba), need = len + extra;
+    if (cap >= 0 && need + (b->ob_start - b->ob_bytes) + 1 > b->ob_alloc) {
+        Py_ssize_t target = need + (need >> 1);
+        if (cap > 0 && target > cap) target = cap > need ? cap : need;
+        /* CPython makes an upsize past an eighth exact; the second resize below then only
+         * moves the end (a "minor downsize") */
+        if (target > need && PyByteArray_Resize(ba, target)) return NULL;
+    }
+    if (PyByteArray_Resize(ba, need)) return NULL;
     return PyByteArray_AS_STRING(ba) + len;
 }
+
+static char *grow(PyObject *ba, Py_ssize_t extra) { return grow_to(ba, extra, -1); }
 
 /* the lazily made list columns of one call (NULL: every row so far unset) */
 typedef struct { PyObject *ord, *prop, *event, *empty; } Lazy;
@@ -399,14 +414,26 @@ static int rows_fit(PyObject **ba, Py_ssize_t tv, Py_ssize_t tk) {
            (int64_t)last_i32(ba[5]) + (int64_t)tk <= INT32_MAX;
 }
 
+/* the most a call expects its buffers to hold (grow_to's cap): rows in all, value bytes;
+ * negative: no expectation (CPython's growth) */
+typedef struct { Py_ssize_t rows, values; } Caps;
+
 /* append rows[0..n) (see split_rows; rows_fit checked) to the 8 split bytearrays; 0 or 2 */
 static int write_rows(PyObject **ba, const unsigned char *p, const Row *rows, Py_ssize_t n,
-                      Py_ssize_t tv, Py_ssize_t tk) {
+                      Py_ssize_t tv, Py_ssize_t tk, Caps caps) {
     int32_t voff = last_i32(ba[3]), koff = last_i32(ba[5]);
     char *w[8];
     const Py_ssize_t widths[8] = {4, 8, 1, 4, 0, 4, 0, 1};
+    Py_ssize_t more = caps.rows - PyByteArray_GET_SIZE(ba[2]);  /* ba[2]: a byte per row */
     for (int i = 0; i < 8; i++) {
-        w[i] = grow(ba[i], i == 4 ? tv : i == 6 ? tk : widths[i] * n);
+        Py_ssize_t extra = i == 4 ? tv : i == 6 ? tk : widths[i] * n, cap = -1;
+        if (caps.rows >= 0) {
+            /* the keys: as many bytes per row as this entry's, on the rows to come */
+            cap = i == 4 ? caps.values
+                : i == 6 ? PyByteArray_GET_SIZE(ba[6]) + (more > n ? more : n) * (tk / (n ? n : 1) + 1)
+                : widths[i] * (caps.rows + (i == 3 || i == 5));
+        }
+        w[i] = grow_to(ba[i], extra, cap);
         if (w[i] == NULL) return 2;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -465,7 +492,7 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
     failed = split_rows(&sc, p, 0, buf.len, count, base_seq, rows, &lz, 0, &n, &tv, &tk);
     if (failed) goto done;
     if (!rows_fit(ba, tv, tk)) { failed = 1; goto done; }
-    failed = write_rows(ba, p, rows, n, tv, tk);
+    failed = write_rows(ba, p, rows, n, tv, tk, (Caps){-1, -1});
     if (failed) goto done;
     result = Py_BuildValue("(nOOO)", n, lz.ord ? lz.ord : Py_None, lz.prop ? lz.prop : Py_None,
                            lz.event ? lz.event : Py_None);

@@ -256,6 +256,35 @@ def test_the_c_walk_takes_plain_batches_in_one_call_per_arrow_batch() -> None:
     assert rows.rows == 50
 
 
+@needs_c
+@pytest.mark.parametrize("batch_bytes", [40_000, 100_000, 400_000])
+def test_the_walk_grows_its_value_buffer_in_few_steps_and_not_past_the_batch(
+    batch_bytes: int,
+) -> None:
+    """The C walk grows its buffers by half at a time, not by CPython's eighth (a realloc, and
+    maybe a copy of the whole column, every few entries: 19 to 37 growths per batch here), and
+    never past what the batch holds: the values' bytearray has at most ``batch_bytes`` of
+    room (or its own size once the last entry took it past), up to CPython's own eighth when
+    it grows by less than that (the worker's memory bound: block buffers plus one batch)."""
+    import sys
+
+    empty = sys.getsizeof(bytearray())
+    packed = _pack(_plain(200) * 2)  # 10 messages of 100 bytes an entry, one entry a call
+    rows = _rows(batch_rows=1 << 20, batch_bytes=batch_bytes)
+    at, room, growths, most = 0, empty, 0, 0
+    while at < 400:
+        at = rows.add_packed(packed.data, packed.offsets, at, at + 1, FIRST, LEDGER)
+        now = sys.getsizeof(rows._data)
+        bound = max(batch_bytes, len(rows._data))
+        assert now - empty <= bound + bound // 8 + 8, (now, len(rows._data), batch_bytes)
+        growths += now != room
+        room = now
+        if rows.full or at == 400:
+            assert rows.flush() is not None
+            room, growths, most = empty, 0, max(most, growths)
+    assert 0 < most <= 16, most
+
+
 def test_kept_runs() -> None:
     assert kept_runs(10, 0, None) == []
     assert kept_runs(10, 5, None) == [(0, 5)]
