@@ -13,7 +13,8 @@ are in memory, per message: the block's entries (packed, as the reader holds the
 rows. Ours: the C block walk (``add_packed``: one C call per batch of rows, CRC32C, metadata,
 split and message ids in C); baseline, same run: the per-entry path every entry took before
 (``parse_entry`` + ``MessageColumns.add``). ``plain``: 200-byte values with a key (as
-``bench pulsar_scan``); ``rich``: with a property and an event time too.
+``bench pulsar_scan``); ``rich``: with a property and an event time too; ``lz4``: plain
+messages in LZ4-compressed batches (the walk decompresses them through the Python codec).
 
     python -m bench pulsar_decode [--entries 2000] [--repeat 5]
 """
@@ -132,8 +133,8 @@ def _per_entry(data: bytes, offsets: bytes, count: int) -> int:
 
 
 def _block_rows(args: argparse.Namespace) -> None:
-    for rich in (False, True):
-        entries = _entries(args.entries, NONE, rich=rich)
+    for name, rich, codec in (("plain", False, NONE), ("rich", True, NONE), ("lz4", False, LZ4)):
+        entries = _entries(args.entries, codec, rich=rich)
         data = b"".join(entries)
         offsets = array("i", accumulate(map(len, entries), initial=0)).tobytes()
         count = len(entries)
@@ -148,7 +149,7 @@ def _block_rows(args: argparse.Namespace) -> None:
         base_s, m = _best(args.repeat, base)
         assert n == m == args.entries * BATCH, (n, m)
         report(
-            f"pulsar_decode_block_{'rich' if rich else 'plain'}",
+            f"pulsar_decode_block_{name}",
             n / ours_s,
             m / base_s,
             "msgs/s/core",

@@ -6,7 +6,7 @@
 
 /* --- decode_entries_into: a run of a block's entries straight into a worker's columns -----
  * decode_entries_into(data, offsets, start, stop, first_entry_id, ledger_id, partition,
- *                     max_rows, max_bytes, first_entries, cols, producers, versions)
+ *                     max_rows, max_bytes, first_entries, cols, producers, versions[, decompress])
  *   -> (next, rows, ordering, properties, event_time)
  * data and offsets: a packed block (formats.block.PackedEntries: entry first_entry_id + i is
  * data[offsets[i]:offsets[i + 1]], offsets native int32). Entries start, start + 1, ... are
@@ -18,9 +18,14 @@
  * entry's of this call), encrypted (int8, 0), message_id offsets (int32) and bytes
  * ("ledger:entry:partition:index"), first entry id (int64; only with first_entries).
  * ordering, properties, event_time: lists of the rows added, None when all unset.
- * It stops before the first entry it leaves to the Python path (anything but an uncompressed,
- * unencrypted batch or single message that is no chunk and no marker, or any malformed input:
- * the Python path raises the typed error), with nothing of that entry appended, or after the entry that takes
+ * decompress (optional; None: compressed entries are left to the Python path): the Python
+ * decompress(codec, data, uncompressed_size) that a compressed batch's payload goes through
+ * (a memoryview on data, released after the call), its bytes then split as an uncompressed
+ * batch's; when it raises, the entry is left to the Python path, which raises it again.
+ * It stops before the first entry it leaves to the Python path (anything but an unencrypted
+ * batch (uncompressed, or compressed with decompress given) or uncompressed single message
+ * that is no chunk and no marker, or any malformed input: the Python path raises the typed
+ * error), with nothing of that entry appended, or after the entry that takes
  * the rows added to max_rows or the value bytes (cols[4]) to max_bytes. next: the index of the
  * first entry not taken. */
 #define BLOCK_COLS 16
@@ -29,8 +34,9 @@
 
 typedef struct {
     Py_ssize_t prod_at, prod_len, sv_at, sv_len;
-    uint64_t seq, publish;
+    uint64_t seq, publish, usize;  /* usize: uncompressed_size (0 when unset) */
     int64_t count;
+    int codec;
     int have, batch, special;  /* have: bit 1 producer, 2 sequence id, 4 publish time */
     /* what a single (not batched) message's row takes from its MessageMetadata */
     Py_ssize_t key_at, key_len, ord_at, ord_len, nprops;
@@ -90,7 +96,8 @@ static int entry_md(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Entr
         case 1: m->prod_at = at; m->prod_len = len; m->have |= 1; break;
         case 2: m->seq = v; m->have |= 2; break;
         case 3: m->publish = v; m->have |= 4; break;
-        case 8: if (v != 0) m->special = 1; break;          /* compressed */
+        case 8: m->codec = (int)(int32_t)(int64_t)v; break;  /* compressed */
+        case 9: m->usize = v; break;
         case 11: m->count = (int32_t)(int64_t)v; m->batch = 1; break;
         case 16: m->sv_at = at; m->sv_len = len; break;
         case 4:
@@ -233,17 +240,47 @@ static int single_row(StrCache *sc, const unsigned char *p, const EntryMd *m, Py
     return 0;
 }
 
+/* a compressed batch's payload at[0, len) through the Python decompress(codec, data,
+ * uncompressed_size) given to decode_entries_into: bytes, or NULL. NULL with *failed 0: the
+ * entry is left to the Python path (the error, cleared, is raised there again, located; so
+ * is an answer other than bytes); with *failed 2: an error that is not an Exception
+ * (KeyboardInterrupt, ...), kept. The view on the block is released before returning. */
+static PyObject *inflate(PyObject *fn, int codec, const unsigned char *at, Py_ssize_t len,
+                         uint64_t usize, int *failed) {
+    PyObject *view = PyMemoryView_FromMemory((char *)at, len, PyBUF_READ);
+    if (view == NULL) { *failed = 2; return NULL; }
+    PyObject *out = PyObject_CallFunction(fn, "iOK", codec, view, (unsigned long long)usize);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);  /* the call's error, if any, kept across the release */
+    PyObject *gone = PyObject_CallMethod(view, "release", NULL);
+    Py_DECREF(view);
+    if (gone == NULL) {  /* the view is still in use: an error of its own (BufferError) */
+        Py_XDECREF(out); Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+        *failed = 2;
+        return NULL;
+    }
+    Py_DECREF(gone);
+    PyErr_Restore(type, value, tb);
+    if (out != NULL && !PyBytes_CheckExact(out)) Py_CLEAR(out);
+    if (out == NULL && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+        else *failed = 2;
+    }
+    return out;
+}
+
 static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
     Py_buffer data, offs;
     Py_ssize_t start, stop, max_rows, max_bytes;
     long long first_id, ledger, partition;
     int first_entries;
-    PyObject *cols, *producers, *versions;
-    if (!PyArg_ParseTuple(args, "y*y*nnLLLnnpO!O!O!", &data, &offs, &start, &stop, &first_id,
+    PyObject *cols, *producers, *versions, *decompress = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*nnLLLnnpO!O!O!|O", &data, &offs, &start, &stop, &first_id,
                           &ledger, &partition, &max_rows, &max_bytes, &first_entries,
-                          &PyTuple_Type, &cols, &PyList_Type, &producers, &PyList_Type, &versions))
+                          &PyTuple_Type, &cols, &PyList_Type, &producers, &PyList_Type, &versions,
+                          &decompress))
         return NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *plain = NULL;  /* plain: a compressed batch, decompressed */
     Lazy lz = {NULL, NULL, NULL, NULL};
     StrCache sc = {{0}, {0}, {NULL}};
     Row *rows = NULL;
@@ -277,8 +314,21 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
         const unsigned char *p = base;  /* positions are from the start of data */
         Py_ssize_t end = b, payload;
         EntryMd m;
-        if (entry_head(p, a, end, &m, &payload) || m.special || m.publish > MAX_PUBLISH_MS ||
-            (m.batch && (m.count < 0 || m.count > (end - payload) / 4 + 1))) break;
+        if (entry_head(p, a, end, &m, &payload) || m.special || m.publish > MAX_PUBLISH_MS) break;
+        /* the rows' values and keys: q[qpos, qend), the payload or a batch decompressed */
+        const unsigned char *q = p;
+        Py_ssize_t qpos = payload, qend = end;
+        Py_CLEAR(plain);
+        if (m.codec != 0) {
+            if (decompress == Py_None || !m.batch) break;
+            plain = inflate(decompress, m.codec, p + payload, end - payload, m.usize, &failed);
+            if (failed) goto done;
+            if (plain == NULL) break;
+            q = (const unsigned char *)PyBytes_AS_STRING(plain);
+            qpos = 0;
+            qend = PyBytes_GET_SIZE(plain);
+        }
+        if (m.batch && (m.count < 0 || m.count > (qend - qpos) / 4 + 1)) break;
         if (!m.batch) m.count = 1;  /* a single message: one row */
         if (m.count > cap) {
             cap = m.count > 2 * cap ? m.count : 2 * cap;
@@ -287,7 +337,7 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             rows = grown;
         }
         Py_ssize_t n = 0, tv = 0, tk = 0;
-        int r = m.batch ? split_rows(&sc, p, payload, end, m.count, m.seq, rows, &lz, added, &n, &tv, &tk)
+        int r = m.batch ? split_rows(&sc, q, qpos, qend, m.count, m.seq, rows, &lz, added, &n, &tv, &tk)
                         : single_row(&sc, p, &m, payload, end, rows, &lz, added, &tv, &tk);
         if (!m.batch && r == 0) n = 1;
         if (r == 2) { failed = 2; goto done; }
@@ -323,7 +373,7 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             last_prod = prod; last_prod_len = m.prod_len; last_sv = sv; last_sv_len = sv_len;
         }
         int64_t publish = (int64_t)m.publish * 1000;  /* microseconds (in range: checked) */
-        if (write_rows(ba, p, rows, n, tv, tk, caps) ||
+        if (write_rows(ba, q, rows, n, tv, tk, caps) ||
             write_entry_cols(ba, rows, n, ledger, entry, publish, run, prefix, plen, id_bytes,
                              first_entries, caps)) { failed = 2; goto done; }
         added += n;
@@ -333,6 +383,7 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(nnOOO)", next, added, lz.ord ? lz.ord : Py_None,
                            lz.prop ? lz.prop : Py_None, lz.event ? lz.event : Py_None);
 done:
+    Py_XDECREF(plain);
     lazy_clear(&lz);
     Py_XDECREF(lz.empty);
     PyMem_Free(rows);

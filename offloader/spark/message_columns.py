@@ -24,6 +24,7 @@ batch being built. Imported by executors; pure apart from pyarrow.
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
 from collections.abc import Sequence
@@ -98,6 +99,8 @@ class MessageColumns:
         self.partition = partition
         self.limit = limit
         self._binary = values.fmt == "binary"
+        # what the C walk decompresses a compressed batch with (the per-entry path's limit)
+        self._inflate = functools.partial(decompress, limit=limit)
         self._reset()
 
     def _reset(self) -> None:
@@ -193,8 +196,10 @@ class MessageColumns:
         """Stage entries ``start``, ``start + 1``, ... of a packed block (entry
         ``first_entry_id + i`` is ``data[offsets[i]:offsets[i + 1]]``, int32 offsets) in one
         C call, up to ``stop`` or until :attr:`full`; returns the index of the first entry not
-        staged. An entry the C walk leaves aside (compressed, encrypted, not a batch, a chunk,
-        a marker, malformed, or a value format other than binary: every entry without the C
+        staged. A compressed batch is decompressed (the per-entry path's limit) and split in
+        the same call. An entry the C walk leaves aside (encrypted, a compressed single
+        message, a chunk, a marker, malformed or failing to decompress, or a value format
+        other than binary: every entry without the C
         extension) is not staged: the caller gives it to :meth:`add`, which judges it."""
         if not self.takes_packed or start >= stop:
             return start
@@ -212,6 +217,7 @@ class MessageColumns:
             self._block,
             self._producer,
             self._schema_version,
+            self._inflate,
         )
         if n:
             self._ordering = _extend(self._ordering, ordering, n, self.rows, None)

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from formats.block import PackedEntries
 from formats.pulsar import ChunkAssembler, OutgoingMessage, encode_chunks, encode_entry
-from formats.pulsar.compression import LZ4, NONE, ZSTD
+from formats.pulsar.compression import LZ4, NONE, SNAPPY, ZLIB, ZSTD
+from formats.pulsar.encode import frame_entry
 from formats.pulsar.entry import parse_entry
 from formats.pulsar.errors import PulsarMessageError
 from formats.pulsar.metadata import BrokerEntryMetadata
@@ -133,7 +134,7 @@ def entry(draw: st.DrawFn) -> bytes:
         sequence_id=draw(st.integers(0, 2**63 + 10)),
         publish_time=draw(st.sampled_from([T0, T0 + 1, 2**62, 2**64 - 1])),
         batch=batch,
-        compression=draw(st.sampled_from([NONE] * 6 + [LZ4, ZSTD])),
+        compression=draw(st.sampled_from([NONE] * 6 + [LZ4, ZSTD, ZLIB, SNAPPY])),
         schema_version=draw(st.sampled_from([None, None, b"", b"\x00\x02"])),
         checksum=draw(st.booleans() | st.just(True)),
         broker_metadata=draw(
@@ -369,3 +370,93 @@ def test_single_messages_are_taken_by_the_c_walk_too() -> None:
     assert columns["message_id"] == [f"{LEDGER}:{FIRST + i}:-1:-1" for i in range(6)]
     assert columns["is_null"] == [False, False, False, True, False, False]
     assert columns["properties"][1] == [("a", "1"), ("b", "é")]
+
+
+def _compressed(count: int, codec: int, *, base: int = 0) -> list[bytes]:
+    return [
+        encode_entry(
+            [OutgoingMessage(bytes([i % 7, j]) * 40, key=f"k{j}") for j in range(10)],
+            producer_name="z",
+            sequence_id=10 * i,
+            publish_time=T0 + i,
+            compression=codec,
+        )
+        for i in range(base, base + count)
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("codec", [LZ4, ZLIB, ZSTD, SNAPPY])
+def test_compressed_batches_are_decompressed_and_split_in_the_c_walk(codec: int) -> None:
+    entries = _compressed(6, codec)
+    packed = _pack(entries)
+    rows = _rows(batch_rows=1000, batch_bytes=1 << 20)
+    assert rows.add_packed(packed.data, packed.offsets, 0, 6, FIRST, LEDGER) == 6
+    got = _batches([rows.flush()])
+    assert got == _per_entry(entries, None, batch_rows=1000, batch_bytes=1 << 20)[0]
+    columns = dict(zip(SCHEMA.names, got[0][1], strict=True))
+    assert columns["value"][13] == bytes([1, 3]) * 40
+    assert columns["message_id"][13] == f"{LEDGER}:{FIRST + 1}:-1:3"
+
+
+@needs_c
+def test_a_compressed_batch_that_does_not_decompress_is_left_to_the_typed_error() -> None:
+    """A corrupt LZ4 payload and a decompression bomb (uncompressed_size past the limit): the
+    walk stages the entries before it and stops there, and the per-entry path raises the
+    typed error naming ledger and entry."""
+    good = _compressed(2, LZ4)
+    parsed = parse_entry(_compressed(1, LZ4, base=2)[0], ledger_id=LEDGER, entry_id=0)
+    # the LZ4 block's end overwritten, the entry's checksum right again
+    corrupt = frame_entry(parsed.metadata, parsed.payload[:-8] + b"\xff" * 8)
+    bomb = encode_entry(
+        [OutgoingMessage(b"x" * 5000)],
+        producer_name="z",
+        sequence_id=20,
+        publish_time=T0,
+        compression=LZ4,
+    )
+    for entries, limit in (([*good, corrupt], 1 << 30), ([*good, bomb], 2000)):
+        packed = _pack(entries)
+        rows = _rows(batch_rows=1000, batch_bytes=1 << 20, limit=limit)
+        assert rows.add_packed(packed.data, packed.offsets, 0, 3, FIRST, LEDGER) == 2
+        assert rows.rows == 20
+        got, error = _walk(packed, None, batch_rows=1000, batch_bytes=1 << 20, limit=limit)
+        assert error is not None and f"ledger {LEDGER}" in error[1], error
+        assert (got, error) == _per_entry(
+            entries, None, batch_rows=1000, batch_bytes=1 << 20, limit=limit
+        )
+
+
+@needs_c
+def test_the_walk_s_decompress_answers() -> None:
+    """What the C walk does with what its decompress gives: an Exception leaves the entry to
+    the Python path; anything but bytes too; KeyboardInterrupt goes through."""
+    packed = _pack(_compressed(2, LZ4))
+
+    def call(fn: Any) -> int:
+        cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(16))
+        nxt, _n, *_ = C_MODULE.decode_entries_into(
+            packed.data, packed.offsets, 0, 2, 0, 1, -1, 100, 1 << 20, False, cols, [], [], fn
+        )
+        return int(nxt)
+
+    from formats.pulsar.compression import decompress
+
+    assert call(decompress) == 2
+    assert call(None) == 0
+
+    def boom(*_a: Any) -> bytes:
+        raise ValueError("no")
+
+    assert call(boom) == 0
+    assert call(lambda *_a: bytearray(b"x")) == 0
+    kept: list[memoryview] = []
+    assert call(lambda _c, view, _s: kept.append(view)) == 0
+    with pytest.raises(ValueError):  # the view on the block was released after the call
+        bytes(kept[0])
+
+    def stop(*_a: Any) -> bytes:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        call(stop)
