@@ -2,7 +2,9 @@
 objects, and a publish-time window with zone maps vs the full scan.
 
 Uploads ``--ledgers`` ledgers of batched entries (``--batch`` messages of ``--message`` bytes,
-uncompressed, publish times 1 ms apart per entry; zone maps in the index) to moto (or RGW with
+uncompressed unless ``--compression`` says otherwise (random bytes: LZ4 does not shrink them, so
+the scan pays the decompression without reading fewer bytes), publish times 1 ms apart per
+entry; zone maps in the index) to moto (or RGW with
 ``--s3 rgw``), then, session warm, best of ``--repeat``:
 
 * ours: ``pulsar-messages``, ``sum(length(value))`` (every message value crosses into the JVM);
@@ -29,6 +31,7 @@ uncompressed, publish times 1 ms apart per entry; zone maps in the index) to mot
 
     python -m bench pulsar_scan [--s3 moto|rgw] [--total 32M] [--block 1M] [--ledgers 2]
                                 [--batch 100] [--message 200] [--window 0.1] [--repeat 3]
+                                [--compression none|lz4|zlib|zstd|snappy]
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
 from formats.pulsar import OutgoingMessage, encode_entry
+from formats.pulsar.compression import CODECS_BY_NAME
 from offloader.store import open_store
 from offloader.units import parse_size
 
@@ -76,6 +80,7 @@ def _upload(endpoint: Any, bucket: str, args: argparse.Namespace) -> tuple[list[
                         batch,
                         producer_name="bench",
                         sequence_id=i * args.batch,
+                        compression=CODECS_BY_NAME[getattr(args, "compression", "none")],
                         publish_time=T0 + (lid - 1) * 10_000_000 + i,
                     )
                 )
@@ -133,6 +138,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--message", type=int, default=200)
     parser.add_argument("--window", type=float, default=0.1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--compression", choices=sorted(CODECS_BY_NAME), default="none")
     args = parser.parse_args(argv)
     from pyspark.sql import functions as F
 

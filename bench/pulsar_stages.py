@@ -21,6 +21,7 @@ how many downloads of its bytes a task costs.
 
     python -m bench pulsar_stages [--s3 moto|rgw] [--total 128M] [--block 64M] [--batch 100]
                                   [--message 200] [--repeat 5] [--batch-bytes N]
+                                  [--compression none|lz4|zlib|zstd|snappy]
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ def _reader(options: dict[str, str]) -> Any:
 def main(argv: list[str]) -> int:
     from bench.pulsar_scan import _upload
     from bench.spark import _server
+    from formats.pulsar.compression import CODECS_BY_NAME
     from offloader.spark.source import TaskPartition
 
     parser = argparse.ArgumentParser(prog="python -m bench pulsar_stages")
@@ -156,6 +158,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--message", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch-bytes", default=None)
+    parser.add_argument("--compression", choices=sorted(CODECS_BY_NAME), default="none")
     args = parser.parse_args(argv)
     args.ledgers = 1
     with _server(args.s3) as endpoint:
