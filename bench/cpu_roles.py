@@ -2,9 +2,11 @@
 
 Roles: ``jvm`` (Spark's ``java``), ``python_workers`` (Python processes below the JVM: PySpark's
 daemon and its workers), ``s3_server`` (Ceph's ``radosgw``/``ceph-*`` daemons started here) and
-``driver`` (this process and anything else below it: the bench, boto3's download threads,
-moto's in-process server). A process's CPU includes its reaped children's, so a worker that
-exited is counted with its parent. Linux only; :func:`role_cpu_seconds` is None elsewhere.
+``driver`` (this process and anything else below it: the bench, boto3's download threads).
+moto's server, which the benches run as a child process (:mod:`bench.moto_process`), is an
+``s3_server`` too: its pid is in :data:`SERVER_PIDS` while it runs. A process's CPU includes
+its reaped children's, so a worker that exited is counted with its parent. Linux only;
+:func:`role_cpu_seconds` is None elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import os
 __all__ = ["ROLES", "role_cpu_seconds", "role_delta"]
 
 ROLES = ("jvm", "python_workers", "s3_server", "driver")
+
+#: pids of S3 servers this process started (moto in a child process): role ``s3_server``
+SERVER_PIDS: set[int] = set()
 
 
 def _processes() -> dict[int, tuple[int, str, int]]:
@@ -32,10 +37,10 @@ def _processes() -> dict[int, tuple[int, str, int]]:
     return out
 
 
-def _role(command: str, below_jvm: bool) -> str:
+def _role(command: str, below_jvm: bool, pid: int = 0) -> str:
     if command == "java":
         return "jvm"
-    if command == "radosgw" or command.startswith("ceph"):
+    if command == "radosgw" or command.startswith("ceph") or pid in SERVER_PIDS:
         return "s3_server"
     if below_jvm:
         return "python_workers"
@@ -60,7 +65,7 @@ def role_cpu_seconds(root: int | None = None) -> dict[str, float] | None:
     while todo:
         pid, below_jvm = todo.pop()
         _, command, ticks = procs[pid]
-        role = _role(command, below_jvm)
+        role = _role(command, below_jvm, pid)
         totals[role] += ticks
         todo.extend((child, below_jvm or role == "jvm") for child in children.get(pid, ()))
     tick = os.sysconf("SC_CLK_TCK")

@@ -66,9 +66,9 @@ GOAL_CPU = 1.15  # scan CPU <= 1.15 x (Spark's in-memory floor + the raw downloa
 @contextlib.contextmanager
 def _server(kind: str) -> Iterator[Any]:
     if kind == "moto":
-        from tests.servers.moto_server import start_moto
+        from bench.moto_process import start_moto_process
 
-        with start_moto() as endpoint:
+        with start_moto_process() as endpoint:
             yield endpoint
     else:
         from tests.servers.ceph_rgw import start_rgw

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -27,3 +28,23 @@ def test_a_busy_child_counts_as_driver_cpu() -> None:
 def test_unknown_root_and_missing_samples() -> None:
     assert role_cpu_seconds(root=2**22 + 12345) is None  # above Linux's largest pid
     assert role_delta(None, {role: 1.0 for role in ROLES}) is None
+
+
+def test_moto_in_a_child_process_is_the_s3_server_role() -> None:
+    """bench.moto_process: the server's CPU (a few hundred PUTs) lands in ``s3_server``, not
+    in ``driver``, while it runs; it stops when the context ends."""
+    from bench import cpu_roles
+    from bench.moto_process import start_moto_process
+
+    with start_moto_process() as endpoint:
+        (pid,) = cpu_roles.SERVER_PIDS
+        client = endpoint.client()
+        bucket = endpoint.new_bucket()
+        before = role_cpu_seconds()
+        for i in range(300):
+            client.put_object(Bucket=bucket, Key=f"k{i}", Body=b"x" * 1000)
+        delta = role_delta(before, role_cpu_seconds())
+        assert delta is not None and delta["s3_server"] > 0.05, delta
+    assert not cpu_roles.SERVER_PIDS
+    with pytest.raises(OSError):
+        os.kill(pid, 0)
