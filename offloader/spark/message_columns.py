@@ -101,7 +101,6 @@ class MessageColumns:
         self._binary = values.fmt == "binary"
         # what the C walk decompresses a compressed batch with (the per-entry path's limit)
         self._inflate = functools.partial(decompress, limit=limit)
-        self._repeats = _Repeats()
         self._reset()
 
     def _reset(self) -> None:
@@ -372,7 +371,7 @@ class MessageColumns:
             [key_valid, pa.py_buffer(self._key_offsets), pa.py_buffer(self._key_data)],
         )
         columns = [
-            self._repeats.get(self.topic, pa.string(), n),
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
             ledger,
             entry,
             index,
@@ -382,9 +381,9 @@ class MessageColumns:
             _properties(self._props, n),
             _nulled(_fixed(_TS, n, self._publish), self._publish_nulls),
             _event_times(self._event, n),
-            _spread(self._producer, pa.string(), run, n, self._repeats),
+            _spread(self._producer, pa.string(), run, n),
             seq,
-            _spread(self._schema_version, pa.binary(), run, n, self._repeats),
+            _spread(self._schema_version, pa.binary(), run, n),
             _bools(self._null, n),
             _bools(self._encrypted, n),
             value,
@@ -453,34 +452,11 @@ def _nulled(values: pa.Array, rows: list[int]) -> pa.Array:
     return pc.if_else(mask, pa.scalar(None, values.type), values)
 
 
-class _Repeats:
-    """A value repeated over a batch's rows (the topic, one producer's name), kept for the
-    next batch of the same size: most batches of a task repeat the same few values over 8192
-    rows, and building the array again costs some 30 µs (Arrow arrays are immutable: sharing
-    one between batches is safe)."""
-
-    _MAX = 8
-
-    def __init__(self) -> None:
-        self._arrays: dict[tuple[Any, pa.DataType, int], pa.Array] = {}
-
-    def get(self, value: Any, kind: pa.DataType, n: int) -> pa.Array:
-        key = (value, kind, n)
-        array_ = self._arrays.get(key)
-        if array_ is None:
-            if len(self._arrays) >= self._MAX:
-                self._arrays.clear()
-            array_ = self._arrays[key] = pa.repeat(pa.scalar(value, kind), n)
-        return array_
-
-
-def _spread(
-    shared: list[Any], kind: pa.DataType, run: pa.Array, n: int, repeats: _Repeats
-) -> pa.Array:
+def _spread(shared: list[Any], kind: pa.DataType, run: pa.Array, n: int) -> pa.Array:
     """The values entries share (one per run of rows) over their rows: one repeated value when
     they are all the same (the common case: one producer), else a take."""
     if shared.count(shared[0]) == len(shared):
-        return repeats.get(shared[0], kind, n)
+        return pa.repeat(pa.scalar(shared[0], kind), n)
     return pc.take(pa.array(shared, kind), run)
 
 

@@ -247,31 +247,3 @@ def test_each_split_path_gives_the_reference_batches(
             _columns(no_keys, schema, values, batch_rows=cut, batch_bytes=1 << 20), schema=schema
         )
         assert got.to_pylist() == _reference(no_keys, schema, values).to_pylist()
-
-
-def test_a_value_repeated_over_the_rows_is_built_once_for_batches_of_one_size() -> None:
-    """The topic and a lone producer's name, repeated over a batch's rows, are one Arrow array
-    shared by the task's batches of the same size (immutable: safe), and right in each."""
-    entries = [
-        encode_entry(
-            [OutgoingMessage(b"v%d" % j) for j in range(5)],
-            producer_name="p" if i < 4 else "q",
-            sequence_id=5 * i,
-            publish_time=T0 + i,
-        )
-        for i in range(6)
-    ]
-    rows = MessageColumns(
-        TOPIC, _schema(), ValueDecoder("binary"), batch_rows=10, batch_bytes=1 << 20
-    )
-    batches = []
-    for i, data in enumerate(entries):
-        rows.add(parse_entry(data, ledger_id=3, entry_id=i), 3, i)
-        if rows.full:
-            batches.append(rows.flush())
-    assert len(batches) == 3 and all(b is not None and b.num_rows == 10 for b in batches)
-    topics = [b.column("topic") for b in batches]  # type: ignore[union-attr]
-    assert all(t.to_pylist() == [TOPIC] * 10 for t in topics)
-    assert topics[0].buffers()[2].address == topics[2].buffers()[2].address
-    producers = [b.column("producer_name").to_pylist() for b in batches]  # type: ignore[union-attr]
-    assert producers == [["p"] * 10, ["p"] * 10, ["q"] * 10]
