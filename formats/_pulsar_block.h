@@ -373,9 +373,18 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             last_prod = prod; last_prod_len = m.prod_len; last_sv = sv; last_sv_len = sv_len;
         }
         int64_t publish = (int64_t)m.publish * 1000;  /* microseconds (in range: checked) */
-        if (write_rows(ba, q, rows, n, tv, tk, caps) ||
+        /* the rows the batch will hold: max_rows, or fewer when its value bytes will reach
+         * max_bytes first (at this entry's bytes per row); the per-row columns' growth cap */
+        Caps ecaps = caps;
+        if (tv > 0 && n > 0) {
+            Py_ssize_t left = caps.values - PyByteArray_GET_SIZE(ba[4]) - tv;
+            Py_ssize_t more = left > 0 ? left / (tv / n + 1) + 1 : 0;
+            Py_ssize_t by_bytes = PyByteArray_GET_SIZE(ba[2]) + n + more;
+            if (by_bytes < ecaps.rows) ecaps.rows = by_bytes;
+        }
+        if (write_rows(ba, q, rows, n, tv, tk, ecaps) ||
             write_entry_cols(ba, rows, n, ledger, entry, publish, run, prefix, plen, id_bytes,
-                             first_entries, caps)) { failed = 2; goto done; }
+                             first_entries, ecaps)) { failed = 2; goto done; }
         added += n;
         if (added >= max_rows || PyByteArray_GET_SIZE(ba[4]) >= max_bytes) break;
     }
