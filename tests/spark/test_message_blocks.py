@@ -275,9 +275,9 @@ def test_the_c_entry_point_never_crashes_on_garbage(
     data: bytes, ends: list[int], rows: int
 ) -> None:
     offsets = array("i", [0, *ends]).tobytes()
-    cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(16))
+    cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(26))
     count = len(ends)
-    nxt, n, *_lists = C_MODULE.decode_entries_into(
+    nxt, n = C_MODULE.decode_entries_into(
         data, offsets, 0, count, 0, 1, -1, rows, 1 << 20, False, cols, [], []
     )
     assert 0 <= nxt <= count
@@ -288,7 +288,27 @@ def test_the_c_entry_point_never_crashes_on_garbage(
         )
     with pytest.raises(TypeError):
         C_MODULE.decode_entries_into(
-            data, offsets, 0, count, 0, 1, -1, 9, 9, False, cols[:15], [], []
+            data, offsets, 0, count, 0, 1, -1, 9, 9, False, cols[:25], [], []
+        )
+    with pytest.raises(TypeError):  # rich offsets started without their 0
+        C_MODULE.decode_entries_into(
+            data,
+            offsets,
+            0,
+            count,
+            0,
+            1,
+            -1,
+            9,
+            9,
+            False,
+            (*cols[:16], bytearray(2), *cols[17:]),
+            [],
+            [],
+        )
+    with pytest.raises(TypeError):  # a rich column that is no bytearray
+        C_MODULE.decode_entries_into(
+            data, offsets, 0, count, 0, 1, -1, 9, 9, False, (*cols[:25], b""), [], []
         )
 
 
