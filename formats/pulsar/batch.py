@@ -111,7 +111,6 @@ _MAX_I64 = (1 << 63) - 1
 _MAX_I32 = (1 << 31) - 1
 
 
-
 def split_into(
     md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...], *, use_c: bool = True
 ) -> int | None:

@@ -24,6 +24,7 @@ from formats.pulsar.compression import LZ4, NONE, ZSTD
 from formats.pulsar.entry import parse_entry
 from formats.pulsar.errors import PulsarMessageError
 from formats.pulsar.metadata import BrokerEntryMetadata
+from formats.pulsar.rich_columns import MAX_EVENT_MS
 from formats.pulsar.speedups import C_MODULE
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.message_blocks import kept_runs, packed_records
@@ -116,8 +117,13 @@ message = st.builds(
     value=st.none() | st.binary(max_size=12),
     key=st.none() | st.sampled_from(["k", "k2", "ключ"]) | text,
     ordering_key=st.none() | st.binary(max_size=3),
-    properties=st.lists(st.tuples(text, text), max_size=2).map(tuple),
-    event_time=st.none() | st.integers(1, 2**63),
+    properties=st.lists(st.tuples(st.sampled_from(["", "k", "ключ"]) | text, text), max_size=4).map(
+        tuple
+    ),
+    # unset, 0 (unset too), the last time Spark holds and the first it does not, past INT64_MAX
+    event_time=st.none()
+    | st.sampled_from([0, MAX_EVENT_MS, MAX_EVENT_MS + 1, 2**63, 2**64 - 1])
+    | st.integers(1, 2**64 - 1),
     sequence_id=st.none() | st.integers(0, 2**64 - 1),
 )
 
