@@ -6,9 +6,11 @@ into columns. For a batch of binary values, :func:`formats.pulsar.batch.split_in
 splitter when built) appends its rows straight into the staging bytearrays: batch index,
 sequence id, null flags and the value and key bytes with their int32 offsets, in the layout
 Arrow takes as it is (``from_buffers``, no copy, no cast, no Python object per row); ordering
-keys, properties and event times stay unset (no list at all) until a row has one. Other entries
-(single messages, decoded value formats, what the C split leaves aside) go through
-:func:`~formats.pulsar.batch.split_columns`' lists into the same staging. Values an entry's rows
+keys, properties (a map's offsets, its keys' and values' offsets and bytes) and event times
+(int64 microseconds, a validity byte) likewise (:mod:`formats.pulsar.rich_columns`), each
+column left empty (no work) until a row has one. Other entries (single messages, decoded value
+formats, what the C split leaves aside) go through :func:`~formats.pulsar.batch.split_columns`'
+lists into the same staging. Values an entry's rows
 share are kept once per entry. :meth:`MessageColumns.flush` turns the staging into one Arrow
 batch (``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
 ``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
@@ -104,8 +106,7 @@ class MessageColumns:
     def _reset(self) -> None:
         self.rows = 0
         # fixed-width and binary columns in bytearrays (native byte order) that the C split
-        # appends to (no Python object per row) and Arrow takes as they are; the others in
-        # lists whose repeated values are one shared object (None: no row has one yet)
+        # appends to (no Python object per row) and Arrow takes as they are
         self._ledger = bytearray()  # int64
         self._entry = bytearray()  # int64
         self._first = bytearray()  # int64 (first_entries only)
