@@ -7,17 +7,17 @@
 /* --- decode_entries_into: a run of a block's entries straight into a worker's columns -----
  * decode_entries_into(data, offsets, start, stop, first_entry_id, ledger_id, partition,
  *                     max_rows, max_bytes, first_entries, cols, producers, versions[, decompress])
- *   -> (next, rows, ordering, properties, event_time)
+ *   -> (next, rows)
  * data and offsets: a packed block (formats.block.PackedEntries: entry first_entry_id + i is
  * data[offsets[i]:offsets[i + 1]], offsets native int32). Entries start, start + 1, ... are
  * checked (CRC32C when the entry has one, BrokerEntryMetadata and MessageMetadata as their
- * decoders check them) and split into the rows of cols, a tuple of 16 bytearrays: the 8 of
+ * decoders check them) and split into the rows of cols, a tuple of 26 bytearrays: the 8 of
  * split_batch_into, then ledger_id (int64), entry_id (int64), publish_time (int64 microseconds;
  * an entry whose time is past Spark's range is left to the Python path), run (int32: the row's index in producers / versions, to which a producer name
  * (str) and a schema version (bytes|None) are appended when they differ from the previous
  * entry's of this call), encrypted (int8, 0), message_id offsets (int32) and bytes
- * ("ledger:entry:partition:index"), first entry id (int64; only with first_entries).
- * ordering, properties, event_time: lists of the rows added, None when all unset.
+ * ("ledger:entry:partition:index"), first entry id (int64; only with first_entries), then the
+ * 10 of ordering_key, properties and event_time (_pulsar_rich.h: untouched while no row has one).
  * decompress (optional; None: compressed entries are left to the Python path): the Python
  * decompress(codec, data, uncompressed_size) that a compressed batch's payload goes through
  * (a memoryview on data, released after the call), its bytes then split as an uncompressed
@@ -47,21 +47,8 @@ typedef struct {
 
 /* a KeyValue of MessageMetadata as key_value(strict) accepts it, without making objects */
 static int kv_ok(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end) {
-    Cur c = {p, pos, end};
-    Py_ssize_t at[3] = {-1, -1, -1}, len[3] = {0, 0, 0};
-    while (c.pos < end) {
-        uint64_t tag, n;
-        if (rd_varint(&c, end, &tag)) return 0;
-        int wire = (int)(tag & 7);
-        uint64_t field = tag >> 3;
-        if (wire == 2 && (field == 1 || field == 2)) {
-            if (at[field] >= 0) return 0;
-            if (rd_varint(&c, end, &n) || n > (uint64_t)(end - c.pos)) return 0;
-            at[field] = c.pos; len[field] = (Py_ssize_t)n;
-            c.pos += (Py_ssize_t)n;
-        } else if (field <= 2 || skip_field(&c, end, wire)) return 0;
-    }
-    return at[1] >= 0 && at[2] >= 0 && utf8_ok(p + at[1], len[1]) && utf8_ok(p + at[2], len[2]);
+    KvSpan s;
+    return kv_span(p, pos, end, 1, &s);
 }
 
 /* MessageMetadata in p[pos, end), checked as message_metadata_values checks it; 0 or 1 */
@@ -211,23 +198,17 @@ static int digits(Py_ssize_t v) {
 }
 
 /* the one row of a single (not batched) message: as split_rows, from the entry's
- * MessageMetadata (strict properties) and its whole payload p[payload, end) */
-static int single_row(StrCache *sc, const unsigned char *p, const EntryMd *m, Py_ssize_t payload,
-                      Py_ssize_t end, Row *r, Lazy *lz, Py_ssize_t before, Py_ssize_t *tv,
-                      Py_ssize_t *tk) {
-    int failed = 0;
+ * MessageMetadata (strict properties, already checked by kv_ok) and its whole payload
+ * p[payload, end) */
+static int single_row(const unsigned char *p, const EntryMd *m, Py_ssize_t payload,
+                      Py_ssize_t end, Row *r, Rich *rich, Py_ssize_t *tv, Py_ssize_t *tk) {
     if (m->seq > (uint64_t)INT64_MAX) return 1;  /* NULL in the column: the Python path */
-    PyObject *ptuple = NULL;
+    if (rich_begin(rich, 1)) return 2;
     if (m->nprops) {
-        ptuple = kv_tuple(sc, p, m->prop_at, m->prop_len, m->nprops, 1, &failed);
-        if (ptuple == NULL) return failed;
+        int bad = rich_props(rich, p, m->prop_at, m->prop_len, m->nprops, 1);
+        if (bad) return bad;
     }
-    if ((ptuple != NULL || lz->prop != NULL) &&
-        lazy_append(&lz->prop, before, ptuple != NULL ? ptuple : Py_NewRef(lz->empty), lz->empty)) return 2;
-    if ((m->event || lz->event != NULL) &&
-        lazy_append(&lz->event, before, m->event ? PyLong_FromUnsignedLongLong(m->event) : Py_NewRef(Py_None), Py_None)) return 2;
-    if ((m->ord_at >= 0 || lz->ord != NULL) &&
-        lazy_append(&lz->ord, before, m->ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m->ord_at, m->ord_len) : Py_NewRef(Py_None), Py_None)) return 2;
+    rich_row(rich, m->event, m->ord_at, m->ord_len, m->nprops);
     r->index = -1;
     r->seq = (int64_t)m->seq;
     r->is_null = m->null_value;
@@ -281,19 +262,18 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
                           &decompress))
         return NULL;
     PyObject *result = NULL, *plain = NULL;  /* plain: a compressed batch, decompressed */
-    Lazy lz = {NULL, NULL, NULL, NULL};
-    StrCache sc = {{0}, {0}, {NULL}};
+    Rich rich = {0};
     Row *rows = NULL;
     Py_ssize_t cap = 0, added = 0, next = start;
     int failed = 0;  /* 2: a Python error */
-    if (check_cols(cols, BLOCK_COLS, 3, 5, "decode_entries_into") ||
-        check_cols(cols, BLOCK_COLS, 13, 13, "decode_entries_into")) { failed = 2; goto done; }
+    if (check_cols(cols, BLOCK_COLS + RICH_COLS, 3, 5, "decode_entries_into") ||
+        check_cols(cols, BLOCK_COLS + RICH_COLS, 13, 13, "decode_entries_into") ||
+        check_rich(cols, BLOCK_COLS, "decode_entries_into")) { failed = 2; goto done; }
     if (offs.len % 4 || start < 0 || start > stop || stop > offs.len / 4 - 1) {
         PyErr_SetString(PyExc_ValueError, "decode_entries_into: entries outside the offsets");
         failed = 2; goto done;
     }
-    if ((lz.empty = PyTuple_New(0)) == NULL) { failed = 2; goto done; }
-    PyObject **ba = &PyTuple_GET_ITEM(cols, 0);
+    PyObject **ba = &PyTuple_GET_ITEM(cols, 0), **rb = ba + BLOCK_COLS;
     const unsigned char *base = (const unsigned char *)data.buf;
     const char *off = (const char *)offs.buf;  /* native int32s, maybe unaligned */
     const unsigned char *last_prod = NULL, *last_sv = NULL;
@@ -337,8 +317,8 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             rows = grown;
         }
         Py_ssize_t n = 0, tv = 0, tk = 0;
-        int r = m.batch ? split_rows(&sc, q, qpos, qend, m.count, m.seq, rows, &lz, added, &n, &tv, &tk)
-                        : single_row(&sc, p, &m, payload, end, rows, &lz, added, &tv, &tk);
+        int r = m.batch ? split_rows(q, qpos, qend, m.count, m.seq, rows, &rich, &n, &tv, &tk)
+                        : single_row(p, &m, payload, end, rows, &rich, &tv, &tk);
         if (!m.batch && r == 0) n = 1;
         if (r == 2) { failed = 2; goto done; }
         int64_t entry = first_id + i;
@@ -351,10 +331,8 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
         prefix[plen++] = ':';
         Py_ssize_t id_bytes = 0;
         for (Py_ssize_t k = 0; k < n; k++) id_bytes += plen + digits(rows[k].index);
-        if (r == 1 || !rows_fit(ba, tv, tk) || (int64_t)last_i32(ba[13]) + id_bytes > INT32_MAX) {
-            if (lazy_truncate(&lz, added)) failed = 2;  /* what the split appended to the lists */
-            break;
-        }
+        if (r == 1 || !rows_fit(ba, tv, tk) || !rich_fits(&rich, rb) ||
+            (int64_t)last_i32(ba[13]) + id_bytes > INT32_MAX) break;
         next = i + 1;
         if (n == 0) continue;
         const unsigned char *prod = p + m.prod_at, *sv = m.sv_at >= 0 ? p + m.sv_at : NULL;
@@ -382,21 +360,21 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
             Py_ssize_t by_bytes = PyByteArray_GET_SIZE(ba[2]) + n + more;
             if (by_bytes < ecaps.rows) ecaps.rows = by_bytes;
         }
-        if (write_rows(ba, q, rows, n, tv, tk, ecaps) ||
+        /* the rich columns first (their positions are in q, as the values'): they fill in the
+         * rows staged before (is_null: one byte a row) */
+        if (rich_write(&rich, rb, q, PyByteArray_GET_SIZE(ba[2])) ||
+            write_rows(ba, q, rows, n, tv, tk, ecaps) ||
             write_entry_cols(ba, rows, n, ledger, entry, publish, run, prefix, plen, id_bytes,
                              first_entries, ecaps)) { failed = 2; goto done; }
         added += n;
         if (added >= max_rows || PyByteArray_GET_SIZE(ba[4]) >= max_bytes) break;
     }
     if (failed) goto done;
-    result = Py_BuildValue("(nnOOO)", next, added, lz.ord ? lz.ord : Py_None,
-                           lz.prop ? lz.prop : Py_None, lz.event ? lz.event : Py_None);
+    result = Py_BuildValue("(nn)", next, added);
 done:
     Py_XDECREF(plain);
-    lazy_clear(&lz);
-    Py_XDECREF(lz.empty);
+    rich_free(&rich);
     PyMem_Free(rows);
-    cache_clear(&sc);
     PyBuffer_Release(&data);
     PyBuffer_Release(&offs);
     if (failed) { Py_CLEAR(result); return NULL; }

@@ -11,7 +11,8 @@
  * batch (keys, property names and values) are decoded once and shared (str is immutable).
  *
  * split_batch_into(data, count, base_seq, cols): the same split appended straight into a
- *   worker's column bytearrays (no Python object per message); see its comment below.
+ *   worker's column bytearrays (no Python object per message, properties, ordering keys and
+ *   event times included: _pulsar_rich.h); see its comment below.
  *
  * message_metadata_values(data: bytes-like) -> None | tuple of the 28 MessageMetadata fields
  *   in the dataclass's order (absent: None, or () for the repeated ones; event_time 0: None).
@@ -263,12 +264,12 @@ done:
 }
 
 /* --- split_batch_into: a batch appended straight into a worker's column buffers -----------
- * split_batch_into(data, count, base_seq, cols) -> None | (n, ordering, properties, event_time)
- * cols: a tuple of 8 bytearrays, appended to in native byte order: batch_index (int32),
+ * split_batch_into(data, count, base_seq, cols) -> None | n (the rows appended)
+ * cols: a tuple of 18 bytearrays, appended to in native byte order: batch_index (int32),
  * sequence_id (int64; absent: base_seq + index), is_null (int8), value offsets (int32, going on
  * from the last one already there), value bytes (b"" for a null value), key offsets (int32,
- * idem), key bytes (UTF-8), key valid (int8). ordering (bytes|None), properties (tuples) and
- * event_time (int|None): a list of n when any of the n rows has one, else None (all unset).
+ * idem), key bytes (UTF-8), key valid (int8), then the 10 of ordering_key, properties and
+ * event_time (_pulsar_rich.h: untouched while no row has one).
  * None, with nothing appended: what split_batch_columns declines, a sequence id past
  * INT64_MAX, or offsets past INT32_MAX (the caller's list path judges those). */
 typedef struct { Py_ssize_t index, value_at, value_len, key_at, key_len; int64_t seq; int is_null; } Row;
@@ -298,27 +299,6 @@ static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
     return 1;
 }
 
-/* a list of ``rows`` times ``fill``, to which a column's values go from its first set one */
-static PyObject *filled(Py_ssize_t rows, PyObject *fill) {
-    PyObject *list = PyList_New(rows);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < rows; i++) PyList_SET_ITEM(list, i, Py_NewRef(fill));
-    return list;
-}
-
-/* append item (a new reference, stolen; NULL: an error is set) to *list, creating it (rows
- * times ``unset`` first) when item is not ``unset``; 0 or -1 */
-static int lazy_append(PyObject **list, Py_ssize_t rows, PyObject *item, PyObject *unset) {
-    if (item == NULL) return -1;
-    if (*list == NULL && item != unset) {
-        *list = filled(rows, unset);
-        if (*list == NULL) { Py_DECREF(item); return -1; }
-    }
-    int r = *list == NULL ? 0 : PyList_Append(*list, item);
-    Py_DECREF(item);
-    return r;
-}
-
 static int32_t last_i32(PyObject *ba) {
     int32_t v;
     memcpy(&v, PyByteArray_AS_STRING(ba) + PyByteArray_GET_SIZE(ba) - 4, 4);
@@ -346,52 +326,30 @@ static char *grow_to(PyObject *ba, Py_ssize_t extra, Py_ssize_t cap) {
 
 static char *grow(PyObject *ba, Py_ssize_t extra) { return grow_to(ba, extra, -1); }
 
-/* the lazily made list columns of one call (NULL: every row so far unset) */
-typedef struct { PyObject *ord, *prop, *event, *empty; } Lazy;
-
-static void lazy_clear(Lazy *lz) { Py_CLEAR(lz->ord); Py_CLEAR(lz->prop); Py_CLEAR(lz->event); }
-
-/* cut the lists made so far back to ``rows`` rows (an entry declined half way); 0 or -1 */
-static int lazy_truncate(Lazy *lz, Py_ssize_t rows) {
-    PyObject *lists[3] = {lz->ord, lz->prop, lz->event};
-    for (int i = 0; i < 3; i++) {
-        if (lists[i] != NULL && PyList_GET_SIZE(lists[i]) > rows &&
-            PyList_SetSlice(lists[i], rows, PyList_GET_SIZE(lists[i]), NULL)) return -1;
-    }
-    return 0;
-}
+#include "_pulsar_rich.h"
 
 /* The count messages of a batch in p[pos, end) -> rows[0..*n) (compacted ones left out), their
- * ordering keys, properties and event times appended to the lazy lists (``before`` rows there
- * already), *tv / *tk their value and key bytes. 0, 1 (declined: the Python twin judges it;
- * the lists may hold part of the batch) or 2 (a Python error). */
-static int split_rows(StrCache *sc, const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
-                      Py_ssize_t count, uint64_t base_seq, Row *rows, Lazy *lz, Py_ssize_t before,
-                      Py_ssize_t *n, Py_ssize_t *tv, Py_ssize_t *tk) {
+ * ordering keys, properties and event times in the scratch rich (see _pulsar_rich.h), *tv / *tk
+ * their value and key bytes. 0, 1 (declined: the Python twin judges it) or 2 (a Python error). */
+static int split_rows(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count,
+                      uint64_t base_seq, Row *rows, Rich *rich, Py_ssize_t *n, Py_ssize_t *tv,
+                      Py_ssize_t *tk) {
     Cur c = {p, pos, end};
     Py_ssize_t out = 0, total_v = 0, total_k = 0;
-    int failed = 0;
+    if (rich_begin(rich, count)) return 2;
     for (Py_ssize_t index = 0; index < count; index++) {
         Single m;
         if (parse_single(&c, end, &m)) return 1;
         /* the properties and the key of compacted messages are checked too (as the twin) */
-        PyObject *ptuple = NULL;
         if (m.nprops) {
-            ptuple = kv_tuple(sc, p, m.prop_at, m.prop_len, m.nprops, 0, &failed);
-            if (ptuple == NULL) return failed;
+            int bad = rich_props(rich, p, m.prop_at, m.prop_len, m.nprops, 0);
+            if (bad) return bad;
         }
-        if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) { Py_XDECREF(ptuple); return 1; }
-        if (m.compacted) { Py_XDECREF(ptuple); continue; }
+        if (m.key_at >= 0 && !utf8_ok(p + m.key_at, m.key_len)) return 1;
+        if (m.compacted) continue;
         uint64_t s = m.has_seq ? m.seq : base_seq + (uint64_t)index;
-        if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) { Py_XDECREF(ptuple); return 1; }
-        Py_ssize_t at = before + out;
-        /* a list is only touched once a row has a value for it */
-        if ((ptuple != NULL || lz->prop != NULL) &&
-            lazy_append(&lz->prop, at, ptuple != NULL ? ptuple : Py_NewRef(lz->empty), lz->empty)) return 2;
-        if ((m.event || lz->event != NULL) &&
-            lazy_append(&lz->event, at, m.event ? PyLong_FromUnsignedLongLong(m.event) : Py_NewRef(Py_None), Py_None)) return 2;
-        if ((m.ord_at >= 0 || lz->ord != NULL) &&
-            lazy_append(&lz->ord, at, m.ord_at >= 0 ? PyBytes_FromStringAndSize((const char *)p + m.ord_at, m.ord_len) : Py_NewRef(Py_None), Py_None)) return 2;
+        if (s > (uint64_t)INT64_MAX || (!m.has_seq && s < base_seq)) return 1;
+        rich_row(rich, m.event, m.ord_at, m.ord_len, m.nprops);
         Row *r = &rows[out++];
         r->index = index;
         r->seq = (int64_t)s;
@@ -476,12 +434,11 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
     unsigned long long base_seq;
     PyObject *cols;
     if (!PyArg_ParseTuple(args, "y*nKO!", &buf, &count, &base_seq, &PyTuple_Type, &cols)) return NULL;
-    if (check_cols(cols, 8, 3, 5, "split_batch_into")) { PyBuffer_Release(&buf); return NULL; }
+    if (check_cols(cols, 8 + RICH_COLS, 3, 5, "split_batch_into") ||
+        check_rich(cols, 8, "split_batch_into")) { PyBuffer_Release(&buf); return NULL; }
     PyObject **ba = &PyTuple_GET_ITEM(cols, 0);
     PyObject *result = NULL;
-    Lazy lz = {NULL, NULL, NULL, PyTuple_New(0)};
-    if (lz.empty == NULL) { PyBuffer_Release(&buf); return NULL; }
-    StrCache sc = {{0}, {0}, {NULL}};
+    Rich rich = {0};
     Row *rows = NULL;
     int failed = 0; /* 1: declined (return None), 2: Python error */
     const unsigned char *p = (const unsigned char *)buf.buf;
@@ -489,19 +446,18 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
     if (count < 0 || count > buf.len / 4 + 1) { failed = 1; goto done; }
     rows = PyMem_Malloc(sizeof(Row) * (size_t)(count ? count : 1));
     if (rows == NULL) { PyErr_NoMemory(); failed = 2; goto done; }
-    failed = split_rows(&sc, p, 0, buf.len, count, base_seq, rows, &lz, 0, &n, &tv, &tk);
+    failed = split_rows(p, 0, buf.len, count, base_seq, rows, &rich, &n, &tv, &tk);
     if (failed) goto done;
-    if (!rows_fit(ba, tv, tk)) { failed = 1; goto done; }
-    failed = write_rows(ba, p, rows, n, tv, tk, (Caps){-1, -1});
+    if (!rows_fit(ba, tv, tk) || !rich_fits(&rich, ba + 8)) { failed = 1; goto done; }
+    /* the rich columns first: they fill in the rows staged before (is_null: one byte a row) */
+    failed = rich_write(&rich, ba + 8, p, PyByteArray_GET_SIZE(ba[2]));
+    if (!failed) failed = write_rows(ba, p, rows, n, tv, tk, (Caps){-1, -1});
     if (failed) goto done;
-    result = Py_BuildValue("(nOOO)", n, lz.ord ? lz.ord : Py_None, lz.prop ? lz.prop : Py_None,
-                           lz.event ? lz.event : Py_None);
+    result = PyLong_FromSsize_t(n);
     if (result == NULL) failed = 2;
 done:
-    lazy_clear(&lz);
-    Py_DECREF(lz.empty);
+    rich_free(&rich);
     PyMem_Free(rows);
-    cache_clear(&sc);
     PyBuffer_Release(&buf);
     if (failed == 2) return NULL;
     if (failed == 1) { PyErr_Clear(); Py_RETURN_NONE; }

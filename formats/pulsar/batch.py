@@ -15,6 +15,7 @@ from typing import Any
 
 from formats.pulsar.errors import MalformedMessageError, MessageTruncatedError
 from formats.pulsar.metadata import MessageMetadata
+from formats.pulsar.rich_columns import append_rich
 from formats.pulsar.speedups import C_MODULE
 
 _STRING_FIELDS = {2: "partition_key", 7: "ordering_key"}
@@ -109,23 +110,17 @@ _C_INTO = C_MODULE.split_batch_into if C_MODULE is not None else None
 _MAX_I64 = (1 << 63) - 1
 _MAX_I32 = (1 << 31) - 1
 
-#: what :func:`split_into` returns: the rows appended, then ordering_key, properties and
-#: event_time as lists of those rows (None: no row has one; properties then all ``()``)
-Staged = tuple[
-    int,
-    list[bytes | None] | None,
-    list[tuple[tuple[str, str], ...]] | None,
-    list[int | None] | None,
-]
-
 
 def split_into(
     md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...], *, use_c: bool = True
-) -> Staged | None:
-    """A batch's messages appended to 8 column bytearrays (C when built, no Python object per
+) -> int | None:
+    """A batch's messages appended to 18 column bytearrays (C when built, no Python object per
     message): batch_index (int32), sequence_id (int64; unset: the batch's + index), is_null
-    (int8), value offsets (int32, going on from the last one there), value bytes, key offsets
-    (int32, idem), key bytes (UTF-8), key valid (int8), all in native byte order.
+    (int8, one byte a row staged), value offsets (int32, going on from the last one there),
+    value bytes, key offsets (int32, idem), key bytes (UTF-8), key valid (int8), all in native
+    byte order, then the ten of ordering_key, properties and event_time
+    (:mod:`formats.pulsar.rich_columns`: untouched while no row has one). Returns the number
+    of rows appended.
 
     None, with nothing appended, when a sequence id is past BIGINT or an offset past 2**31 - 1
     (the caller's list path handles those); bad input: the typed error (the Python twin)."""
@@ -137,7 +132,7 @@ def split_into(
     return _split_into_py(md, data, cols)
 
 
-def _split_into_py(md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...]) -> Staged | None:
+def _split_into_py(md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...]) -> int | None:
     """The pure-Python twin of the C ``split_batch_into`` (built on :func:`_split_columns_py`)."""
     index, keys, ordering, props, events, seqs, nulls, values, _b64 = _split_columns_py(md, data)
     base = md.sequence_id
@@ -153,6 +148,8 @@ def _split_into_py(md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...]
         or key_base + sum(map(len, key_bytes)) > _MAX_I32
     ):
         return None
+    if not append_rich(cols[8:], len(cols[2]), ordering, props, events):
+        return None
     cols[0].extend(array("i", index))
     cols[1].extend(array("q", seq))
     cols[2].extend(bytes(nulls))
@@ -161,12 +158,7 @@ def _split_into_py(md: MessageMetadata, data: bytes, cols: tuple[bytearray, ...]
     cols[5].extend(array("i", list(accumulate(map(len, key_bytes), initial=key_base))[1:]))
     cols[6].extend(b"".join(key_bytes))
     cols[7].extend(bytes(k is not None for k in keys))
-    return (
-        len(index),
-        ordering if any(o is not None for o in ordering) else None,
-        props if any(props) else None,
-        events if any(e is not None for e in events) else None,
-    )
+    return len(index)
 
 
 def split_columns(md: MessageMetadata, data: bytes, *, use_c: bool = True) -> Columns:

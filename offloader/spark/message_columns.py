@@ -6,9 +6,11 @@ into columns. For a batch of binary values, :func:`formats.pulsar.batch.split_in
 splitter when built) appends its rows straight into the staging bytearrays: batch index,
 sequence id, null flags and the value and key bytes with their int32 offsets, in the layout
 Arrow takes as it is (``from_buffers``, no copy, no cast, no Python object per row); ordering
-keys, properties and event times stay unset (no list at all) until a row has one. Other entries
-(single messages, decoded value formats, what the C split leaves aside) go through
-:func:`~formats.pulsar.batch.split_columns`' lists into the same staging. Values an entry's rows
+keys, properties (a map's offsets, its keys' and values' offsets and bytes) and event times
+(int64 microseconds, a validity byte) likewise (:mod:`formats.pulsar.rich_columns`), each
+column left empty (no work) until a row has one. Other entries (single messages, decoded value
+formats, what the C split leaves aside) go through :func:`~formats.pulsar.batch.split_columns`'
+lists into the same staging. Values an entry's rows
 share are kept once per entry. :meth:`MessageColumns.flush` turns the staging into one Arrow
 batch (``message_id`` and the timestamps are computed by Arrow, not per row in Python) once
 ``batch_rows`` rows or ``batch_bytes`` value bytes are held; pushed time comparisons are applied
@@ -37,6 +39,7 @@ import pyarrow.compute as pc
 from formats.pulsar.batch import split_columns, split_into
 from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
 from formats.pulsar.errors import PulsarMessageError
+from formats.pulsar.rich_columns import append_rich, rich_buffers
 from formats.pulsar.speedups import C_MODULE
 
 if TYPE_CHECKING:
@@ -106,8 +109,7 @@ class MessageColumns:
     def _reset(self) -> None:
         self.rows = 0
         # fixed-width and binary columns in bytearrays (native byte order) that the C split
-        # appends to (no Python object per row) and Arrow takes as they are; the others in
-        # lists whose repeated values are one shared object (None: no row has one yet)
+        # appends to (no Python object per row) and Arrow takes as they are
         self._ledger = bytearray()  # int64
         self._entry = bytearray()  # int64
         self._first = bytearray()  # int64 (first_entries only)
@@ -123,6 +125,9 @@ class MessageColumns:
         self._key_offsets = bytearray(4)
         self._key_data = bytearray()
         self._key_valid = bytearray()
+        # ordering_key, properties and event_time as Arrow buffers, each column lazy (empty
+        # while no row has one): formats.pulsar.rich_columns
+        self._rich = rich_buffers()
         self._split = (
             self._index,
             self._seq,
@@ -132,6 +137,7 @@ class MessageColumns:
             self._key_offsets,
             self._key_data,
             self._key_valid,
+            *self._rich,
         )
         self._id_offsets = bytearray(4)  # message_id: int32 offsets, from 0, and the bytes
         self._id_data = bytearray()
@@ -140,9 +146,9 @@ class MessageColumns:
         self._run = bytearray()
         self._producer: list[str] = []
         self._schema_version: list[bytes | None] = []
-        # the 16 bytearrays ``decode_entries_into`` appends to
+        # the 26 bytearrays ``decode_entries_into`` appends to (the rich ones last)
         self._block = (
-            *self._split,
+            *self._split[:8],
             self._ledger,
             self._entry,
             self._publish,
@@ -151,10 +157,8 @@ class MessageColumns:
             self._id_offsets,
             self._id_data,
             self._first,
+            *self._rich,
         )
-        self._ordering: list[bytes | None] | None = None
-        self._props: list[Any] | None = None
-        self._event: list[int | None] | None = None
         self._decoded: list[Any] = []
 
     @property
@@ -203,7 +207,7 @@ class MessageColumns:
         extension) is not staged: the caller gives it to :meth:`add`, which judges it."""
         if not self.takes_packed or start >= stop:
             return start
-        nxt, n, ordering, props, events = _C_BLOCK(  # type: ignore[misc]
+        nxt, n = _C_BLOCK(  # type: ignore[misc]
             data,
             offsets,
             start,
@@ -219,11 +223,7 @@ class MessageColumns:
             self._schema_version,
             self._inflate,
         )
-        if n:
-            self._ordering = _extend(self._ordering, ordering, n, self.rows, None)
-            self._props = _extend(self._props, props, n, self.rows, ())
-            self._event = _extend(self._event, events, n, self.rows, None)
-            self.rows += n
+        self.rows += n
         return nxt  # type: ignore[no-any-return]
 
     def _add(self, parsed: ParsedEntry, ledger_id: int, entry_id: int) -> int:
@@ -241,12 +241,9 @@ class MessageColumns:
         if md.is_batch and not encrypted and self._binary:
             staged = split_into(md, payload, self._split)
         if staged is not None:
-            n, ordering, props, events = staged
+            n = staged
             if not n:
                 return 0
-            self._ordering = _extend(self._ordering, ordering, n, self.rows, None)
-            self._props = _extend(self._props, props, n, self.rows, ())
-            self._event = _extend(self._event, events, n, self.rows, None)
             self._encrypted += bytes(n)
         elif md.is_batch and not encrypted:
             index, keys, ordering, props, events, seqs, nulls, values, _b64 = split_columns(
@@ -304,8 +301,10 @@ class MessageColumns:
         nulls: Sequence[bool],
     ) -> None:
         """The list path (one entry, or a batch the C split leaves to it): all but the values."""
-        n = len(index)
-        rows = self.rows
+        if not append_rich(self._rich, self.rows, ordering, props, events):
+            raise PulsarMessageError(
+                "ordering keys or properties of more than 2 GiB in one Arrow batch"
+            )
         self._index += array("i", index)
         for s in seqs:
             if s > _MAX_I64:  # a sequence id past BIGINT: NULL, as before
@@ -321,9 +320,6 @@ class MessageColumns:
         self._key_offsets += array("i", offsets)
         self._key_data += b"".join(key_bytes)
         self._key_valid += bytes(k is not None for k in keys)
-        self._ordering = _extend(self._ordering, _set(ordering, None), n, rows, None)
-        self._props = _extend(self._props, _set(props, ()), n, rows, ())
-        self._event = _extend(self._event, _set(events, None), n, rows, None)
 
     def _add_values(self, values: Sequence[bytes], nulls: Sequence[bool], encrypted: bool) -> None:
         if self._binary:
@@ -377,10 +373,10 @@ class MessageColumns:
             index,
             message_id,
             key,
-            _nullable(self._ordering, pa.binary(), n),
-            _properties(self._props, n),
+            _ordering_keys(self._rich, n),
+            _properties(self._rich, n),
             _nulled(_fixed(_TS, n, self._publish), self._publish_nulls),
-            _event_times(self._event, n),
+            _event_times(self._rich, n),
             _spread(self._producer, pa.string(), run, n),
             seq,
             _spread(self._schema_version, pa.binary(), run, n),
@@ -419,26 +415,6 @@ _C_BLOCK = C_MODULE.decode_entries_into if C_MODULE is not None else None
 _message_ids = C_MODULE.message_ids_into if C_MODULE is not None else _message_ids_py
 
 
-def _set(values: Sequence[Any], unset: Any) -> Sequence[Any] | None:
-    """``values``, or None when each is ``unset`` (the staging's lazy lists)."""
-    return values if any(v != unset for v in values) else None
-
-
-def _extend(
-    staged: list[Any] | None, values: Any, n: int, rows: int, unset: Any
-) -> list[Any] | None:
-    """A lazy list column with ``n`` rows more: it stays None while every row is ``unset``;
-    made (``rows`` times ``unset`` first) when one is set."""
-    if values is None:
-        if staged is not None:
-            staged.extend([unset] * n)
-        return staged
-    if staged is None:
-        staged = [unset] * rows
-    staged.extend(values)
-    return staged
-
-
 def _last(offsets: bytearray) -> int:
     """The last int32 of a staged offsets buffer."""
     return int.from_bytes(offsets[-4:], sys.byteorder, signed=True)
@@ -467,36 +443,42 @@ def _bools(flags: bytearray, n: int) -> pa.Array:
     return _fixed(pa.int8(), n, flags).cast(pa.bool_())
 
 
-def _event_times(events: list[int | None] | None, n: int) -> pa.Array:
-    """The event_time column (milliseconds, None: unset) as timestamps."""
-    if events is None:
+def _valid(flags: bytearray, n: int) -> pa.Buffer | None:
+    """A staged int8 validity column as an Arrow validity bitmap (None: every row valid)."""
+    if 0 not in flags:
+        return None
+    return _fixed(pa.int8(), n, flags).cast(pa.bool_()).buffers()[1]
+
+
+def _ordering_keys(rich: tuple[bytearray, ...], n: int) -> pa.Array:
+    """The ordering_key column from its staged buffers (all NULL when no row has one)."""
+    if not rich[2]:
+        return pa.nulls(n, pa.binary())
+    buffers = [_valid(rich[2], n), pa.py_buffer(rich[0]), pa.py_buffer(rich[1])]
+    return pa.Array.from_buffers(pa.binary(), n, buffers)
+
+
+def _properties(rich: tuple[bytearray, ...], n: int) -> pa.Array:
+    """The properties column from its staged buffers (all empty maps when no row has one)."""
+    offsets = rich[3] if rich[3] else array("i", (0,)) * (n + 1)
+    count = len(rich[4]) // 4 - 1
+    keys = pa.Array.from_buffers(pa.string(), max(count, 0), [None, *_strings(rich[4], rich[5])])
+    values = pa.Array.from_buffers(pa.string(), max(count, 0), [None, *_strings(rich[6], rich[7])])
+    return pa.MapArray.from_arrays(_fixed(pa.int32(), n + 1, offsets), keys, values, type=_MAP)
+
+
+def _strings(offsets: bytearray, data: bytearray) -> list[pa.Buffer]:
+    """A string child's offsets and bytes (no entry yet: the one offset 0)."""
+    return [pa.py_buffer(offsets if offsets else bytes(4)), pa.py_buffer(data)]
+
+
+def _event_times(rich: tuple[bytearray, ...], n: int) -> pa.Array:
+    """The event_time column (int64 microseconds staged; NULL: unset or past Spark's range)."""
+    if not rich[9]:
         return pa.nulls(n, _TS)
-    return _timestamps(pa.array(events, pa.uint64()))
-
-
-def _nullable(values: list[Any] | None, kind: pa.DataType, n: int) -> pa.Array:
-    """A lazy list column as an Arrow array (None: all NULL, without a pass over the rows)."""
-    return pa.nulls(n, kind) if values is None else pa.array(values, kind)
-
-
-def _properties(props: list[Any] | None, n: int) -> pa.Array:
-    """The properties column; without a Python pass over the rows when none has any."""
-    if props is not None and any(props):
-        return pa.array(props, _MAP)
-    empty = pa.array([], pa.string())
-    return pa.MapArray.from_arrays(
-        _fixed(pa.int32(), n + 1, array("i", (0,)) * (n + 1)), empty, empty
-    )
+    return pa.Array.from_buffers(_TS, n, [_valid(rich[9], n), pa.py_buffer(rich[8])])
 
 
 def _fixed(kind: pa.DataType, n: int, values: array[Any] | bytearray) -> pa.Array:
     """A typed array's bytes as an Arrow array (no copy; the array is not touched again)."""
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(values)])
-
-
-def _timestamps(ms: pa.Array) -> pa.Array:
-    """Milliseconds (NULL: unset) as microsecond timestamps; one past Spark's range is NULL."""
-    if len(ms) and (pc.max(ms).as_py() or 0) > _MAX_MS:
-        # the bound as the column's own type: a uint64 past INT64_MAX does not cast to int64
-        ms = pc.if_else(pc.greater(ms, pa.scalar(_MAX_MS, ms.type)), pa.scalar(None, ms.type), ms)
-    return pc.multiply(ms.cast(pa.int64()), _MS).cast(_TS)

@@ -25,6 +25,7 @@ from formats.pulsar.encode import frame_entry
 from formats.pulsar.entry import parse_entry
 from formats.pulsar.errors import PulsarMessageError
 from formats.pulsar.metadata import BrokerEntryMetadata
+from formats.pulsar.rich_columns import MAX_EVENT_MS
 from formats.pulsar.speedups import C_MODULE
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.message_blocks import kept_runs, packed_records
@@ -117,8 +118,13 @@ message = st.builds(
     value=st.none() | st.binary(max_size=12),
     key=st.none() | st.sampled_from(["k", "k2", "ключ"]) | text,
     ordering_key=st.none() | st.binary(max_size=3),
-    properties=st.lists(st.tuples(text, text), max_size=2).map(tuple),
-    event_time=st.none() | st.integers(1, 2**63),
+    properties=st.lists(st.tuples(st.sampled_from(["", "k", "ключ"]) | text, text), max_size=4).map(
+        tuple
+    ),
+    # unset, 0 (unset too), the last time Spark holds and the first it does not, past INT64_MAX
+    event_time=st.none()
+    | st.sampled_from([0, MAX_EVENT_MS, MAX_EVENT_MS + 1, 2**63, 2**64 - 1])
+    | st.integers(1, 2**64 - 1),
     sequence_id=st.none() | st.integers(0, 2**64 - 1),
 )
 
@@ -305,9 +311,9 @@ def test_the_c_entry_point_never_crashes_on_garbage(
     data: bytes, ends: list[int], rows: int
 ) -> None:
     offsets = array("i", [0, *ends]).tobytes()
-    cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(16))
+    cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(26))
     count = len(ends)
-    nxt, n, *_lists = C_MODULE.decode_entries_into(
+    nxt, n = C_MODULE.decode_entries_into(
         data, offsets, 0, count, 0, 1, -1, rows, 1 << 20, False, cols, [], []
     )
     assert 0 <= nxt <= count
@@ -318,7 +324,27 @@ def test_the_c_entry_point_never_crashes_on_garbage(
         )
     with pytest.raises(TypeError):
         C_MODULE.decode_entries_into(
-            data, offsets, 0, count, 0, 1, -1, 9, 9, False, cols[:15], [], []
+            data, offsets, 0, count, 0, 1, -1, 9, 9, False, cols[:25], [], []
+        )
+    with pytest.raises(TypeError):  # rich offsets started without their 0
+        C_MODULE.decode_entries_into(
+            data,
+            offsets,
+            0,
+            count,
+            0,
+            1,
+            -1,
+            9,
+            9,
+            False,
+            (*cols[:16], bytearray(2), *cols[17:]),
+            [],
+            [],
+        )
+    with pytest.raises(TypeError):  # a rich column that is no bytearray
+        C_MODULE.decode_entries_into(
+            data, offsets, 0, count, 0, 1, -1, 9, 9, False, (*cols[:25], b""), [], []
         )
 
 
@@ -373,9 +399,20 @@ def test_single_messages_are_taken_by_the_c_walk_too() -> None:
 
 
 def _compressed(count: int, codec: int, *, base: int = 0) -> list[bytes]:
+    """Batches of ten messages, some with properties, an ordering key and an event time (their
+    positions are in the decompressed payload, as the values')."""
     return [
         encode_entry(
-            [OutgoingMessage(bytes([i % 7, j]) * 40, key=f"k{j}") for j in range(10)],
+            [
+                OutgoingMessage(
+                    bytes([i % 7, j]) * 40,
+                    key=f"k{j}",
+                    properties=(("p", f"{i}.{j}"), ("é", "v")) if j % 3 == 1 else (),
+                    ordering_key=b"o%d" % j if j % 4 == 2 else None,
+                    event_time=T0 + j if j % 2 else None,
+                )
+                for j in range(10)
+            ],
             producer_name="z",
             sequence_id=10 * i,
             publish_time=T0 + i,
@@ -397,6 +434,8 @@ def test_compressed_batches_are_decompressed_and_split_in_the_c_walk(codec: int)
     columns = dict(zip(SCHEMA.names, got[0][1], strict=True))
     assert columns["value"][13] == bytes([1, 3]) * 40
     assert columns["message_id"][13] == f"{LEDGER}:{FIRST + 1}:-1:3"
+    assert columns["properties"][14] == [("p", "1.4"), ("é", "v")]
+    assert columns["ordering_key"][16] == b"o6" and columns["event_time"][16] is None
 
 
 @needs_c
@@ -434,7 +473,7 @@ def test_the_walk_s_decompress_answers() -> None:
     packed = _pack(_compressed(2, LZ4))
 
     def call(fn: Any) -> int:
-        cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(16))
+        cols = tuple(bytearray(4) if i in (3, 5, 13) else bytearray() for i in range(26))
         nxt, _n, *_ = C_MODULE.decode_entries_into(
             packed.data, packed.offsets, 0, 2, 0, 1, -1, 100, 1 << 20, False, cols, [], [], fn
         )

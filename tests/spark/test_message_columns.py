@@ -247,3 +247,100 @@ def test_each_split_path_gives_the_reference_batches(
             _columns(no_keys, schema, values, batch_rows=cut, batch_bytes=1 << 20), schema=schema
         )
         assert got.to_pylist() == _reference(no_keys, schema, values).to_pylist()
+
+
+def _rich_entries() -> list[bytes]:
+    """Batches and single messages whose rows mix every kind of property, event time and
+    ordering key, with whole entries (and Arrow batches) where no row has any."""
+    props = [(), (("k", "v"),), (("", ""), ("ключ", "значение"), ("k", "1"), ("k", "2"))]
+    events = [None, 0, 1, T0, (1 << 63) // 1000 - 1, (1 << 63) // 1000, 2**63, 2**64 - 1]
+    out = []
+    for i in range(14):
+        plain = i in (0, 1, 7, 8)
+        msgs = [
+            OutgoingMessage(
+                b"v%d" % j,
+                key=f"k{j}",
+                ordering_key=None if plain or j % 3 == 0 else b"o" * (j % 3 - 1),
+                properties=() if plain else props[(i + j) % 3],
+                event_time=None if plain else events[(i * 3 + j) % len(events)],
+            )
+            for j in range(1 + i % 4)
+        ]
+        single = i % 5 == 2  # a single (not batched) message: the list path
+        out.append(
+            encode_entry(
+                msgs[:1] if single else msgs,
+                producer_name="p",
+                sequence_id=i,
+                publish_time=T0,
+                batch=not single,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+@pytest.mark.parametrize("cut", [1, 3, 100])
+def test_properties_event_times_and_ordering_keys_as_the_reference(
+    path: str, cut: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rich columns staged as buffers, through the C split or its Python twin (single
+    messages through the list path), cut into Arrow batches anywhere: the reference rows
+    (properties in order, duplicate keys kept; event time 0 unset, past Spark's range NULL)."""
+    from formats.pulsar import batch as batch_module
+    from offloader.spark import message_columns
+
+    def split(md: Any, data: bytes, cols: Any) -> Any:
+        return batch_module.split_into(md, data, cols, use_c=path == "c")
+
+    monkeypatch.setattr(message_columns, "split_into", split)
+    entries = _rich_entries()
+    schema, values = _schema("binary"), ValueDecoder("binary")
+    batches = _columns(entries, schema, values, batch_rows=cut, batch_bytes=1 << 20)
+    got = _micros(pa.Table.from_batches(batches, schema=schema))
+    assert got == _micros(_reference(entries, schema, values))
+    rows = got
+    assert ("ключ", "значение") in rows[-1]["properties"] or any(
+        ("k", "2") in r["properties"] for r in rows
+    )
+    assert any(r["event_time"] is None for r in rows[4:])
+    assert any(r["ordering_key"] == b"" for r in rows)
+    assert (len(batches) == 1) == (cut == 100)  # cut across the rich rows, or not
+
+
+def test_plain_rows_start_no_rich_column() -> None:
+    rows = MessageColumns(
+        TOPIC, _schema(), ValueDecoder("binary"), batch_rows=100, batch_bytes=1 << 20
+    )
+    for entry_id, data in enumerate(_rich_entries()[:2]):
+        rows.add(parse_entry(data), 7, entry_id)
+    assert rows.rows == 3 and not any(rows._rich)
+    rows.add(parse_entry(_rich_entries()[3]), 7, 2)
+    assert all(rows._rich[i] for i in (0, 2, 3, 4, 6, 8, 9))
+    assert len(rows._rich[9]) == rows.rows  # the rows before it filled in
+    batch = rows.flush()
+    assert batch is not None and batch.column("properties").to_pylist()[:3] == [[], [], []]
+    assert not any(rows._rich)  # a new Arrow batch starts without them
+
+
+def test_rich_offsets_past_int32_on_the_list_path_are_the_typed_error() -> None:
+    rows = MessageColumns(
+        TOPIC, _schema(), ValueDecoder("binary"), batch_rows=100, batch_bytes=1 << 20
+    )
+    rows._rich[0].extend((0).to_bytes(4, "little") + (2**31 - 1).to_bytes(4, "little"))
+    single = encode_entry(
+        [OutgoingMessage(b"x", ordering_key=b"o")],
+        producer_name="p",
+        sequence_id=0,
+        publish_time=T0,
+        batch=False,
+    )
+    with pytest.raises(PulsarMessageError, match="2 GiB"):
+        rows.add(parse_entry(single), 7, 0)
+
+
+def _micros(table: pa.Table) -> list[dict[str, Any]]:
+    """The rows, timestamps as their int64 microseconds (some are past Python's datetime)."""
+    columns = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in table.columns]
+    return pa.Table.from_arrays(columns, names=table.column_names).to_pylist()
