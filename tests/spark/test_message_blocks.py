@@ -366,6 +366,18 @@ def test_message_ids_in_c_and_python(prefix: bytes, index: list[int], base: int)
     assert got[0][1] == b"".join(prefix + str(i).encode() for i in index)
 
 
+def _taken_whole(entries: list[bytes]) -> dict[str, list[Any]]:
+    """Every entry staged by one C walk call (none left aside), flushed as one batch equal to
+    the per-entry path's; its columns by name."""
+    packed = _pack(entries)
+    rows = _rows(batch_rows=1000, batch_bytes=1 << 20)
+    count = len(entries)
+    assert rows.add_packed(packed.data, packed.offsets, 0, count, FIRST, LEDGER) == count
+    got = _batches([rows.flush()])
+    assert got == _per_entry(entries, None, batch_rows=1000, batch_bytes=1 << 20)[0]
+    return dict(zip(SCHEMA.names, got[0][1], strict=True))
+
+
 @needs_c
 def test_single_messages_are_taken_by_the_c_walk_too() -> None:
     entries = [
@@ -386,12 +398,7 @@ def test_single_messages_are_taken_by_the_c_walk_too() -> None:
         )
         for i in range(6)
     ]
-    packed = _pack(entries)
-    rows = _rows(batch_rows=100, batch_bytes=1 << 20)
-    assert rows.add_packed(packed.data, packed.offsets, 0, 6, FIRST, LEDGER) == 6
-    got = _batches([rows.flush()])
-    assert got == _per_entry(entries, None, batch_rows=100, batch_bytes=1 << 20)[0]
-    columns = dict(zip(SCHEMA.names, got[0][1], strict=True))
+    columns = _taken_whole(entries)
     assert columns["batch_index"] == [-1] * 6
     assert columns["message_id"] == [f"{LEDGER}:{FIRST + i}:-1:-1" for i in range(6)]
     assert columns["is_null"] == [False, False, False, True, False, False]
@@ -425,13 +432,7 @@ def _compressed(count: int, codec: int, *, base: int = 0) -> list[bytes]:
 @needs_c
 @pytest.mark.parametrize("codec", [LZ4, ZLIB, ZSTD, SNAPPY])
 def test_compressed_batches_are_decompressed_and_split_in_the_c_walk(codec: int) -> None:
-    entries = _compressed(6, codec)
-    packed = _pack(entries)
-    rows = _rows(batch_rows=1000, batch_bytes=1 << 20)
-    assert rows.add_packed(packed.data, packed.offsets, 0, 6, FIRST, LEDGER) == 6
-    got = _batches([rows.flush()])
-    assert got == _per_entry(entries, None, batch_rows=1000, batch_bytes=1 << 20)[0]
-    columns = dict(zip(SCHEMA.names, got[0][1], strict=True))
+    columns = _taken_whole(_compressed(6, codec))
     assert columns["value"][13] == bytes([1, 3]) * 40
     assert columns["message_id"][13] == f"{LEDGER}:{FIRST + 1}:-1:3"
     assert columns["properties"][14] == [("p", "1.4"), ("é", "v")]
