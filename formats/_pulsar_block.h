@@ -29,8 +29,6 @@
  * the rows added to max_rows or the value bytes (cols[4]) to max_bytes. next: the index of the
  * first entry not taken. */
 #define BLOCK_COLS 16
-/* a publish time past this (ms) is NULL as a Spark timestamp: left to the Python path */
-#define MAX_PUBLISH_MS ((uint64_t)(INT64_MAX / 1000 - 1))
 
 typedef struct {
     Py_ssize_t prod_at, prod_len, sv_at, sv_len;
@@ -294,7 +292,7 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
         const unsigned char *p = base;  /* positions are from the start of data */
         Py_ssize_t end = b, payload;
         EntryMd m;
-        if (entry_head(p, a, end, &m, &payload) || m.special || m.publish > MAX_PUBLISH_MS) break;
+        if (entry_head(p, a, end, &m, &payload) || m.special || m.publish > MAX_SPARK_MS) break;
         /* the rows' values and keys: q[qpos, qend), the payload or a batch decompressed */
         const unsigned char *q = p;
         Py_ssize_t qpos = payload, qend = end;
@@ -362,7 +360,7 @@ static PyObject *decode_entries_into(PyObject *self, PyObject *args) {
         }
         /* the rich columns first (their positions are in q, as the values'): they fill in the
          * rows staged before (is_null: one byte a row) */
-        if (rich_write(&rich, rb, q, PyByteArray_GET_SIZE(ba[2])) ||
+        if (rich_write(&rich, rb, q, PyByteArray_GET_SIZE(ba[2]), ecaps) ||
             write_rows(ba, q, rows, n, tv, tk, ecaps) ||
             write_entry_cols(ba, rows, n, ledger, entry, publish, run, prefix, plen, id_bytes,
                              first_entries, ecaps)) { failed = 2; goto done; }

@@ -8,7 +8,7 @@
  * Each of the three columns is lazy: its bytearrays stay empty while no staged row has one (an
  * ordering key, at least one property, an event time that is not 0), so a batch without them
  * costs nothing; the first row that has one fills in the rows staged before it first (NULL, or
- * an empty map; the offsets from 0). An event time past Spark's range (MAX_EVENT_MS, as
+ * an empty map; the offsets from 0). An event time past Spark's range (MAX_SPARK_MS, as
  * _timestamps in message_columns.py) is NULL, as one past INT64_MAX. Properties keep their
  * order, duplicate keys included. formats/pulsar/rich_columns.py is the Python twin (the same
  * bytes), message_columns.py turns the bytearrays into Arrow arrays.
@@ -22,7 +22,6 @@
 #define PULSAR_RICH_H
 
 #define RICH_COLS 10
-#define MAX_EVENT_MS ((uint64_t)(INT64_MAX / 1000 - 1))
 
 typedef struct { Py_ssize_t key_at, key_len, val_at, val_len; } KvSpan;
 typedef struct { uint64_t event; Py_ssize_t ord_at, ord_len, nprops; } RichRow;
@@ -123,11 +122,11 @@ static int rich_fits(const Rich *r, PyObject **rb) {
 }
 
 /* room in ba for ``fill`` rows of ``width`` zeros when the column starts here, then for
- * ``n`` rows; *at: where the n rows go. 0, or -1 with MemoryError */
+ * ``n`` rows; *at: where the n rows go; cap: grow_to's. 0, or -1 with MemoryError */
 static int rich_grow(PyObject *ba, Py_ssize_t width, Py_ssize_t fill, int starts, Py_ssize_t n,
-                     char **at) {
+                     char **at, Py_ssize_t cap) {
     Py_ssize_t zeros = starts ? width * fill : 0;
-    char *w = grow(ba, zeros + width * n);
+    char *w = grow_to(ba, zeros + width * n, cap);
     if (w == NULL) return -1;
     memset(w, 0, (size_t)zeros);
     *at = w + zeros;
@@ -136,15 +135,18 @@ static int rich_grow(PyObject *ba, Py_ssize_t width, Py_ssize_t fill, int starts
 
 /* an int32 offsets bytearray: the starting 0 and ``before`` more (rows without a value) when
  * it starts, then room for ``n``; the running offset in *off; NULL with MemoryError */
-static char *offsets_grow(PyObject *ba, int starts, Py_ssize_t before, Py_ssize_t n, int32_t *off) {
+static char *offsets_grow(PyObject *ba, int starts, Py_ssize_t before, Py_ssize_t n, int32_t *off,
+                          Py_ssize_t cap) {
     char *at;
     *off = starts ? 0 : last_i32(ba);
-    return rich_grow(ba, 4, before + 1, starts, n, &at) ? NULL : at;
+    return rich_grow(ba, 4, before + 1, starts, n, &at, cap) ? NULL : at;
 }
 
 /* append the scratch's rows to rb (the 10 rich bytearrays; rich_fits checked), ``before``
- * rows staged already; 0, or 2 with MemoryError */
-static int rich_write(const Rich *r, PyObject **rb, const unsigned char *p, Py_ssize_t before) {
+ * rows staged already, the buffers grown as write_rows grows the others (caps); 0, or 2 with
+ * MemoryError */
+static int rich_write(const Rich *r, PyObject **rb, const unsigned char *p, Py_ssize_t before,
+                      Caps caps) {
     Py_ssize_t n = r->n;
     int starts;
     char *o, *d, *v;
@@ -152,8 +154,9 @@ static int rich_write(const Rich *r, PyObject **rb, const unsigned char *p, Py_s
     /* ordering_key */
     starts = PyByteArray_GET_SIZE(rb[0]) == 0;
     if (!starts || r->any_ord) {
-        if ((o = offsets_grow(rb[0], starts, before, n, &off)) == NULL) return 2;
-        if ((d = grow(rb[1], r->ord_bytes)) == NULL || rich_grow(rb[2], 1, before, starts, n, &v))
+        if ((o = offsets_grow(rb[0], starts, before, n, &off, rows_cap(caps, 4, 1))) == NULL ||
+            (d = grow_to(rb[1], r->ord_bytes, bytes_cap(caps, rb[1], before, n, r->ord_bytes))) == NULL ||
+            rich_grow(rb[2], 1, before, starts, n, &v, rows_cap(caps, 1, 0)))
             return 2;
         for (Py_ssize_t i = 0; i < n; i++) {
             const RichRow *row = &r->rows[i];
@@ -170,11 +173,14 @@ static int rich_write(const Rich *r, PyObject **rb, const unsigned char *p, Py_s
     if (!starts || r->any_prop) {
         int32_t koff, voff;
         char *ko, *kd, *vo, *vd;
-        if ((o = offsets_grow(rb[3], starts, before, n, &off)) == NULL ||
-            (ko = offsets_grow(rb[4], starts, 0, r->nkv, &koff)) == NULL ||
-            (kd = grow(rb[5], r->key_bytes)) == NULL ||
-            (vo = offsets_grow(rb[6], starts, 0, r->nkv, &voff)) == NULL ||
-            (vd = grow(rb[7], r->val_bytes)) == NULL) return 2;
+        if ((o = offsets_grow(rb[3], starts, before, n, &off, rows_cap(caps, 4, 1))) == NULL ||
+            (ko = offsets_grow(rb[4], starts, 0, r->nkv, &koff,
+                               bytes_cap(caps, rb[4], before, n, 4 * r->nkv))) == NULL ||
+            (kd = grow_to(rb[5], r->key_bytes, bytes_cap(caps, rb[5], before, n, r->key_bytes))) == NULL ||
+            (vo = offsets_grow(rb[6], starts, 0, r->nkv, &voff,
+                               bytes_cap(caps, rb[6], before, n, 4 * r->nkv))) == NULL ||
+            (vd = grow_to(rb[7], r->val_bytes, bytes_cap(caps, rb[7], before, n, r->val_bytes))) == NULL)
+            return 2;
         for (Py_ssize_t i = 0; i < n; i++) {
             off += (int32_t)r->rows[i].nprops;
             memcpy(o + 4 * i, &off, 4);
@@ -192,11 +198,12 @@ static int rich_write(const Rich *r, PyObject **rb, const unsigned char *p, Py_s
     /* event_time */
     starts = PyByteArray_GET_SIZE(rb[9]) == 0;
     if (!starts || r->any_event) {
-        if (rich_grow(rb[8], 8, before, starts, n, &d) || rich_grow(rb[9], 1, before, starts, n, &v))
+        if (rich_grow(rb[8], 8, before, starts, n, &d, rows_cap(caps, 8, 0)) ||
+            rich_grow(rb[9], 1, before, starts, n, &v, rows_cap(caps, 1, 0)))
             return 2;
         for (Py_ssize_t i = 0; i < n; i++) {
             uint64_t ms = r->rows[i].event;
-            int ok = ms != 0 && ms <= MAX_EVENT_MS;
+            int ok = ms != 0 && ms <= MAX_SPARK_MS;
             int64_t us = ok ? (int64_t)ms * 1000 : 0;
             memcpy(d + 8 * i, &us, 8);
             v[i] = (char)ok;

@@ -326,6 +326,27 @@ static char *grow_to(PyObject *ba, Py_ssize_t extra, Py_ssize_t cap) {
 
 static char *grow(PyObject *ba, Py_ssize_t extra) { return grow_to(ba, extra, -1); }
 
+/* the most a call expects its buffers to hold (grow_to's cap): rows in all, value bytes;
+ * negative: no expectation (CPython's growth) */
+typedef struct { Py_ssize_t rows, values; } Caps;
+
+/* grow_to's cap for a column of ``width`` bytes a row (``extra`` more: an offsets column's 0) */
+static Py_ssize_t rows_cap(Caps caps, Py_ssize_t width, Py_ssize_t extra) {
+    return caps.rows < 0 ? -1 : width * (caps.rows + extra);
+}
+
+/* grow_to's cap for ba, which gets ``add`` bytes for ``n`` of its ``rows`` rows staged now:
+ * as many bytes a row on the rows still to come */
+static Py_ssize_t bytes_cap(Caps caps, PyObject *ba, Py_ssize_t rows, Py_ssize_t n, Py_ssize_t add) {
+    if (caps.rows < 0) return -1;
+    Py_ssize_t more = caps.rows - rows - n;
+    return PyByteArray_GET_SIZE(ba) + add + (more > 0 ? more : 0) * (add / (n ? n : 1) + 1);
+}
+
+/* the latest time (ms) a Spark timestamp (int64 microseconds) holds: later ones are NULL (an
+ * event time) or left to the Python path, which makes them NULL (a publish time) */
+#define MAX_SPARK_MS ((uint64_t)(INT64_MAX / 1000 - 1))
+
 #include "_pulsar_rich.h"
 
 /* The count messages of a batch in p[pos, end) -> rows[0..*n) (compacted ones left out), their
@@ -371,10 +392,6 @@ static int rows_fit(PyObject **ba, Py_ssize_t tv, Py_ssize_t tk) {
     return (int64_t)last_i32(ba[3]) + (int64_t)tv <= INT32_MAX &&
            (int64_t)last_i32(ba[5]) + (int64_t)tk <= INT32_MAX;
 }
-
-/* the most a call expects its buffers to hold (grow_to's cap): rows in all, value bytes;
- * negative: no expectation (CPython's growth) */
-typedef struct { Py_ssize_t rows, values; } Caps;
 
 /* append rows[0..n) (see split_rows; rows_fit checked) to the 8 split bytearrays; 0 or 2 */
 static int write_rows(PyObject **ba, const unsigned char *p, const Row *rows, Py_ssize_t n,
@@ -450,7 +467,7 @@ static PyObject *split_batch_into(PyObject *self, PyObject *args) {
     if (failed) goto done;
     if (!rows_fit(ba, tv, tk) || !rich_fits(&rich, ba + 8)) { failed = 1; goto done; }
     /* the rich columns first: they fill in the rows staged before (is_null: one byte a row) */
-    failed = rich_write(&rich, ba + 8, p, PyByteArray_GET_SIZE(ba[2]));
+    failed = rich_write(&rich, ba + 8, p, PyByteArray_GET_SIZE(ba[2]), (Caps){-1, -1});
     if (!failed) failed = write_rows(ba, p, rows, n, tv, tk, (Caps){-1, -1});
     if (failed) goto done;
     result = PyLong_FromSsize_t(n);

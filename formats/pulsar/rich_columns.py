@@ -19,16 +19,17 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 __all__ = [
-    "MAX_EVENT_MS",
+    "MAX_SPARK_MS",
     "RICH_COLUMNS",
     "append_rich",
+    "last_offset",
     "rich_buffers",
 ]
 
 #: how many bytearrays the rich columns take
 RICH_COLUMNS = 10
-#: the largest event time (ms) a Spark timestamp (int64 microseconds) holds; later: NULL
-MAX_EVENT_MS = (1 << 63) // 1000 - 1
+#: the latest time (ms) a Spark timestamp (int64 microseconds) holds; later ones are NULL
+MAX_SPARK_MS = (1 << 63) // 1000 - 1
 _MAX_I32 = (1 << 31) - 1
 
 Props = tuple[tuple[str, str], ...]
@@ -39,7 +40,8 @@ def rich_buffers() -> tuple[bytearray, ...]:
     return tuple(bytearray() for _ in range(RICH_COLUMNS))
 
 
-def _last(offsets: bytearray) -> int:
+def last_offset(offsets: bytearray) -> int:
+    """The last int32 of a staged offsets bytearray (0 when it has not started)."""
     return int.from_bytes(offsets[-4:], sys.byteorder, signed=True) if offsets else 0
 
 
@@ -48,7 +50,7 @@ def _offsets(out: bytearray, lengths: Sequence[int], before: int) -> None:
     ``before`` more when empty)."""
     if not out:
         out += bytes(4 * (before + 1))
-    ends = accumulate(lengths, initial=_last(out))
+    ends = accumulate(lengths, initial=last_offset(out))
     next(ends)
     out += array("i", ends)
 
@@ -68,15 +70,15 @@ def append_rich(
     has_event = bool(rich[9]) or any(events)
     if has_ord:
         ord_bytes = [b"" if o is None else o for o in ordering]
-        if _last(rich[0]) + sum(map(len, ord_bytes)) > _MAX_I32:
+        if last_offset(rich[0]) + sum(map(len, ord_bytes)) > _MAX_I32:
             return False
     if has_props:
         keys = [k.encode() for row in props for k, _v in row]
         values = [v.encode() for row in props for _k, v in row]
         if (
-            _last(rich[3]) + len(keys) > _MAX_I32
-            or _last(rich[4]) + sum(map(len, keys)) > _MAX_I32
-            or _last(rich[6]) + sum(map(len, values)) > _MAX_I32
+            last_offset(rich[3]) + len(keys) > _MAX_I32
+            or last_offset(rich[4]) + sum(map(len, keys)) > _MAX_I32
+            or last_offset(rich[6]) + sum(map(len, values)) > _MAX_I32
         ):
             return False
     if has_ord:
@@ -92,7 +94,7 @@ def append_rich(
         rich[7].extend(b"".join(values))
     if has_event:
         fill = 0 if rich[9] else before
-        micros = [e * 1000 if e and e <= MAX_EVENT_MS else 0 for e in events]
+        micros = [e * 1000 if e and e <= MAX_SPARK_MS else 0 for e in events]
         rich[8].extend(bytes(8 * fill) + array("q", micros).tobytes())
-        rich[9].extend(bytes(fill) + bytes(bool(e and e <= MAX_EVENT_MS) for e in events))
+        rich[9].extend(bytes(fill) + bytes(bool(e and e <= MAX_SPARK_MS) for e in events))
     return True

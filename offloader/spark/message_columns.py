@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from formats.pulsar.batch import split_columns, split_into
 from formats.pulsar.compression import DEFAULT_LIMIT, NONE, decompress
 from formats.pulsar.errors import PulsarMessageError
-from formats.pulsar.rich_columns import append_rich, rich_buffers
+from formats.pulsar.rich_columns import MAX_SPARK_MS, append_rich, last_offset, rich_buffers
 from formats.pulsar.speedups import C_MODULE
 
 if TYPE_CHECKING:
@@ -56,7 +56,6 @@ FIRST_ENTRY_COLUMN = "__first_entry_id"
 TimePredicate = tuple[str, str, int]
 
 _MS = 1000
-_MAX_MS = (1 << 63) // _MS - 1
 _MAX_I64 = (1 << 63) - 1
 _MAX_OFFSET = (1 << 31) - 1
 #: staged bytes below this plus one entry (at most ``limit``, 1 GiB) fit Arrow's int32 offsets
@@ -273,7 +272,7 @@ class MessageColumns:
             self._add_values([b"" if is_null else payload], [is_null], encrypted)
         self._ledger += array("q", (ledger_id,)) * n
         self._entry += array("q", (entry_id,)) * n
-        if md.publish_time > _MAX_MS:  # past Spark's range: NULL, as before
+        if md.publish_time > MAX_SPARK_MS:  # past Spark's range: NULL, as before
             self._publish_nulls.extend(range(self.rows, self.rows + n))
             self._publish += bytes(8 * n)
         else:
@@ -315,7 +314,7 @@ class MessageColumns:
         key_bytes = [b"" if k is None else k.encode("utf-8") for k in keys]
         if len(self._key_data) + sum(map(len, key_bytes)) > _MAX_OFFSET:
             raise PulsarMessageError("keys of more than 2 GiB in one Arrow batch")
-        offsets = accumulate(map(len, key_bytes), initial=_last(self._key_offsets))
+        offsets = accumulate(map(len, key_bytes), initial=last_offset(self._key_offsets))
         next(offsets)
         self._key_offsets += array("i", offsets)
         self._key_data += b"".join(key_bytes)
@@ -328,7 +327,7 @@ class MessageColumns:
                 raise PulsarMessageError(
                     "values of more than 2 GiB in one Arrow batch; lower batch_bytes"
                 )
-            offsets = accumulate(map(len, values), initial=_last(self._offsets))
+            offsets = accumulate(map(len, values), initial=last_offset(self._offsets))
             next(offsets)
             self._offsets += array("i", offsets)
             self._data += joined
@@ -404,7 +403,7 @@ def _message_ids_py(prefix: bytes, index: bytearray, offsets: bytearray, data: b
     """The pure-Python twin of the C ``message_ids_into``: ``prefix + str(i)`` for each int32
     ``i`` of ``index`` appended to the message_id column's ``offsets`` and ``data``."""
     ids = [prefix + str(i).encode() for i in array("i", bytes(index))]
-    ends = accumulate(map(len, ids), initial=_last(offsets))
+    ends = accumulate(map(len, ids), initial=last_offset(offsets))
     next(ends)
     offsets += array("i", ends)
     data += b"".join(ids)
@@ -413,11 +412,6 @@ def _message_ids_py(prefix: bytes, index: bytearray, offsets: bytearray, data: b
 #: one C call per run of a packed block's entries (None: no extension, the per-entry path)
 _C_BLOCK = C_MODULE.decode_entries_into if C_MODULE is not None else None
 _message_ids = C_MODULE.message_ids_into if C_MODULE is not None else _message_ids_py
-
-
-def _last(offsets: bytearray) -> int:
-    """The last int32 of a staged offsets buffer."""
-    return int.from_bytes(offsets[-4:], sys.byteorder, signed=True)
 
 
 def _nulled(values: pa.Array, rows: list[int]) -> pa.Array:

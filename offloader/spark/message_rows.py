@@ -19,6 +19,7 @@ import fastavro
 import pyarrow as pa
 
 from formats.pulsar import Message
+from formats.pulsar.rich_columns import MAX_SPARK_MS
 from offloader.errors import ConfigError
 
 __all__ = [
@@ -204,11 +205,8 @@ def to_micros(value: Any) -> int | None:
     return None
 
 
-_MAX_MS = (1 << 63) // _MS - 1
-
-
 def _ts(ms: int | None) -> int | None:
-    return None if ms is None or ms > _MAX_MS else ms * _MS
+    return None if ms is None or ms > MAX_SPARK_MS else ms * _MS
 
 
 def messages_batch(

@@ -20,7 +20,7 @@ from formats.pulsar.metadata import (
     SingleMessageMetadata,
     encode_single_message_metadata,
 )
-from formats.pulsar.rich_columns import MAX_EVENT_MS, RICH_COLUMNS
+from formats.pulsar.rich_columns import MAX_SPARK_MS, RICH_COLUMNS
 from formats.pulsar.speedups import C_MODULE
 
 PURE = os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0")
@@ -165,7 +165,7 @@ def test_c_and_python_twins_agree(
     ]
     assert unpacked["ordering"] == ordering
     assert unpacked["props"] == props
-    assert unpacked["events"] == [e if e and e <= MAX_EVENT_MS else None for e in events]
+    assert unpacked["events"] == [e if e and e <= MAX_SPARK_MS else None for e in events]
     assert cols[3][:4] == array("i", (7,)).tobytes() and cols[5][:4] == array("i", (3,)).tobytes()
 
 
@@ -256,7 +256,7 @@ def test_rows_staged_before_are_filled_in(
         _i, _k, ordering, props, events, *_rest = split_columns(md, payload)
         want["ordering"] += ordering
         want["props"] += props
-        want["events"] += [e if e and e <= MAX_EVENT_MS else None for e in events]
+        want["events"] += [e if e and e <= MAX_SPARK_MS else None for e in events]
     assert {k: unpacked[k] for k in want} == want
 
 

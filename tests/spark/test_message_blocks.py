@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
@@ -25,7 +26,7 @@ from formats.pulsar.encode import frame_entry
 from formats.pulsar.entry import parse_entry
 from formats.pulsar.errors import PulsarMessageError
 from formats.pulsar.metadata import BrokerEntryMetadata
-from formats.pulsar.rich_columns import MAX_EVENT_MS
+from formats.pulsar.rich_columns import MAX_SPARK_MS
 from formats.pulsar.speedups import C_MODULE
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.message_blocks import kept_runs, packed_records
@@ -65,30 +66,36 @@ def _stage(rows: MessageColumns, data: bytes, entry_id: int, chunks: ChunkAssemb
 
 def _walk(packed: PackedEntries, flt: EntryFilter | None, **kw: Any) -> tuple[list[Any], Any]:
     """The batches (as Python rows) of the C walk, and the typed error it ended with."""
-    rows, chunks, out = _rows(**kw), ChunkAssembler(), []
-    try:
-        for record in packed_records(packed, LEDGER, flt, rows):
-            if record is None:
-                out.append(rows.flush())
-                continue
-            _ledger, entry_id, data = record
-            _stage(rows, data, entry_id, chunks)
-            if rows.full:
-                out.append(rows.flush())
-        out.append(rows.flush())
-    except PulsarMessageError as exc:
-        return _batches(out), (type(exc), str(exc))
-    return _batches(out), None
+    rows = _rows(**kw)
+    records = (
+        None if r is None else (r[1], r[2]) for r in packed_records(packed, LEDGER, flt, rows)
+    )
+    return _collect(records, rows)
 
 
 def _per_entry(entries: list[bytes], flt: EntryFilter | None, **kw: Any) -> tuple[list[Any], Any]:
     """The same through the per-entry path only (every entry parsed in Python)."""
-    rows, chunks, out = _rows(**kw), ChunkAssembler(), []
+    records = (
+        (FIRST + i, data)
+        for i, data in enumerate(entries)
+        if flt is None or flt.keeps_entry(FIRST + i)
+    )
+    return _collect(records, _rows(**kw))
+
+
+def _collect(
+    records: Iterator[tuple[int, bytes] | None], rows: MessageColumns
+) -> tuple[list[Any], Any]:
+    """``(entry_id, data)`` records staged per entry (None: the staged rows make a batch),
+    flushed when full: the batches as Python rows, and the typed error they ended with."""
+    chunks, out = ChunkAssembler(), []
     try:
-        for i, data in enumerate(entries):
-            if flt is not None and not flt.keeps_entry(FIRST + i):
+        for record in records:
+            if record is None:
+                out.append(rows.flush())
                 continue
-            _stage(rows, data, FIRST + i, chunks)
+            entry_id, data = record
+            _stage(rows, data, entry_id, chunks)
             if rows.full:
                 out.append(rows.flush())
         out.append(rows.flush())
@@ -123,7 +130,7 @@ message = st.builds(
     ),
     # unset, 0 (unset too), the last time Spark holds and the first it does not, past INT64_MAX
     event_time=st.none()
-    | st.sampled_from([0, MAX_EVENT_MS, MAX_EVENT_MS + 1, 2**63, 2**64 - 1])
+    | st.sampled_from([0, MAX_SPARK_MS, MAX_SPARK_MS + 1, 2**63, 2**64 - 1])
     | st.integers(1, 2**64 - 1),
     sequence_id=st.none() | st.integers(0, 2**64 - 1),
 )
