@@ -1,7 +1,10 @@
 """The offload path: one closed ledger to a data object and an index object, committed.
 
 Owns the writer (plan blocks, upload parts 1..N with their CRC32Cs, put the index:
-:func:`offload_ledger`), the reading of a ledger's entries for it (:class:`LedgerEntries`), the
+:func:`offload_ledger`), which runs one :class:`OffloadJob` (a ledger's attempt: its plan,
+store, keys and what it created) with an :class:`UploadStrategy`: :class:`PlainUpload` for
+Pulsar's object or :class:`TransformedUpload` for a chunked, compressed and/or encrypted one;
+the reading of a ledger's entries for it (:class:`LedgerEntries`), the
 per-ledger commit protocol around it (UUID recorded before the upload, compare-and-set at the
 end, cleanup of failed attempts: :func:`offload_one`), the verification of an offload against
 its metadata record (:func:`check_offload`) and the orphan audit of a store
@@ -14,15 +17,22 @@ May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers``
 
 from offloader.offload.commit import delete_ledger_objects, delete_objects, offload_one
 from offloader.offload.entry_batches import LedgerEntries
+from offloader.offload.job import OffloadJob, UploadedData, UploadStrategy
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
+from offloader.offload.transformed import TransformedUpload
 from offloader.offload.verification import ObjectCheck, check_offload
-from offloader.offload.writer import OffloadResult, offload_ledger
+from offloader.offload.writer import OffloadResult, PlainUpload, offload_ledger
 
 __all__ = [
     "Audit",
     "LedgerEntries",
     "ObjectCheck",
+    "OffloadJob",
     "OffloadResult",
+    "PlainUpload",
+    "TransformedUpload",
+    "UploadStrategy",
+    "UploadedData",
     "check_offload",
     "collect_garbage",
     "delete_ledger_objects",

@@ -3,13 +3,15 @@ namespace's transform policy is not the identity.
 
 :func:`resolve_write_transform` turns a :class:`~offloader.policies.TransformPolicy` into what
 the writer needs (the chunk size, the zstd level, the key-encryption key from the key ring and
-its id; a fresh data key is drawn per object). :func:`upload_transformed` replaces the plain
-writer's block upload: each block is framed exactly as for a plain object into one of
-``offload_concurrency`` reusable buffers, then transformed chunk by chunk on the pool's threads
-(zstd and AES-GCM release the GIL), and the stored blocks are joined **in order** into parts of
-at least 5 MiB (S3's minimum; a compressed block may be much smaller than a part) uploaded on
-the same pool. Peak memory: ``offload_concurrency`` block buffers, as many stored blocks waiting
-to be joined, one part being joined and ``offload_concurrency`` parts uploading.
+its id; a fresh data key is drawn per object). :class:`TransformedUpload` is the
+:class:`~offloader.offload.job.UploadStrategy` of such an object, in place of the plain
+writer's (:class:`~offloader.offload.writer.PlainUpload`): each block is framed exactly as for a
+plain object into one of ``offload_concurrency`` reusable buffers, then transformed chunk by
+chunk on the pool's threads (zstd and AES-GCM release the GIL), and the stored blocks are
+joined **in order** into parts of at least 5 MiB (S3's minimum; a compressed block may be much
+smaller than a part) uploaded on the same pool. Peak memory: ``offload_concurrency`` block
+buffers, as many stored blocks waiting to be joined, one part being joined and
+``offload_concurrency`` parts uploading.
 
 Chunks whose first entry is a Pulsar message with a compression codec are not compressed again
 (:func:`formats.transform.pulsar_compression_codec`, one look per chunk, no zstd attempt).
@@ -23,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 from formats.block import BlockWriter
 from formats.extension import crc32c
@@ -40,15 +42,13 @@ from formats.transform import (
 )
 from formats.wire import BLOCK_HEADER_LEN, ENTRY_HEADER_LEN, S3_MIN_PART_SIZE
 from offloader.crashpoints import crash_point
-from offloader.errors import IndexInconsistentError
 from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
-from offloader.offload.entry_batches import LedgerEntries
+from offloader.offload.job import OffloadJob, UploadedData
 from offloader.policies import TransformPolicy
 from offloader.store.base import UploadedPart
 
-if TYPE_CHECKING:
-    from offloader.offload.writer import _Offload
+__all__ = ["TransformedUpload", "WriteTransform", "resolve_write_transform"]
 
 log = get_logger(__name__)
 
@@ -108,14 +108,6 @@ def resolve_write_transform(
     return WriteTransform(chunk_size, policy.zstd_level, key_id, kek)
 
 
-@dataclass(frozen=True)
-class TransformedUpload:
-    block_crc32c: list[int]
-    entries: LedgerEntries
-    section: TransformSection
-    stored_size: int
-
-
 class _EntryStarts(Sequence[int]):
     """Block offsets of the entry frames of one block, computed on demand (bisect-able)."""
 
@@ -158,138 +150,131 @@ def _transform_block(
     return stored, rows, crc
 
 
-def _upload_part(job: _Offload, upload_id: str, number: int, body: bytes) -> UploadedPart:
+def _upload_part(job: OffloadJob, upload_id: str, number: int, body: bytes) -> UploadedPart:
     """On a pool thread: one part of joined stored blocks, with its CRC32C."""
     return job.store.upload_part(job.dkey, upload_id, number, body, crc32c(body))
 
 
-def upload_transformed(
-    job: _Offload, transform: WriteTransform, uuid: str, managed_ledger_name: str | None
-) -> TransformedUpload:
-    """Upload the ledger of ``job`` as a transformed data object (see the module docstring);
-    records the upload on ``job`` so that its ``clean_up`` removes everything on failure."""
-    settings, store, plans = job.settings, job.store, job.plans
-    total = plans[-1].offset + plans[-1].size
-    data_key = secrets.token_bytes(32) if transform.encrypted else None
-    identity = ObjectIdentity(uuid, job.reader.ledger_id)
-    encoder = ChunkEncoder(
-        identity,
-        chunk_size=transform.chunk_size,
-        zstd_level=transform.zstd_level,
-        data_key=data_key,
-    )
-    metadata = object_user_metadata(
-        ROLE_DATA,
-        managed_ledger_name=managed_ledger_name,
-        software_version=settings.software_version,
-    )
-    metadata[FORMAT_VERSION_KEY] = CHUNKED_FORMAT_VERSION
-    job.upload_id = store.create_multipart_upload(job.dkey, metadata)
-    crash_point("writer.after_create_upload")
-    upload_id = job.upload_id
-    entries = LedgerEntries(job.reader, job.lengths, settings.ledger_read_batch_entries)
-    job.entries = entries
-    framed = framed_prefix_sums(job.lengths)[0] if transform.zstd_level is not None else None
-    window = settings.offload_concurrency
-    buffer_size = max(p.size for p in plans)
-    job.pool = pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-chunk")
-    free: list[BlockWriter] = []
-    made = 0
-    pending: deque[tuple[Future[tuple[list[bytes], list[StoredChunk], int]], BlockWriter, int]] = (
-        deque()
-    )
-    uploads: dict[Future[UploadedPart], int] = {}
-    parts: list[UploadedPart] = []
-    crcs: list[int] = []
-    rows: list[StoredChunk] = []
-    joined: list[bytes] = []
-    joined_size = stored_size = done = 0
-    part_number = 1
+class TransformedUpload:
+    """The :class:`~offloader.offload.job.UploadStrategy` of a transformed data object (see
+    the module docstring); records the upload on the job so that its ``clean_up`` removes
+    everything on failure."""
 
-    def collect(block: bool) -> None:
-        if not uploads:
-            return
-        finished, _ = wait(list(uploads), timeout=None if block else 0, return_when=FIRST_COMPLETED)
-        for future in finished:
-            uploads.pop(future)
-            parts.append(future.result())
-            crash_point("writer.after_part")
+    def __init__(self, transform: WriteTransform) -> None:
+        self.transform = transform
 
-    def send_part() -> None:
-        nonlocal joined_size, part_number
-        body = joined[0] if len(joined) == 1 else b"".join(joined)
-        joined.clear()
-        joined_size = 0
-        while len(uploads) >= window:
-            collect(block=True)
-        future = pool.submit(_upload_part, job, upload_id, part_number, body)
-        uploads[future] = len(body)
-        part_number += 1
+    def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
+        transform = self.transform
+        settings, plans = job.settings, job.plans
+        total = job.total
+        data_key = secrets.token_bytes(32) if transform.encrypted else None
+        identity = ObjectIdentity(job.uuid, job.reader.ledger_id)
+        encoder = ChunkEncoder(
+            identity,
+            chunk_size=transform.chunk_size,
+            zstd_level=transform.zstd_level,
+            data_key=data_key,
+        )
+        metadata = object_user_metadata(
+            ROLE_DATA,
+            managed_ledger_name=managed_ledger_name,
+            software_version=settings.software_version,
+        )
+        metadata[FORMAT_VERSION_KEY] = CHUNKED_FORMAT_VERSION
+        upload_id, entries = job.start_upload(metadata)
+        framed = framed_prefix_sums(job.lengths)[0] if transform.zstd_level is not None else None
+        window = settings.offload_concurrency
+        buffer_size = max(p.size for p in plans)
+        job.pool = pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-chunk")
+        free: list[BlockWriter] = []
+        made = 0
+        pending: deque[
+            tuple[Future[tuple[list[bytes], list[StoredChunk], int]], BlockWriter, int]
+        ] = deque()
+        uploads: dict[Future[UploadedPart], int] = {}
+        parts: list[UploadedPart] = []
+        crcs: list[int] = []
+        rows: list[StoredChunk] = []
+        joined: list[bytes] = []
+        joined_size = stored_size = done = 0
+        part_number = 1
 
-    def take_transformed() -> None:
-        nonlocal joined_size, stored_size, done
-        future, writer, size = pending.popleft()
-        stored, block_rows, crc = future.result()
-        free.append(writer)
-        crcs.append(crc)
-        rows.extend(block_rows)
-        size_stored = sum(len(c) for c in stored)
-        joined.extend(stored)
-        joined_size += size_stored
-        stored_size += size_stored
-        done += size
-        if job.progress is not None:
-            job.progress(done, total)
-        if joined_size >= S3_MIN_PART_SIZE:
+        def collect(block: bool) -> None:
+            if not uploads:
+                return
+            finished, _ = wait(
+                list(uploads), timeout=None if block else 0, return_when=FIRST_COMPLETED
+            )
+            for future in finished:
+                uploads.pop(future)
+                parts.append(future.result())
+                crash_point("writer.after_part")
+
+        def send_part() -> None:
+            nonlocal joined_size, part_number
+            body = joined[0] if len(joined) == 1 else b"".join(joined)
+            joined.clear()
+            joined_size = 0
+            while len(uploads) >= window:
+                collect(block=True)
+            future = pool.submit(_upload_part, job, upload_id, part_number, body)
+            uploads[future] = len(body)
+            part_number += 1
+
+        def take_transformed() -> None:
+            nonlocal joined_size, stored_size, done
+            future, writer, size = pending.popleft()
+            stored, block_rows, crc = future.result()
+            free.append(writer)
+            crcs.append(crc)
+            rows.extend(block_rows)
+            size_stored = sum(len(c) for c in stored)
+            joined.extend(stored)
+            joined_size += size_stored
+            stored_size += size_stored
+            done += size
+            if job.progress is not None:
+                job.progress(done, total)
+            if joined_size >= S3_MIN_PART_SIZE:
+                send_part()
+
+        for n, plan in enumerate(plans):
+            while pending and pending[0][0].done():
+                take_transformed()
+            collect(block=False)
+            if not free and made < window:
+                free.append(BlockWriter(buffer_size))
+                made += 1
+            while not free:
+                take_transformed()
+            writer = free.pop()
+            block = writer.write_block_batches(
+                plan.first_entry_id, entries.batches(plan.entry_count), plan.size
+            )
+            hints = None
+            if framed is not None:
+                starts = _EntryStarts(framed, plan.first_entry_id, plan.last_entry_id + 1)
+                hints = _hints(block, starts, transform.chunk_size)
+            pending.append(
+                (pool.submit(_transform_block, encoder, n, block, hints), writer, plan.size)
+            )
+            job.record_zone(block, plan)  # read-only, while the block is transformed
+        while pending:
+            take_transformed()
+        if joined:
             send_part()
-
-    for n, plan in enumerate(plans):
-        while pending and pending[0][0].done():
-            take_transformed()
-        collect(block=False)
-        if not free and made < window:
-            free.append(BlockWriter(buffer_size))
-            made += 1
-        while not free:
-            take_transformed()
-        writer = free.pop()
-        block = writer.write_block_batches(
-            plan.first_entry_id, entries.batches(plan.entry_count), plan.size
+        while uploads:
+            collect(block=True)
+        job.complete_upload(upload_id, entries, parts)
+        section = transform.section([p.size for p in plans], rows, data_key)
+        log.info(
+            "transformed data object written",
+            ledger_id=job.reader.ledger_id,
+            uuid=job.uuid,
+            transform=transform.describe(),
+            original_size=total,
+            stored_size=stored_size,
+            chunks=len(rows),
+            parts=len(parts),
         )
-        hints = None
-        if framed is not None:
-            starts = _EntryStarts(framed, plan.first_entry_id, plan.last_entry_id + 1)
-            hints = _hints(block, starts, transform.chunk_size)
-        pending.append((pool.submit(_transform_block, encoder, n, block, hints), writer, plan.size))
-        job.record_zone(block, plan)  # read-only, while the block is transformed
-    while pending:
-        take_transformed()
-    if joined:
-        send_part()
-    while uploads:
-        collect(block=True)
-    pool.shutdown(wait=True)
-    job.pool = None
-    if entries.next_id != len(job.lengths):
-        raise IndexInconsistentError(
-            f"ledger {job.reader.ledger_id}: {entries.next_id} entries read, "
-            f"{len(job.lengths)} planned"
-        )
-    parts.sort(key=lambda p: p.part_number)
-    job.complete_attempted = True
-    crash_point("writer.before_complete_upload")
-    store.complete_multipart_upload(job.dkey, upload_id, parts)
-    crash_point("writer.after_complete_upload")
-    job.completed = True
-    section = transform.section([p.size for p in plans], rows, data_key)
-    log.info(
-        "transformed data object written",
-        ledger_id=job.reader.ledger_id,
-        uuid=uuid,
-        transform=transform.describe(),
-        original_size=total,
-        stored_size=stored_size,
-        chunks=len(rows),
-        parts=len(parts),
-    )
-    return TransformedUpload(crcs, entries, section, stored_size)
+        return UploadedData(crcs, entries, stored_size, [], section)
