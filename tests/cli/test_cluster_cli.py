@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.render import time_text
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 
 NS = "public/default"
@@ -46,6 +47,11 @@ def test_two_homes_on_one_metadata_store(tmp_path: Path, pg_url: str) -> None:
     by_id = {r["broker_id"]: r for r in brokers}
     assert set(by_id) == {broker_a, (b / "broker-id").read_text().strip()}
     assert [r["topics"] for r in brokers if r["me"]] == [1]
+    text = ok(b, "brokers", "list").splitlines()
+    assert text[0].split() == ["BROKER", "HOST", "HOME", "STARTED", "HEARTBEAT", "TOPICS", "ME"]
+    mine = next(r for r in brokers if r["me"])
+    row = next(line for line in text[1:] if line.startswith(mine["broker_id"]))
+    assert time_text(mine["heartbeat_ms"]) in row and str(mine["heartbeat_ms"]) not in row
 
 
 def test_a_metadata_url_that_is_not_postgresql_is_refused(tmp_path: Path) -> None:
