@@ -13,16 +13,17 @@ import json
 import struct
 from collections.abc import Mapping
 
-from formats.errors import BadMagicError, CorruptDataError, TruncatedError
+from formats.errors import (
+    BadMagicError,
+    CorruptDataError,
+    MetadataTooLargeError,
+    TruncatedError,
+)
 
 LOCAL_OBJECT_MAGIC = b"LOFFOBJ1"
 LOCAL_HEADER = struct.Struct(">8sI")
 #: the largest metadata JSON a header may hold
 MAX_LOCAL_METADATA_BYTES = 64 * 1024
-
-
-class MetadataTooLargeError(CorruptDataError):
-    """User metadata whose JSON would not fit a local object's header."""
 
 
 def encode_local_header(metadata: Mapping[str, str]) -> bytes:

@@ -18,10 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from formats.errors import FormatError
+from formats.errors import FormatError, MetadataTooLargeError
 from formats.local_object import (
     LOCAL_HEADER,
-    MetadataTooLargeError,
     decode_local_metadata,
     encode_local_header,
     local_metadata_length,
@@ -48,7 +47,6 @@ log = get_logger("offloader.store.local")
 UPLOADS_DIR = ".uploads"
 #: name prefix of temporary files and directories (never visible as objects)
 TMP_PREFIX = ".tmp-"
-
 
 
 def fsync_dir(path: Path) -> None:

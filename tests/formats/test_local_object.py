@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from formats.errors import BadMagicError, CorruptDataError, TruncatedError
+from formats.errors import BadMagicError, CorruptDataError, MetadataTooLargeError, TruncatedError
 from formats.local_object import (
-    MetadataTooLargeError,
     decode_local_object,
     encode_local_header,
     is_local_object,
