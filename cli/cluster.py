@@ -17,7 +17,7 @@ from collections import Counter
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.render import echo_json, echo_table
+from cli.render import echo_json, echo_table, time_text
 from cli.settings import open_offloader
 from cli.topics import topics
 
@@ -53,7 +53,7 @@ def brokers() -> None:
 @brokers.command("list")
 @pass_cli
 def list_brokers(cli: CliContext) -> None:
-    """List the brokers: id, host, home, last heartbeat, topics owned.
+    """List the brokers: id, host, home, start and last heartbeat (UTC), topics owned.
 
     \b
     Example:
@@ -78,13 +78,14 @@ def list_brokers(cli: CliContext) -> None:
             )
         return
     echo_table(
-        ("BROKER", "HOST", "HOME", "HEARTBEAT_MS", "TOPICS", "ME"),
+        ("BROKER", "HOST", "HOME", "STARTED", "HEARTBEAT", "TOPICS", "ME"),
         [
             (
                 b.broker_id,
                 b.host,
                 b.home,
-                b.heartbeat_ms,
+                time_text(b.started_ms),
+                time_text(b.heartbeat_ms),
                 owned.get(b.broker_id, 0),
                 "*" if b.broker_id == me else "",
             )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cli.config_keys import refuse_unknown_keys
 from cli.config_transform import apply_transform_table
 from offloader.api import BrokerSettings, ExportJob, ExportSpec, MetricsAddress, parse_metrics_addr
 from offloader.errors import ConfigError
@@ -98,9 +99,7 @@ def load_file_config(home: Path) -> FileConfig:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    refuse_unknown_keys(data, _TOP_KEYS, f"{path}: unknown key(s)")
     strings: dict[str, str | None] = {}
     for key in ("store", "metadata", "endpoint_url", "region", "metrics_addr"):
         value = data.get(key)
@@ -147,9 +146,7 @@ def _kafka_from_table(table: object, base: BrokerSettings) -> BrokerSettings:
     """``[kafka] log_dirs = ["/var/lib/kafka/data"]`` and ``topics = "regex"``."""
     if not isinstance(table, dict):
         raise ConfigError("[kafka] must be a table")
-    unknown = sorted(set(table) - {"log_dirs", "topics"})
-    if unknown:
-        raise ConfigError(f"unknown [kafka] key(s) {', '.join(unknown)}")
+    refuse_unknown_keys(table, {"log_dirs", "topics"}, "unknown [kafka] key(s)")
     log_dirs = table.get("log_dirs", [])
     if not isinstance(log_dirs, list) or not all(isinstance(d, str) and d for d in log_dirs):
         raise ConfigError("[kafka] log_dirs must be a list of directory paths")
@@ -165,9 +162,7 @@ def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJo
         raise ConfigError("export must be an array of tables ([[export]])")
     jobs = []
     for table in tables:
-        unknown = sorted(set(table) - _EXPORT_KEYS)
-        if unknown:
-            raise ConfigError(f"unknown [[export]] key(s) {', '.join(unknown)}")
+        refuse_unknown_keys(table, _EXPORT_KEYS, "unknown [[export]] key(s)")
         topics = table.get("topics")
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
             raise ConfigError("[[export]] topics must be a list of topic names")
@@ -218,9 +213,7 @@ def _toml_kind(value: object) -> str:
 
 def _broker_from_table(table: dict[str, Any], base: BrokerSettings) -> BrokerSettings:
     known = _INT_KEYS | _SIZE_KEYS | _TIME_KEYS | {"fsync"}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ConfigError(f"unknown [broker] key(s) {', '.join(unknown)}")
+    refuse_unknown_keys(table, known, "unknown [broker] key(s)")
     values: dict[str, int | str] = {}
     for key, value in table.items():
         if key in _INT_KEYS:

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from cli.config_keys import refuse_unknown_keys
 from formats.kafka.errors import KafkaFormatError
 from formats.kafka.names import check_topic
 from offloader.api import BrokerSettings, TransformPolicy
@@ -36,9 +37,7 @@ def apply_transform_table(table: Any, broker: BrokerSettings) -> BrokerSettings:
     """``broker`` with the ``[transform]`` table applied (ConfigError naming the key)."""
     if not isinstance(table, dict):
         raise ConfigError("[transform] must be a table")
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise ConfigError(f"unknown [transform] key(s) {', '.join(unknown)}")
+    refuse_unknown_keys(table, _KEYS, "unknown [transform] key(s)")
     changes: dict[str, int] = {}
     for key, field_name in (
         ("chunk_size", "transform_chunk_size"),

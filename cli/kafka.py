@@ -31,7 +31,7 @@ import click
 
 from cli.context import CliContext, pass_cli
 from cli.params import DURATION, DURATION_OR_MINUS_ONE, SIZE, SIZE_OR_MINUS_ONE
-from cli.render import echo_table, plural, safe_bytes
+from cli.render import echo_table, plural, safe_bytes, safe_text, time_text
 from cli.service import StopFlag, stop_on_signals
 from cli.settings import open_offloader
 from offloader.api import KafkaRecordRow, KafkaSettings, PartitionStatus, UploadReport
@@ -297,7 +297,12 @@ def read(
     log_dir: Path | None,
     mode: str | None,
 ) -> None:
-    """Records of one partition from an offset or a time, across the tiers."""
+    """Records of one partition from an offset or a time, across the tiers.
+
+    Text: a header, then offset, timestamp (UTC), tier (local or remote), key and value per
+    record (non-printable characters escaped). --json: one object per record with topic,
+    partition, offset, timestamp, timestamp_type, key, value, headers and tier.
+    """
     if (from_offset is None) == (from_timestamp is None):
         raise click.UsageError("give exactly one of --from-offset or --from-timestamp")
     chosen = mode or ("kafka-preferred" if log_dir is not None else "remote-only")
@@ -311,10 +316,22 @@ def read(
             log_dir=log_dir,
             mode=chosen,
         )
-        for row in rows:
+        as_json = cli.json or json_output
+        for n, row in enumerate(rows):
             record = _row_record(row, payload)
-            text = f"{row.offset} {row.timestamp} {record['key']} {record['value']}"
-            cli.emit(record, text, json_output=json_output)
+            if not as_json and n == 0:
+                click.echo(_READ_HEADER)
+            cli.emit(record, _row_text(row, record), json_output=json_output)
+
+
+#: ``kafka read``'s text columns, like ``topics read``'s (key and value last: they vary most)
+_READ_HEADER = f"{'OFFSET':>12}  {'TIMESTAMP':<24}  {'TIER':<6}  KEY  VALUE"
+
+
+def _row_text(row: KafkaRecordRow, record: dict[str, Any]) -> str:
+    key = "-" if record["key"] is None else safe_text(record["key"])
+    value = "-" if record["value"] is None else safe_text(record["value"])
+    return f"{row.offset:>12}  {time_text(row.timestamp):<24}  {row.tier:<6}  {key}  {value}"
 
 
 @kafka.command("set-retention")

@@ -34,6 +34,7 @@ from formats.errors import (
 )
 from formats.extension import crc32c
 from formats.index import OffloadIndex, decode_index
+from formats.local_object import object_bytes
 from formats.transform import TransformSection, transform_of
 from offloader.api import decode_stored_data
 from offloader.errors import KeyRingError
@@ -295,6 +296,9 @@ def inspect(
     cipher, key id; never key bytes), chunk count, original and stored sizes of the .log and
     the first --chunk-rows rows of the table.
 
+    Each file may be a copy of the object (as downloaded from S3) or the file a file:// store
+    keeps under its root (its metadata header, spec/local-store.md, is skipped).
+
     \b
     Examples:
       offloader objects inspect --data 1f0c...-ledger-7 --index 1f0c...-ledger-7-index
@@ -310,7 +314,7 @@ def inspect(
     if data_path is None or index_path is None:
         raise click.UsageError("give --data and --index (or --chunks)")
     as_json = app.json or json_output
-    index_bytes = index_path.read_bytes()
+    index_bytes = object_bytes(index_path.read_bytes())
 
     def decode(index: OffloadIndex, stored: bytes) -> bytes | None:
         return decode_stored_data(app.home, index, stored, data_path.name)
@@ -318,7 +322,7 @@ def inspect(
     try:
         report = check_pair(
             index_bytes,
-            data_path.read_bytes(),
+            object_bytes(data_path.read_bytes()),
             index_label=f"index {index_path}",
             data_label=f"data {data_path}",
             decode=decode,

@@ -31,7 +31,7 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.objects import objects
 from cli.params import DURATION
-from cli.render import Progress, echo_json, echo_table, plural, progress_enabled
+from cli.render import Progress, echo_json, echo_table, plural, progress_enabled, time_text
 from cli.settings import open_offloader, read_options
 from offloader.api import Offloader, OrphanReport, VerifyResult
 from offloader.errors import InvalidLedgerState, NotFound, VerificationError
@@ -174,18 +174,18 @@ def _echo_report(report: OrphanReport) -> None:
     """One table per kind of finding, each followed by a blank line."""
     if report.objects:
         echo_table(
-            ("ORPHANED OBJECT", "SIZE", "REASON", "GC", "LAST_MODIFIED_MS"),
+            ("ORPHANED OBJECT", "SIZE", "REASON", "GC", "LAST_MODIFIED"),
             [
-                (o.key, o.size, o.reason, _gc_action(o.deletable), o.last_modified_ms)
+                (o.key, o.size, o.reason, _gc_action(o.deletable), time_text(o.last_modified_ms))
                 for o in report.objects
             ],
         )
         click.echo("")
     if report.uploads:
         echo_table(
-            ("UNFINISHED UPLOAD", "UPLOAD_ID", "REASON", "GC", "INITIATED_MS"),
+            ("UNFINISHED UPLOAD", "UPLOAD_ID", "REASON", "GC", "INITIATED"),
             [
-                (u.key, u.upload_id, u.reason, _gc_action(u.deletable), u.initiated_ms)
+                (u.key, u.upload_id, u.reason, _gc_action(u.deletable), time_text(u.initiated_ms))
                 for u in report.uploads
             ],
         )

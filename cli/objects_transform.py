@@ -21,6 +21,7 @@ from cli.context import CliContext
 from cli.render import plural
 from formats.errors import FormatError
 from formats.kafka.names import uuid_to_kafka
+from formats.local_object import object_bytes
 from formats.transform import TABLE_MAGIC, ChunkMap, SegmentTable, TransformSection
 from formats.transform import read_segment_table as _read_segment_table
 from formats.transform.section import CHUNK_AES_GCM, CHUNK_ZSTD
@@ -94,7 +95,7 @@ def chunk_rows(section: TransformSection, limit: int) -> list[ChunkRow]:
 def read_table_file(path: Path) -> SegmentTable:
     """The decoded ``.chunks`` file; a corrupt one raises its typed error naming the file."""
     try:
-        return _read_segment_table(path.read_bytes())
+        return _read_segment_table(object_bytes(path.read_bytes()))
     except FormatError as exc:
         new = type(exc)(f"chunks {path}: {exc}")
         new.offset = exc.offset

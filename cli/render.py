@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 import time
@@ -98,6 +99,19 @@ def _join(row: list[str], widths: list[int], numeric: list[bool]) -> str:
 def echo_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     for line in table(headers, rows):
         click.echo(line)
+
+
+def time_text(ms: int | None) -> str:
+    """Epoch milliseconds as a UTC time a person reads (``2026-11-27T20:42:38.000Z``); ``-``
+    for unknown, the number itself when it is outside the calendar. JSON output keeps the
+    milliseconds: this is for the tables."""
+    if ms is None:
+        return "-"
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # --- words and bytes -----------------------------------------------------------------------

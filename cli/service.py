@@ -26,11 +26,10 @@ from typing import Any
 
 import click
 
-from cli.config_file import load_file_config
 from cli.context import CliContext, pass_cli
 from cli.params import DURATION, METRICS_ADDR
 from cli.render import echo_json
-from cli.settings import broker_options, open_offloader
+from cli.settings import broker_options, file_config_of, open_offloader
 from offloader.api import (
     IcebergTopicReport,
     MetricsAddress,
@@ -220,7 +219,7 @@ def run(
                     f"watermark {r.watermark[0]}:{r.watermark[1]}"
                 )
 
-    address = metrics_addr or load_file_config(cli.home).metrics_addr
+    address = metrics_addr or file_config_of(cli).metrics_addr
     with ExitStack() as stack:
         metrics = None
         if address is not None:
@@ -249,7 +248,7 @@ def run(
             once=once,
             should_stop=flag,
             on_tick=on_tick,
-            exports=load_file_config(cli.home).exports,
+            exports=file_config_of(cli).exports,
             on_export=on_export,
         )
     log.info("service.stopped", signal=flag.signal_name)

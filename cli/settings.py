@@ -40,7 +40,6 @@ a command: :func:`rollover_options` (commands that write ledgers), :func:`offloa
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,9 +51,10 @@ from click.core import ParameterSource
 from cli.config_file import FileConfig, apply_broker_values, load_file_config, toml_text
 from cli.context import CliContext
 from cli.params import DURATION, DurationParam, SizeParam
+from formats.wire import S3_MIN_PART_SIZE
 from offloader.api import BrokerSettings, Metrics, Offloader
-from offloader.config import MIN_S3_BLOCK_SIZE
 from offloader.errors import ConfigError, ObjectNotFound
+from offloader.location import endpoint_variable, is_s3_url
 from offloader.logs import redact
 
 _META_KEY = "offloader.broker_options"
@@ -198,6 +198,21 @@ class _Origin:
     text: str
 
 
+_FILE_CONFIG_KEY = "offloader.file_config"
+
+
+def file_config_of(cli: CliContext) -> FileConfig:
+    """``<home>/offloader.toml``, read once per command: every part of one invocation (the
+    settings, the service's exports and metrics address, an error's origin) shares it."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return load_file_config(cli.home)
+    cache: dict[Path, FileConfig] = ctx.find_root().meta.setdefault(_FILE_CONFIG_KEY, {})
+    if cli.home not in cache:
+        cache[cli.home] = load_file_config(cli.home)
+    return cache[cli.home]
+
+
 def _broker_origin(key: str, overrides: dict[str, Any], file_config: FileConfig) -> _Origin:
     if overrides.get(key) is not None:
         return _Origin("option", "--" + key.replace("_", "-"))
@@ -229,9 +244,9 @@ def _endpoint_origin(cli: CliContext, file_config: FileConfig) -> _Origin:
         return _Origin("option", "--endpoint-url")
     if file_config.endpoint_url:
         return _Origin("file", f"endpoint_url in {file_config.path}")
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
-        if os.environ.get(name):
-            return _Origin("env", f"environment variable {name}")
+    name = endpoint_variable()
+    if name is not None:
+        return _Origin("env", f"environment variable {name}")
     return _Origin("default", "the default")
 
 
@@ -252,15 +267,23 @@ def _time_text(seconds: int) -> str:
     return _unit_text(seconds, (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)))
 
 
-def _check_block_size(
-    broker: BrokerSettings, overrides: dict[str, Any], file_config: FileConfig, store: _Origin
-) -> None:
-    """An s3:// store needs blocks of at least S3's minimum part size (5M)."""
+def _with_s3_minimum(
+    broker: BrokerSettings,
+    overrides: dict[str, Any],
+    file_config: FileConfig,
+    store: _Origin,
+    is_s3: bool,
+) -> BrokerSettings:
+    """``broker`` with S3's minimum part size enforced for an s3:// store (the check is
+    :class:`OffloadSettings`'); a block size below it is refused naming where it came from."""
+    try:
+        return replace(broker, offload=broker.offload.replace(enforce_min_block_size=is_s3))
+    except ConfigError as exc:
+        if exc.setting != "max_block_size":
+            raise
     size = broker.offload.max_block_size
-    if size >= MIN_S3_BLOCK_SIZE:
-        return
     need = (
-        f"is below S3's minimum part size {_size_text(MIN_S3_BLOCK_SIZE)}, "
+        f"is below S3's minimum part size {_size_text(S3_MIN_PART_SIZE)}, "
         f"which the s3:// store (from {store.text}) needs"
     )
     origin = _broker_origin("max_block_size", overrides, file_config)
@@ -314,14 +337,13 @@ def resolve_settings(cli: CliContext, overrides: dict[str, Any] | None = None) -
     for S3 stores, and the min rollover time not above the max. A refused value is named with
     its source: a usage error for an option, a ConfigError naming the file's key otherwise."""
     overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
-    file_config = load_file_config(cli.home)
+    file_config = file_config_of(cli)
     store_url = cli.store_url or file_config.store or cli.store
     broker = apply_broker_values(file_config.broker, overrides)
     _check_rollover_times(broker, overrides, file_config)
-    is_s3 = store_url.strip().lower().startswith("s3://")
-    if is_s3:
-        _check_block_size(broker, overrides, file_config, _store_origin(cli, file_config))
-    broker = replace(broker, offload=broker.offload.replace(enforce_min_block_size=is_s3))
+    broker = _with_s3_minimum(
+        broker, overrides, file_config, _store_origin(cli, file_config), is_s3_url(store_url)
+    )
     metadata_url = cli.metadata_url or file_config.metadata
     if metadata_url is not None and not metadata_url.lower().startswith(
         ("postgresql://", "postgres://")
@@ -372,7 +394,7 @@ def open_offloader(
     that cannot be written (a read-only filesystem) for reading only. ``metrics``: what the
     flows record into (``service run --metrics-addr``)."""
     settings = resolve_settings(cli, option_overrides())
-    configured = bool(cli.store_url or load_file_config(cli.home).store)
+    configured = bool(cli.store_url or file_config_of(cli).store)
     broker = settings.broker
     if kafka_log_dirs:  # options win over [kafka] in offloader.toml
         broker = replace(broker, kafka_log_dirs=kafka_log_dirs)
@@ -398,7 +420,7 @@ def open_offloader(
     except ConfigError as exc:
         if exc.setting is None:
             raise
-        file_config = load_file_config(cli.home)
+        file_config = file_config_of(cli)
         if exc.setting == "endpoint_url":
             origin = _endpoint_origin(cli, file_config)
         else:

@@ -8,14 +8,13 @@ producer_name, sequence_id, is_null, encrypted, value_b64}`` (times in ms since 
 from __future__ import annotations
 
 import base64
-import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from cli.context import CliContext
-from cli.render import echo_json, safe_bytes
+from cli.render import echo_json, safe_bytes, time_text
 from cli.settings import open_offloader
 from offloader.api import MessageOptions, MessageRecord, Position
 
@@ -55,16 +54,6 @@ def message_options(
     )
 
 
-def _iso_ms(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    try:
-        when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def message_record(record: MessageRecord) -> dict[str, Any]:
     m = record.message
     return {
@@ -99,8 +88,8 @@ def message_text(record: MessageRecord) -> str:
         value = safe_bytes(m.value)
     key = "-" if m.key is None else safe_bytes(m.key.encode())
     return (
-        f"{m.message_id:<18}  {key:<12}  {_iso_ms(m.publish_time):<24}  "
-        f"{_iso_ms(m.event_time):<24}  {safe_bytes(props.encode()):<16}  {value}"
+        f"{m.message_id:<18}  {key:<12}  {time_text(m.publish_time):<24}  "
+        f"{time_text(m.event_time):<24}  {safe_bytes(props.encode()):<16}  {value}"
     ).rstrip()
 
 

@@ -59,6 +59,10 @@ class InvalidKeyError(FormatError):
     """A string that is not an offloaded-ledger object key."""
 
 
+class MetadataTooLargeError(FormatError):
+    """User metadata too large for its container (a file store object's header)."""
+
+
 class ProtobufError(FormatError):
     """Malformed protobuf wire data (ledger metadata)."""
 

@@ -17,12 +17,23 @@ import dataclasses
 from dataclasses import dataclass
 
 from formats.layout import max_entry_size
-from offloader.errors import ConfigError
+from formats.wire import S3_MIN_PART_SIZE
+from offloader.errors import ConfigError, ConfigSetting
 
 MiB = 1024 * 1024
 DEFAULT_MAX_BLOCK_SIZE = 64 * MiB
-MIN_S3_BLOCK_SIZE = 5 * MiB
 DEFAULT_READ_BUFFER_SIZE = 1 * MiB
+
+
+def check_s3_part_size(size: int, what: str, setting: ConfigSetting) -> None:
+    """The one check of S3's minimum part size (every part of a multipart upload but the last:
+    :data:`formats.wire.S3_MIN_PART_SIZE`, 5 MiB): a ConfigError naming ``setting``, which a
+    front end turns into the source of the value (an option, a key of offloader.toml)."""
+    if size < S3_MIN_PART_SIZE:
+        raise ConfigError(
+            f"{what} {size} is below S3's minimum part size {S3_MIN_PART_SIZE} (5M)",
+            setting=setting,
+        )
 
 
 @dataclass(frozen=True)
@@ -55,11 +66,8 @@ class OffloadSettings:
     chunk_cache_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if self.enforce_min_block_size and self.max_block_size < MIN_S3_BLOCK_SIZE:
-            raise ConfigError(
-                f"max block size {self.max_block_size} is below S3's minimum part size "
-                f"{MIN_S3_BLOCK_SIZE} (5M)"
-            )
+        if self.enforce_min_block_size:
+            check_s3_part_size(self.max_block_size, "max block size", "max_block_size")
         if self.max_block_size < 256:
             raise ConfigError(f"max block size {self.max_block_size} is too small")
         if self.read_buffer_size < 1024:

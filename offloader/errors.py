@@ -90,7 +90,7 @@ __all__ = [
 
 
 #: the settings a :class:`ConfigError` can name as the one at fault
-ConfigSetting = Literal["store_url", "endpoint_url"]
+ConfigSetting = Literal["store_url", "endpoint_url", "max_block_size", "part_size"]
 
 
 class ConfigError(OffloaderError):

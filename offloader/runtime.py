@@ -23,10 +23,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from offloader.api_types import BrokerSettings
 from offloader.ledgers import LedgerStore, RolloverPolicy
+from offloader.location import parse_store_url
 from offloader.logs import redact
 from offloader.metadata.base import (
     DRIVER_BUCKET,
@@ -90,13 +90,12 @@ def driver_metadata_for(
     """Pulsar's ``OffloadDriverMetadata`` for ``store``: driver name, URL, bucket, region,
     endpoint (never credentials: store URLs refuse userinfo)."""
     url = store.url
-    parts = urlsplit(url)
-    is_s3 = parts.scheme == "s3"
+    location = parse_store_url(url)
     return DriverMetadata(
-        name="aws-s3" if is_s3 else "file",
+        name="aws-s3" if location.is_s3 else "file",
         properties={
             DRIVER_STORE_URL: url,
-            DRIVER_BUCKET: parts.netloc if is_s3 else "",
+            DRIVER_BUCKET: location.bucket,
             DRIVER_REGION: region or "",
             DRIVER_ENDPOINT: endpoint_url or "",
         },

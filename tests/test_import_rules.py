@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "offloader.logs": 1,
     "offloader.crashpoints": 1,
     "offloader.config": 1,
+    "offloader.location": 1,  # the parsed store URL and the S3 endpoint rule
     "offloader.naming": 1,
     "offloader.policies": 1,
     "offloader.metrics": 1,  # the metrics set the flows record into, lag computations
@@ -78,6 +79,7 @@ CLI_ALLOWED = (
     "offloader.units",
     "offloader.logs",
     "offloader.config",
+    "offloader.location",
     "offloader.naming",
     "offloader.policies",
     "offloader.metadata.base",

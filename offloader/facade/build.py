@@ -5,7 +5,6 @@ the metrics wrapper. :meth:`offloader.api.Offloader.from_settings` documents the
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from offloader.errors import (
 from offloader.keyring import key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
+from offloader.location import is_s3_url, parse_store_url, s3_endpoint
 from offloader.metadata import (
     check_home,
     cluster_of,
@@ -57,7 +57,7 @@ def build_runtime(
         # the shared store needs no metadata file in the home (a new broker's is empty)
         open_read_only = check_home(home_path, read_only=read_only and not shared)
     except NotFound as exc:
-        if not (store_url or "").lower().startswith("s3://"):
+        if not is_s3_url(store_url):
             raise
         missing_home, open_read_only = exc, True  # after the S3 settings' own checks
     if open_read_only:
@@ -67,9 +67,9 @@ def build_runtime(
     if broker.offload.key_ring is None:  # transforms: $OFFLOADER_KEY_RING or <home>/keys
         offload = broker.offload.replace(key_ring=str(key_ring_path(home_path)))
         broker = dataclasses.replace(broker, offload=offload)
-    url = store_url or f"file://{home_path}/objects"
+    location = parse_store_url(store_url or f"file://{home_path}/objects")
     store = open_store(
-        url,
+        location,
         endpoint_url=endpoint_url,
         region=region,
         settings=broker.offload,
@@ -103,7 +103,7 @@ def build_runtime(
     if fsync not in FSYNC_POLICIES:
         raise ConfigError(f"fsync policy {fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
     ledgers = LedgerStore(home_path, fsync=cast(FsyncPolicy, fsync), clock_ms=clock)
-    endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = s3_endpoint(endpoint_url) if location.is_s3 else endpoint_url
     driver = driver_metadata_for(store, region=region, endpoint_url=endpoint)
     if metrics is not None:
         store = MeteredObjectStore(store, metrics)

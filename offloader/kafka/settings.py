@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from formats.transform.section import DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
-from offloader.config import MIN_S3_BLOCK_SIZE, MiB
+from offloader.config import MiB, check_s3_part_size
 from offloader.errors import ConfigError
 from offloader.policies import TransformPolicy
 
@@ -55,8 +55,8 @@ class KafkaSettings:
             raise ConfigError("chunk cache size must not be negative")
         if not 0 <= self.hash_prefix_len <= 32:
             raise ConfigError(f"hash prefix length {self.hash_prefix_len} not in 0..32")
-        if self.enforce_min_part_size and self.part_size < MIN_S3_BLOCK_SIZE:
-            raise ConfigError(f"part size {self.part_size} is below S3's 5 MiB minimum")
+        if self.enforce_min_part_size:
+            check_s3_part_size(self.part_size, "part size", "part_size")
         if self.part_size < 1024:
             raise ConfigError(f"part size {self.part_size} is too small")
         if not 1 <= self.concurrency <= 64:

@@ -14,7 +14,7 @@ from typing import Any
 from offloader.metadata import sqlite_rows as rows
 from offloader.metadata.base import LedgerRecord, OffloadAttempt
 from offloader.metadata.pg_db import Cursor
-from offloader.metadata.rules import need
+from offloader.metadata.rules import need, need_namespace
 
 LEDGER_SELECT = rows.LEDGER_SELECT
 ATTEMPT_SELECT = rows.ATTEMPT_SELECT
@@ -61,4 +61,4 @@ def require_topic(cur: Cursor, topic: str, *, lock: str = "") -> dict[str, Any]:
 
 def require_namespace(cur: Cursor, name: str, *, lock: str = "") -> dict[str, Any]:
     row = one(cur, f"SELECT * FROM namespaces WHERE name = %s {lock}", (name,))
-    return need(row, f"namespace {name}")
+    return need_namespace(row, name)

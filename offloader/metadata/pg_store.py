@@ -85,7 +85,7 @@ class PgMetadataStore(PgOffloadTables, ClusterTables):
                 f"UPDATE namespaces SET {_POLICY_ASSIGNMENTS} WHERE name = %s RETURNING *",
                 (*values, name),
             )
-            return rows.namespace_record(rules.need(row, f"namespace {name}"))
+            return rows.namespace_record(rules.need_namespace(row, name))
 
     def delete_namespace(self, name: str) -> None:
         with self._db.write() as cur:

@@ -81,6 +81,15 @@ def need(found: T | None, what: str) -> T:
     return found
 
 
+def need_namespace(found: T | None, name: str) -> T:
+    """``found``, or NotFound for namespace ``name`` with the command that creates it."""
+    if found is None:
+        raise NotFound(
+            f"namespace {name} does not exist (create it with: offloader namespaces create {name})"
+        )
+    return found
+
+
 def already_exists(what: str) -> AlreadyExists:
     """The error for an insert whose key is taken (``what``: "namespace a/b", ...)."""
     return AlreadyExists(f"{what} already exists")

@@ -23,7 +23,7 @@ from offloader.metadata.base import (
     TopicOffloadStatus,
     TopicRecord,
 )
-from offloader.metadata.rules import Row, need
+from offloader.metadata.rules import Row, need, need_namespace
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
 LEDGER_SELECT = """
@@ -152,4 +152,4 @@ def require_topic(conn: sqlite3.Connection, topic: str) -> sqlite3.Row:
 
 
 def require_namespace(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
-    return need(one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,)), f"namespace {name}")
+    return need_namespace(one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,)), name)

@@ -8,13 +8,8 @@ S3 is used), and ``file:///abs/path`` or a plain path is
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from urllib.parse import unquote, urlsplit
-
 from offloader.config import OffloadSettings
-from offloader.errors import ConfigError
-from offloader.logs import redact
+from offloader.location import StoreLocation, parse_store_url
 from offloader.store.base import (
     Buffer,
     GetResult,
@@ -39,71 +34,35 @@ __all__ = [
 ]
 
 
-def _bad_url(message: str) -> ConfigError:
-    return ConfigError(message, setting="store_url")
-
-
 def open_store(
-    url: str,
+    url: str | StoreLocation,
     *,
     endpoint_url: str | None = None,
     region: str | None = None,
     settings: OffloadSettings | None = None,
     create: bool = True,
 ) -> ObjectStore:
-    """The store for ``url``: ``s3://bucket[/prefix]``, ``file:///abs/path`` or a plain path.
+    """The store at ``url`` (a :class:`~offloader.location.StoreLocation` or a URL that
+    :func:`~offloader.location.parse_store_url` takes): ``s3://bucket[/prefix]``,
+    ``file:///abs/path`` or a plain path.
 
     A local store's missing directory is created, unless ``create`` is False (read-only uses,
     where a mistyped path must not become a new, empty store): then ``ObjectNotFound``.
 
-    ``endpoint_url`` and ``region`` apply to S3 only (S3 also honours ``AWS_ENDPOINT_URL`` and
-    the rest of the standard AWS configuration); credentials in the URL are refused.
+    ``endpoint_url`` and ``region`` apply to S3 only (the endpoint by
+    :func:`~offloader.location.s3_endpoint`'s rule, and the rest of the standard AWS
+    configuration); credentials in the URL are refused.
     """
-    if not isinstance(url, str) or not url.strip():
-        raise _bad_url("store URL is empty")
-    url = url.strip()
-    if "://" not in url:
-        if ":" in url.split("/", 1)[0]:
-            raise _bad_url(
-                f"unsupported store URL {redact(url)!r}: "
-                "use s3://bucket[/prefix] or file:///absolute/path"
-            )
-        return LocalObjectStore(Path(url).expanduser().resolve(), create=create)
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme == "s3":
-        if "@" in parts.netloc:
-            raise _bad_url(
-                f"store URL {redact(url)!r} contains credentials; use the AWS "
-                "credential chain (environment, profile, role) instead"
-            )
-        if parts.query or parts.fragment:
-            raise _bad_url(f"store URL {redact(url)!r} must not have a query or fragment")
-        bucket = parts.netloc
-        if not bucket:
-            raise _bad_url(f"store URL {redact(url)!r} has no bucket: use s3://bucket[/prefix]")
+    location = url if isinstance(url, StoreLocation) else parse_store_url(url)
+    if location.is_s3:
         from offloader.store.s3 import S3ObjectStore  # boto3 is loaded only for S3
 
         return S3ObjectStore(
-            bucket,
-            unquote(parts.path).strip("/"),
+            location.bucket,
+            location.prefix,
             endpoint_url=endpoint_url,
             region=region,
             settings=settings,
         )
-    if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise _bad_url(
-                f"file store URL {redact(url)!r} must be file:///absolute/path "
-                f"(host {parts.netloc!r} is not supported)"
-            )
-        if parts.query or parts.fragment:
-            raise _bad_url(f"store URL {redact(url)!r} must not have a query or fragment")
-        path = unquote(parts.path)
-        if not path or not os.path.isabs(path):
-            raise _bad_url(f"file store URL {redact(url)!r} needs an absolute path")
-        return LocalObjectStore(Path(path), create=create)
-    raise _bad_url(
-        f"unsupported store URL scheme {scheme!r} in {redact(url)!r}: "
-        "use s3://bucket[/prefix] or file:///absolute/path"
-    )
+    assert location.path is not None
+    return LocalObjectStore(location.path, create=create)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import builtins
 import errno
-import json
 import os
 import stat
-import struct
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -20,6 +18,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
+from formats.errors import FormatError, MetadataTooLargeError
+from formats.local_object import (
+    LOCAL_HEADER,
+    decode_local_metadata,
+    encode_local_header,
+    local_metadata_length,
+)
 from offloader.errors import (
     AccessDenied,
     InvalidStoreKey,
@@ -43,10 +48,6 @@ UPLOADS_DIR = ".uploads"
 #: name prefix of temporary files and directories (never visible as objects)
 TMP_PREFIX = ".tmp-"
 
-_MAGIC = b"LOFFOBJ1"
-_HEADER = struct.Struct(">8sI")
-_MAX_METADATA_BYTES = 64 * 1024
-
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -57,32 +58,21 @@ def fsync_dir(path: Path) -> None:
 
 
 def encode_header(metadata: Mapping[str, str]) -> bytes:
-    meta = json.dumps(
-        {str(k).lower(): str(v) for k, v in metadata.items()},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode("utf-8")
-    if len(meta) > _MAX_METADATA_BYTES:
-        raise StoreError(f"user metadata of {len(meta)} bytes is too large")
-    return _HEADER.pack(_MAGIC, len(meta)) + meta
+    """The container header (:mod:`formats.local_object`) of an object with ``metadata``."""
+    try:
+        return encode_local_header(metadata)
+    except MetadataTooLargeError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def read_header(f: BinaryIO, shown: str) -> tuple[dict[str, str], int]:
     """The metadata and the offset where the object's bytes start."""
-    head = f.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        raise StoreError(f"{shown}: not an object of a local store (short header)")
-    magic, n = _HEADER.unpack(head)
-    if magic != _MAGIC or n > _MAX_METADATA_BYTES:
-        raise StoreError(f"{shown}: not an object of a local store (bad header)")
-    raw = f.read(n)
     try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{shown}: corrupt metadata header") from exc
-    if len(raw) != n or not isinstance(meta, dict):
-        raise StoreError(f"{shown}: corrupt metadata header")
-    return {str(k): str(v) for k, v in meta.items()}, _HEADER.size + n
+        n = local_metadata_length(f.read(LOCAL_HEADER.size))
+        raw = f.read(n)
+        return decode_local_metadata(raw, n), LOCAL_HEADER.size + n
+    except FormatError as exc:
+        raise StoreError(f"{shown}: not an object of a local store ({exc})") from None
 
 
 def not_a_directory(path: Path) -> Path | None:

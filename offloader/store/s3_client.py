@@ -11,7 +11,6 @@ besides it that import boto3/botocore.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from botocore.exceptions import BotoCoreError
 
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
+from offloader.location import s3_endpoint
 from offloader.logs import get_logger, redact
 from offloader.store.endpoint import check_endpoint_url
 
@@ -80,12 +80,7 @@ def bad_endpoint(endpoint: str) -> ConfigError:
 
 def resolve_endpoint(endpoint_url: str | None) -> str | None:
     """The endpoint to use: the given one, else the AWS environment's, else None (AWS)."""
-    endpoint = (
-        endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-        or None
-    )
+    endpoint = s3_endpoint(endpoint_url)
     if endpoint is not None:
         check_endpoint_url(endpoint)
     return endpoint

@@ -193,7 +193,12 @@ def test_file_store_allows_small_blocks(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("colour = 'blue'\n", "unknown key(s) colour"),
-        ("[broker]\nmax_blocksize = '5M'\n", "unknown [broker] key(s) max_blocksize"),
+        (
+            "[broker]\nmax_blocksize = '5M'\n",
+            "unknown [broker] key(s) max_blocksize (did you mean 'max_block_size'?)",
+        ),
+        ("endpoint = 'http://x'\n", "unknown key(s) endpoint (did you mean 'endpoint_url'?)"),
+        ("[kafka]\nlogdirs = []\n", "unknown [kafka] key(s) logdirs (did you mean 'log_dirs'?)"),
         ("[broker]\nmax_block_size = 'huge'\n", "invalid size"),
         ("[broker]\nmax_entries_per_ledger = 0\n", "positive integer"),
         ("[broker]\nfsync = 'sometimes'\n", "fsync must be one of"),

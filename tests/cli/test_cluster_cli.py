@@ -3,10 +3,12 @@ offloader.toml, two homes as two brokers, ``topics unload`` and ``brokers list``
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from cli.render import time_text
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 
 NS = "public/default"
@@ -46,6 +48,14 @@ def test_two_homes_on_one_metadata_store(tmp_path: Path, pg_url: str) -> None:
     by_id = {r["broker_id"]: r for r in brokers}
     assert set(by_id) == {broker_a, (b / "broker-id").read_text().strip()}
     assert [r["topics"] for r in brokers if r["me"]] == [1]
+    text = ok(b, "brokers", "list").stdout.splitlines()
+    assert text[0].split() == ["BROKER", "HOST", "HOME", "STARTED", "HEARTBEAT", "TOPICS", "ME"]
+    mine = next(r for r in brokers if r["me"])
+    row = next(line for line in text[1:] if line.startswith(mine["broker_id"]))
+    # each command heartbeats: the times are shown as UTC times, not as milliseconds
+    times = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", row)
+    assert len(times) == 2 and str(mine["heartbeat_ms"])[:6] not in row
+    assert times[1] >= time_text(mine["heartbeat_ms"])
 
 
 def test_a_metadata_url_that_is_not_postgresql_is_refused(tmp_path: Path) -> None:

@@ -196,3 +196,14 @@ def test_largest_storable_values_round_trip(home: Path) -> None:
 def test_unknown_namespace_is_one_line_error(home: Path, args: tuple[str, ...]) -> None:
     assert "tenant/missing" in one_line_error(run(home, "namespaces", *args))
     assert one_line_error(run(home, "--json", "namespaces", *args))
+
+
+def test_a_missing_namespace_names_the_command_that_creates_it(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    error = one_line_error(
+        run(home, "topics", "produce", "persistent://nope/ns/t1", "--synthetic", "3")
+    )
+    assert "namespace nope/ns does not exist" in error
+    assert "offloader namespaces create nope/ns" in error
+    ok(home, "namespaces", "create", "nope/ns")
+    ok(home, "topics", "produce", "persistent://nope/ns/t1", "--synthetic", "3")

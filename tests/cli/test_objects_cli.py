@@ -433,3 +433,33 @@ def test_encode_and_inspect_say_one_entry_one_block(tmp_path: Path) -> None:
     assert "1 block CRC32C, 0 fine offsets" in result.stdout
     assert "1 block, header length" in result.stdout
     assert result.stdout.splitlines()[-1] == "ok: 1 entry in 1 block, pair is valid"
+
+
+@pytest.mark.parametrize("c", OK_CASES[:2], ids=OK_IDS[:2])
+def test_inspect_reads_a_file_stores_own_objects(c: Case, tmp_path: Path) -> None:
+    """The files under a file:// store's root carry a metadata header; inspect skips it and
+    reports exactly what it reports for the bare objects."""
+    from offloader.store.local import LocalObjectStore
+
+    data, index = golden_paths(c)
+    store = LocalObjectStore(tmp_path / "root")
+    store.put("t/x-ledger-7", Path(data).read_bytes(), {"role": "data"})
+    store.put("t/x-ledger-7-index", Path(index).read_bytes(), {"role": "index"})
+    stored_data, stored_index = tmp_path / "root/t/x-ledger-7", tmp_path / "root/t/x-ledger-7-index"
+    assert stored_data.read_bytes() != Path(data).read_bytes()  # the header is there
+    bare = run("objects", "inspect", "--data", data, "--index", index, "--entries", "--json")
+    kept = run(
+        "objects",
+        "inspect",
+        "--data",
+        str(stored_data),
+        "--index",
+        str(stored_index),
+        "--entries",
+        "--json",
+    )
+    assert kept.exit_code == 0, kept.output
+    drop = ("index", "data")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in json_lines(kept.output)] == [
+        {k: v for k, v in r.items() if k not in drop} for r in json_lines(bare.output)
+    ]

@@ -4,6 +4,7 @@ options that matter to a command."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from cli.config_file import FileConfig
 from cli.context import CliContext, pass_cli
 from cli.main import cli
 from cli.settings import (
@@ -265,3 +267,24 @@ def test_settings_option_help_has_one_default_style() -> None:
         if isinstance(param, click.Option) and param.opts[0] != "--help":
             assert param.help is not None and "(default: " in param.help, param.opts
             assert "(Pulsar:" not in param.help and "(default 4)" not in param.help
+
+
+# --- one read of offloader.toml per command ---------------------------------------------------
+def test_service_run_reads_offloader_toml_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings, the metrics address and the exports of one ``service run`` come from one
+    read of the file (it was read three or four times, and could change between the reads)."""
+    settings_module = importlib.import_module("cli.settings")
+    write_config(home, "[broker]\nmax_entries_per_ledger = 7\n")
+    reads: list[Path] = []
+    real = settings_module.load_file_config
+
+    def counting(at: Path) -> FileConfig:
+        reads.append(at)
+        return real(at)
+
+    monkeypatch.setattr(settings_module, "load_file_config", counting)
+    invoke(home, "namespaces", "create", "public/default")
+    reads.clear()
+    result = invoke(home, "service", "run", "--once")
+    assert result.exit_code == 0, result.output
+    assert reads == [home]

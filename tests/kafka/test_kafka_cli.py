@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cli.render import time_text
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 from tests.kafka.logdir import PartitionLayout, record_value, write_partition
 from tests.servers.endpoint import S3Endpoint
@@ -134,6 +135,30 @@ def test_cli_upload_status_read_on_s3(
     )
     assert [r["offset"] for r in both] == list(range(layout.segments[-1][0] - 2, last + 1))
     assert both[0]["tier"] == "remote" and both[-1]["tier"] == "local"
+    # the same rows as text: a header, then offset, time, tier, key, value
+    text = ok(
+        home,
+        *store,
+        "kafka",
+        "read",
+        "orders",
+        "0",
+        "--from-offset",
+        str(layout.segments[-1][0] - 2),
+        "--log-dir",
+        str(root),
+        "--mode",
+        "remote-preferred",
+    ).stdout.splitlines()
+    assert text[0].split() == ["OFFSET", "TIMESTAMP", "TIER", "KEY", "VALUE"]
+    assert len(text) == len(both) + 1
+    for line, row in zip(text[1:], both, strict=True):
+        assert line.split()[:4] == [
+            str(row["offset"]),
+            time_text(row["timestamp"]),
+            row["tier"],
+            row["key"] or "-",
+        ]
 
 
 def test_cli_retention_and_errors(tmp_path: Path) -> None:

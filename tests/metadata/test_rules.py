@@ -72,12 +72,15 @@ def _refusal(step: Callable[[], object]) -> tuple[str, str] | None:
     return None
 
 
+#: the hint every "namespace does not exist" carries
+CREATE_XY = "create it with: offloader namespaces create x/y"
+
 #: what each step of the script below must raise, on every backend (None: it succeeds)
 EXPECTED: list[tuple[str, str] | None] = [
     None,
     ("AlreadyExists", "namespace public/default already exists"),
-    ("NotFound", "namespace x/y does not exist"),
-    ("NotFound", "namespace x/y does not exist"),
+    ("NotFound", f"namespace x/y does not exist ({CREATE_XY})"),
+    ("NotFound", f"namespace x/y does not exist ({CREATE_XY})"),
     None,
     ("AlreadyExists", f"topic {TOPIC} already exists"),
     ("NotFound", "topic persistent://public/default/nope does not exist"),

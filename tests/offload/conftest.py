@@ -25,7 +25,8 @@ from formats.block import iter_block_entries
 from formats.index import OffloadIndex, decode_index
 from formats.keys import FORMAT_VERSION_KEY, ROLE_KEY
 from formats.ledger_metadata import LedgerMetadata
-from offloader.config import MIN_S3_BLOCK_SIZE, OffloadSettings
+from formats.wire import S3_MIN_PART_SIZE
+from offloader.config import OffloadSettings
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
 from tests.servers.endpoint import S3Endpoint
@@ -123,7 +124,7 @@ def pulsar_metadata(role: str) -> dict[str, str]:
 def settings_for(kind: str, block_size: int, **changes: Any) -> OffloadSettings:
     """Settings with ``block_size`` blocks, raised to 5 MiB on RGW."""
     if kind == "rgw":
-        return OffloadSettings(max_block_size=max(block_size, MIN_S3_BLOCK_SIZE), **changes)
+        return OffloadSettings(max_block_size=max(block_size, S3_MIN_PART_SIZE), **changes)
     return OffloadSettings(enforce_min_block_size=False, max_block_size=block_size, **changes)
 
 
