@@ -129,8 +129,8 @@ def option_help() -> dict[str, str]:
         *settings._OFFLOAD_OPTIONS,
         *settings._READ_OPTIONS,
     ):
-        command = decorator(click.Command("x"))  # type: ignore[arg-type]
-        for param in getattr(command, "__click_params__", []):
+        command = decorator(click.Command("x"))
+        for param in command.params:
             if isinstance(param, click.Option) and param.help:
                 found[name] = f"{param.help} Option: `{param.opts[0]}`."
     return found

@@ -14,13 +14,19 @@ import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # mkdocs loads this file by path
-    sys.path.insert(0, str(ROOT))
+from mkdocs.structure.files import File, Files
 
-from mkdocs.structure.files import File, Files  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+#: a fence's unquoted title (```` ```hex title=NAME ````, the tests' marker), which
+#: pymdownx.superfences only reads quoted
+_FENCE_TITLE = re.compile(r"^(\s*```+\s*[\w-]+\s+title=)([^\s\"]+)\s*$", re.MULTILINE)
+
+
+def quote_fence_titles(markdown: str) -> str:
+    """```` ```hex title=NAME ```` as ```` ```hex title="NAME" ```` (the same fence)."""
+    return _FENCE_TITLE.sub(r'\1"\2"', markdown)
 
 
 def included() -> dict[str, str]:
@@ -68,6 +74,8 @@ def _relative(target: PurePosixPath, here: PurePosixPath) -> str:
 
 def generated_pages() -> dict[str, str]:
     """Site path -> Markdown of every page made at build time."""
+    if str(ROOT) not in sys.path:  # mkdocs loads this file by path, and restores sys.path
+        sys.path.insert(0, str(ROOT))
     from cli.main import cli
     from docsgen import cli_reference, config_reference, performance
 
@@ -89,3 +97,7 @@ def on_files(files: Files, config: Any, **kwargs: Any) -> Files:
             raise ValueError(f"docs/{path} would hide the generated page: remove it")
         files.append(File.generated(config, path, content=content))
     return files
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    return quote_fence_titles(markdown)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from cli.main import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"^```console title=quickstart\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(r'^```console title="?quickstart"?\n(.*?)^```$', re.MULTILINE | re.DOTALL)
 
 
 def quickstart() -> list[tuple[str, list[str]]]:
