@@ -82,9 +82,7 @@ def _params_table(command: click.Command) -> list[str]:
             if envvar:
                 envvars = [envvar] if isinstance(envvar, str) else list(envvar)
                 help_text += " Environment: " + ", ".join(f"`${e}`" for e in envvars) + "."
-        rows.append(
-            f"| {names} | {_type_name(param)} | {_default(param)} | {_cell(help_text)} |"
-        )
+        rows.append(f"| {names} | {_type_name(param)} | {_default(param)} | {_cell(help_text)} |")
     if not rows:
         return []
     return ["| option | value | default | description |", "| --- | --- | --- | --- |", *rows]

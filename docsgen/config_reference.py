@@ -66,9 +66,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "(`64K`..`64M`, default `1M`).",
     ("transform", "chunk_cache_size"): "Cache of decoded chunks for repeated reads, per "
     "process (default `0`: off).",
-    ("transform", "namespaces"): "`[transform.namespaces.\"tenant/ns\"]`: the transform of a "
+    ("transform", "namespaces"): '`[transform.namespaces."tenant/ns"]`: the transform of a '
     "namespace that sets none with `namespaces set-offload-transform`.",
-    ("transform", "kafka_topics"): "`[transform.kafka_topics.\"topic\"]`: the transform of a "
+    ("transform", "kafka_topics"): '`[transform.kafka_topics."topic"]`: the transform of a '
     "Kafka topic that sets none with `kafka set-offload-transform`.",
     ("policy", "compression"): "`zstd` or `none` (default).",
     ("policy", "level"): "zstd level (default 3).",
@@ -85,8 +85,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("export", "generation"): "Output generation (default 1); changed settings need a new one.",
     ("export", "engine"): "`local` (default here: no JVM) or `spark`.",
     ("export", "value_format"): "`binary` (default), `json` or `avro`.",
-    ("export", "schema"): "With `value_format = \"json\"`: the value's schema as a DDL.",
-    ("export", "avro_schema"): "With `value_format = \"avro\"`: the writer schema (JSON).",
+    ("export", "schema"): 'With `value_format = "json"`: the value\'s schema as a DDL.',
+    ("export", "avro_schema"): 'With `value_format = "avro"`: the writer schema (JSON).',
     ("export", "flatten"): "Decoded value fields as `value_<field>` columns (default false).",
     ("export", "endpoint_url"): "S3 endpoint of the target (default: the file's `endpoint_url`).",
 }
@@ -105,9 +105,7 @@ ENVIRONMENT: dict[str, str] = {
 
 def broker_keys() -> set[str]:
     """Every ``[broker]`` key :mod:`cli.config_file` accepts."""
-    return set(config_file._INT_KEYS | config_file._SIZE_KEYS | config_file._TIME_KEYS) | {
-        "fsync"
-    }
+    return set(config_file._INT_KEYS | config_file._SIZE_KEYS | config_file._TIME_KEYS) | {"fsync"}
 
 
 def accepted_keys() -> set[tuple[str, str]]:
@@ -241,7 +239,7 @@ def render(root: click.Command) -> str:
         "",
         *_rows("transform", sorted(config_transform._KEYS)),
         "",
-        "Each `[transform.namespaces.\"...\"]` and `[transform.kafka_topics.\"...\"]` table "
+        'Each `[transform.namespaces."..."]` and `[transform.kafka_topics."..."]` table '
         "takes these keys:",
         "",
         *_rows("policy", sorted(config_transform._POLICY_KEYS)),

@@ -92,6 +92,8 @@ def render(directory: Path) -> str:
         ]
         for row in data["rows"]:
             cells = [row.get(key) for key in ("case", "ours", "baseline", "ratio", "goal", "met")]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + f" | {_cell(row.get('note'))} |")
+            lines.append(
+                "| " + " | ".join(_cell(c) for c in cells) + f" | {_cell(row.get('note'))} |"
+            )
         lines.append("")
     return "\n".join(lines)

@@ -12,7 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANGES = ROOT / "changes"
-NAME = re.compile(r"^(?P<issue>[0-9]+)\.(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)\.(?P<type>added|changed|fixed|removed)\.md$")
+NAME = re.compile(
+    r"^(?P<issue>[0-9]+)\.(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)"
+    r"\.(?P<type>added|changed|fixed|removed)\.md$"
+)
 KEEP = {".gitignore", ".gitkeep"}
 
 
@@ -38,7 +41,13 @@ def test_fragment_is_well_formed(path: Path) -> None:
 
 def test_the_name_rule() -> None:
     assert NAME.match("34.kafka-span-checksums.fixed.md")
-    for bad in ("34.fixed.md", "x.slug.fixed.md", "34.Slug.fixed.md", "34.slug.fix.md", "34.slug.fixed"):
+    for bad in (
+        "34.fixed.md",
+        "x.slug.fixed.md",
+        "34.Slug.fixed.md",
+        "34.slug.fix.md",
+        "34.slug.fixed",
+    ):
         assert not NAME.match(bad), bad
 
 
