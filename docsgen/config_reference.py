@@ -12,6 +12,7 @@ nothing else: a key added to the code without a line here fails the build.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterator
 
 import click
@@ -202,6 +203,23 @@ def environment_variables(root: click.Command) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def docstring_example(module: object) -> str:
+    """The TOML example of a module's docstring: the block after its first ``::`` (indented
+    lines, or everything to the end when the block is not indented)."""
+    doc = getattr(module, "__doc__", None) or ""
+    lines = doc.split("::", 1)[1].split("\n")[1:]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if lines and lines[0].startswith((" ", "\t")):
+        block = []
+        for line in lines:
+            if line.strip() and not line.startswith((" ", "\t")):
+                break
+            block.append(line)
+        lines = block
+    return textwrap.dedent("\n".join(lines)).strip("\n")
+
+
 def render(root: click.Command) -> str:
     """The whole reference as Markdown."""
     base = BrokerSettings()
@@ -214,6 +232,16 @@ def render(root: click.Command) -> str:
         "Pulsar's defaults. Every key of the file is optional; an unknown key or a bad value "
         "is an error naming the file and the key (exit 1). Sizes and times are strings "
         '(`"64M"`, `"10m"`) or whole numbers (bytes, seconds).',
+        "",
+        "## Example",
+        "",
+        "From the code's own documentation (`cli/settings.py`, `cli/config_transform.py`):",
+        "",
+        "```toml",
+        docstring_example(settings),
+        "",
+        docstring_example(config_transform),
+        "```",
         "",
         "## Top-level keys",
         "",

@@ -141,3 +141,16 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     ):
         assert (site / page).is_file(), page
     assert "fonts.googleapis.com" not in (site / "index.html").read_text()
+
+
+def test_the_configuration_example_is_accepted(tmp_path: Path) -> None:
+    """The reference's example (from the modules' docstrings) is a file the code accepts."""
+    from cli import config_file, config_transform, settings
+
+    example = "\n\n".join(
+        config_reference.docstring_example(module) for module in (settings, config_transform)
+    )
+    (tmp_path / "offloader.toml").write_text(example)
+    loaded = config_file.load_file_config(tmp_path)
+    assert loaded.broker.offload.max_block_size == 64 * 1024 * 1024
+    assert loaded.broker.namespace_transforms
