@@ -135,7 +135,10 @@ def _help_text(text: str) -> list[str]:
         body = paragraph.strip("\n")
         if body.lstrip().startswith("\b"):
             verbatim = body.lstrip()[1:].strip("\n")
-            out += ["```text", *[line.rstrip() for line in _dedent(verbatim)], "```", ""]
+            code = [line.rstrip() for line in _dedent(verbatim)]
+            while code and not code[-1]:
+                code.pop()
+            out += ["```text", *code, "```", ""]
         elif body.strip():
             out += [escape(" ".join(body.split())), ""]
     return out
