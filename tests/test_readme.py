@@ -1,6 +1,7 @@
 """README's quickstart runs as written: every ``$ offloader ...`` line of the fenced block
-marked ```` ```console title="quickstart" ```` (quotes optional) is run (in-process, through click's CliRunner) in a
-fresh directory, so the default home ``./.offloader`` and the default file store are used.
+marked ```` ```console title="quickstart" ```` (quotes optional) is run (in-process, through
+click's CliRunner) in a fresh directory, so the default home ``./.offloader`` and the default
+file store are used.
 
 The lines after a command are its expected output, compared line by line; a line ``...``
 stands for any number of lines (UUIDs, timestamps, tables that vary). The documentation site
