@@ -2,7 +2,8 @@
 
 Each file is one dated measurement: ``date``, ``benchmark``, ``command``, ``machine`` (a
 description of the machine and its load), ``method`` and ``rows`` (``case``, and any of
-``ours``, ``baseline``, ``ratio``, ``goal``, ``met``, ``note``). :func:`load` checks that
+``ours``, ``baseline``, ``ratio``, ``goal``, ``met``, ``note``), and optionally ``notes``, a
+list of findings (where the time goes, what limits a figure). :func:`load` checks that
 shape; :func:`render` makes one section per file, newest first. New measurements are new
 files, never edits of old ones.
 """
@@ -96,4 +97,8 @@ def render(directory: Path) -> str:
                 "| " + " | ".join(_cell(c) for c in cells) + f" | {_cell(row.get('note'))} |"
             )
         lines.append("")
+        for note in data.get("notes", []):
+            lines.append(f"- {_cell(note)}")
+        if data.get("notes"):
+            lines.append("")
     return "\n".join(lines)
