@@ -27,8 +27,13 @@ def test_changes_directory_exists() -> None:
     assert CHANGES.is_dir()
 
 
-@pytest.mark.parametrize("path", fragments(), ids=lambda p: p.name)
-def test_fragment_is_well_formed(path: Path) -> None:
+def test_every_fragment_is_well_formed() -> None:
+    """Every file of changes/ (none between a release and the next change is fine)."""
+    for path in fragments():
+        check_fragment(path)
+
+
+def check_fragment(path: Path) -> None:
     assert path.is_file(), f"{path.name}: only fragment files belong in changes/"
     assert NAME.match(path.name), (
         f"{path.name}: name it <issue>.<slug>.<type>.md, type one of added, changed, fixed, "
@@ -37,6 +42,19 @@ def test_fragment_is_well_formed(path: Path) -> None:
     text = path.read_text().strip()
     assert text, f"{path.name} is empty"
     assert "\n" not in text, f"{path.name}: one line (one user-facing sentence)"
+
+
+def test_a_malformed_fragment_is_refused(tmp_path: Path) -> None:
+    for name, text in (
+        ("34.fix.md", "text"),
+        ("34.slug.fixed.md", ""),
+        ("34.slug.fixed.md", "two\nlines"),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(AssertionError):
+            check_fragment(path)
+        path.unlink()
 
 
 def test_the_name_rule() -> None:
