@@ -1,9 +1,12 @@
 """README's quickstart runs as written: every ``$ offloader ...`` line of the fenced block
-marked ```` ```console title=quickstart ```` is run (in-process, through click's CliRunner) in a
-fresh directory, so the default home ``./.offloader`` and the default file store are used.
+marked ```` ```console title="quickstart" ```` (quotes optional) is run (in-process, through
+click's CliRunner) in a fresh directory, so the default home ``./.offloader`` and the default
+file store are used.
 
 The lines after a command are its expected output, compared line by line; a line ``...``
-stands for any number of lines (UUIDs, timestamps, tables that vary)."""
+stands for any number of lines (UUIDs, timestamps, tables that vary). The documentation site
+includes the same block (between the README's ``--8<--`` section markers) in its getting-started
+page; the guides' own examples run the same way in ``tests/docs/test_doc_examples.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from click.testing import CliRunner
 from cli.main import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"^```console title=quickstart\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(r'^```console title="?quickstart"?\n(.*?)^```$', re.MULTILINE | re.DOTALL)
 
 
 def quickstart() -> list[tuple[str, list[str]]]:
