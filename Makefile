@@ -45,13 +45,13 @@ test: install rgw-deps pg-deps ## Install everything and run every test tier (un
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install ## ruff and mypy
-	$(VENV)/bin/ruff check formats offloader cli tests bench
-	$(VENV)/bin/ruff format --check formats offloader cli tests bench
+	$(VENV)/bin/ruff check formats offloader cli tests bench docsgen
+	$(VENV)/bin/ruff format --check formats offloader cli tests bench docsgen
 	$(VENV)/bin/mypy
 
 fmt: install ## Format the code with ruff
-	$(VENV)/bin/ruff format formats offloader cli tests bench
-	$(VENV)/bin/ruff check --fix formats offloader cli tests bench
+	$(VENV)/bin/ruff format formats offloader cli tests bench docsgen
+	$(VENV)/bin/ruff check --fix formats offloader cli tests bench docsgen
 
 demo: install pg-deps ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
 	$(PY) -m examples.demo --s3 $(S3)
