@@ -183,6 +183,7 @@ class KafkaKeyScheme:
     entropy_bits: int = 0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", self.prefix.strip("/"))
         if not 0 <= self.hash_prefix_len <= MAX_HASH_PREFIX:
             raise KafkaNameError(
                 f"hash prefix length {self.hash_prefix_len} not in 0..{MAX_HASH_PREFIX}"
@@ -205,9 +206,7 @@ class KafkaKeyScheme:
         """One line for messages: the form and its settings."""
         if self.cluster is None:
             return f"prefix {self.prefix!r}, hash prefix {self.hash_prefix_len}"
-        return (
-            f"prefix {self.prefix!r}, cluster {self.cluster!r}, entropy bits {self.entropy_bits}"
-        )
+        return f"prefix {self.prefix!r}, cluster {self.cluster!r}, entropy bits {self.entropy_bits}"
 
 
 def entropy_digits(cluster: str, topic: str, partition: int, bits: int) -> str:

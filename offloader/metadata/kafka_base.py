@@ -10,7 +10,8 @@ last error; :class:`KafkaGap` s (offset ranges that Kafka deleted before they we
 per-topic remote retention (:class:`KafkaRetention`) and per-topic transform policies
 (a :class:`~offloader.policies.TransformPolicy` each: how new segments are stored,
 spec/transforms.md §8); and the tier's one key scheme (a
-:class:`~formats.kafka.names.KafkaKeyScheme`, persisted by the first upload, spec/kafka-segments.md).
+:class:`~formats.kafka.names.KafkaKeyScheme`, persisted by the first upload,
+spec/kafka-segments.md).
 
 It is separate from :class:`~offloader.metadata.base.MetadataStore` so that every backend
 (SQLite here, PostgreSQL later) implements it on its own; the contract suite in
@@ -30,8 +31,8 @@ It is separate from :class:`~offloader.metadata.base.MetadataStore` so that ever
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from formats.kafka.names import KafkaKeyScheme

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
 from formats.kafka.names import KafkaKeyScheme
+from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
 from offloader.metadata.kafka_base import (
     ALLOWED_TRANSITIONS,
     COPY_FINISHED,

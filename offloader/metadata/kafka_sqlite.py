@@ -7,8 +7,8 @@ translation of :mod:`offloader.metadata.sqlite_schema`; its tables in
 change is one ``BEGIN IMMEDIATE`` transaction; ``finish_copy`` moves the state and the watermark
 together; ``start_copy`` refuses a second live copy of an offset in its transaction (and the
 unique index ``kafka_segments_one_copy`` backs it); a partition's upload lock is a lock file
-under ``<home>/locks``. This module holds the SQLite SQL only: the checks, errors, filters and row mapping it
-shares with the PostgreSQL backend are in :mod:`offloader.metadata.kafka_rules`.
+under ``<home>/locks``. This module holds the SQLite SQL only: the checks, errors, filters and
+row mapping it shares with the PostgreSQL backend are in :mod:`offloader.metadata.kafka_rules`.
 """
 
 from __future__ import annotations
