@@ -4,6 +4,7 @@ holds duplicate copies migrates to one copy each (the others deleted by the next
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -128,5 +129,5 @@ def test_a_database_with_duplicate_copies_migrates_to_one(
     assert finished[0].segment_id == "s-early-finished"
     # one copy per offset: the kept copy ends at 19, the next one answers from 20
     spans = [(s.first_offset, s.end_offset) for s in finished]
-    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
     assert tier.status("orders")[0].remote_segments == len(finished)
