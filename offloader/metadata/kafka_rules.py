@@ -85,9 +85,10 @@ def check_new_segment(s: NewRemoteSegment) -> None:
         or s.size_bytes < 0
         or not s.base_offset <= s.first_offset <= s.end_offset
     ):
+        start = "" if s.start_offset is None else f" (from {s.start_offset})"
         raise InvalidLedgerState(
-            f"segment {s.segment_id}: offsets {s.base_offset}..{s.end_offset} (from "
-            f"{s.first_offset}), size {s.size_bytes}"
+            f"segment {s.segment_id}: offsets {s.base_offset}..{s.end_offset}{start}, "
+            f"size {s.size_bytes}"
         )
 
 
