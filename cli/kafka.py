@@ -3,8 +3,11 @@
 * ``upload --log-dir DIR [--topics REGEX] [--once]``: copy closed segments (one pass with
   ``--once``, else every ``--interval`` until SIGINT/SIGTERM). JSON: one object per segment
   ``{topic, partition, base_offset, end_offset, outcome, segment_id, size_bytes, from_deleted,
-  detail}`` then ``{partitions, uploaded, gaps, corrupt, failed, cleaned}``. A corrupt or failed
-  segment makes the exit code 1 (after everything is printed).
+  detail}`` then ``{partitions, uploaded, gaps, corrupt, failed, cleaned, busy}``. A corrupt or
+  failed segment makes the exit code 1 (after everything is printed); a ``busy`` partition
+  (another uploader holds it) does not. ``--prefix``, ``--hash-prefix``, ``--cluster`` and
+  ``--entropy-bits`` choose the tier's key scheme on its first upload only (persisted; a value
+  that differs later is an error).
 * ``status [TOPIC] [--log-dir DIR]``: per partition ``{topic, partition, topic_id, local_start,
   local_end, remote_start, remote_end, watermark, upload_lag, remote_segments, remote_bytes,
   remote_original_bytes, remote_stored_bytes, in_progress, gaps: [{start, end, reason}],
@@ -59,9 +62,21 @@ def kafka() -> None:
     """
 
 
-def _settings(prefix: str, hash_prefix: int, part_size: int, concurrency: int) -> KafkaSettings:
+def _settings(
+    prefix: str | None,
+    hash_prefix: int | None,
+    cluster: str | None,
+    entropy_bits: int | None,
+    part_size: int,
+    concurrency: int,
+) -> KafkaSettings:
     return KafkaSettings(
-        prefix=prefix, hash_prefix_len=hash_prefix, part_size=part_size, concurrency=concurrency
+        prefix=prefix,
+        hash_prefix_len=hash_prefix,
+        cluster=cluster,
+        entropy_bits=entropy_bits,
+        part_size=part_size,
+        concurrency=concurrency,
     )
 
 
@@ -89,12 +104,14 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
         "corrupt": len(report.of("corrupt")),
         "failed": len(report.of("failed")),
         "cleaned": len(report.cleaned),
+        "busy": len(report.of("busy")),
     }
     cli.emit(
         summary,
         f"{plural(summary['uploaded'], 'segment')} uploaded from "
         f"{plural(report.partitions, 'partition')}; {summary['gaps']} gaps, "
-        f"{summary['corrupt']} corrupt, {summary['failed']} failed",
+        f"{summary['corrupt']} corrupt, {summary['failed']} failed"
+        + (f", {summary['busy']} busy (another uploader)" if summary["busy"] else ""),
     )
 
 
@@ -114,13 +131,27 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
     show_default=True,
     help="Time between passes without --once.",
 )
-@click.option("--prefix", default="kafka", show_default=True, help="Key prefix in the store.")
+@click.option(
+    "--prefix",
+    help="Key prefix in the store (default kafka). Like the three options below, it is part of "
+    "the tier's key scheme, which the first upload persists and every uploader (service run "
+    "too) then uses: leave them out, or repeat the persisted values.",
+)
 @click.option(
     "--hash-prefix",
     type=click.IntRange(0, 32),
-    default=0,
-    show_default=True,
-    help="Hex digits of a hash in front of every key (S3 key-space spreading).",
+    help="Hex digits of a hash in front of every key (S3 key-space spreading; default 0).",
+)
+@click.option(
+    "--cluster",
+    metavar="NAME",
+    help="Pinterest's key form: PREFIX/[ENTROPY/]NAME/<topic>-<id>/... (no --hash-prefix).",
+)
+@click.option(
+    "--entropy-bits",
+    type=click.IntRange(0, 32),
+    help="Pinterest's key form: N bits of MD5(cluster/topic-partition) after the prefix, as "
+    "0/1 digits (needs --cluster; default 0).",
 )
 @click.option(
     "--part-size",
@@ -143,13 +174,18 @@ def upload(
     topics: str | None,
     once: bool,
     interval: int,
-    prefix: str,
-    hash_prefix: int,
+    prefix: str | None,
+    hash_prefix: int | None,
+    cluster: str | None,
+    entropy_bits: int | None,
     part_size: int,
     concurrency: int,
 ) -> None:
-    """Copy the closed segments of a broker's log directory to the object store."""
-    settings = _settings(prefix, hash_prefix, part_size, concurrency)
+    """Copy the closed segments of a broker's log directory to the object store.
+
+    Two uploaders never copy one partition at once: the one that finds the partition's lock
+    taken reports it busy and leaves it alone."""
+    settings = _settings(prefix, hash_prefix, cluster, entropy_bits, part_size, concurrency)
     failures = 0
     with open_offloader(cli) as off, stop_on_signals(StopFlag()) as stop:
         tier = off.kafka(settings)

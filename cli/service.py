@@ -154,7 +154,8 @@ def _is_idle(report: TickReport) -> bool:
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="A Kafka broker log directory whose closed segments each pass uploads (repeatable; "
-    "also [kafka] log_dirs in offloader.toml).",
+    "also [kafka] log_dirs in offloader.toml), named in the tier's persisted key scheme (see "
+    "kafka upload --hash-prefix).",
 )
 @click.option("--kafka-topics", metavar="REGEX", help="Only these Kafka topics (full match).")
 @click.option(

@@ -6,7 +6,9 @@
 * ``leader-epoch-checkpoint``: ``version\\ncount\\n(epoch startOffset\\n)*`` (version 0).
 * ``partition.metadata``: ``version: 0\\ntopic_id: <base64url uuid>``.
 * Remote keys (KIP-405 style): ``[<hash>/]<prefix>/<topic>-<topicId>/<partition>/<20-digit base
-  offset>-<segment uuid>.<suffix>``, the optional hash prefix spreading the key space.
+  offset>-<segment uuid>.<suffix>``, the optional hash prefix spreading the key space; or
+  Pinterest's form ``<prefix>/<entropy bits>/<cluster>/<topic>-<topicId>/...`` (the same tail).
+  A tier's :class:`KafkaKeyScheme` says which (spec/kafka-segments.md, "Names").
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
 PARTITION_METADATA: Final = "partition.metadata"
 _SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.deleted)?$")
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_CLUSTER_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+#: the widest hash prefix (hex digits of MD5) and Pinterest-style entropy (bits)
+MAX_HASH_PREFIX = 32
+MAX_ENTROPY_BITS = 32
 _PARTITION_DIR_RE = re.compile(r"^(.+)-(\d{1,10})$")
 _REMOTE_RE = re.compile(
     r"^(?:[0-9a-f]+/)?(?:.+/)?(.+)-([A-Za-z0-9_-]{22})/(\d+)/(\d{20})-([A-Za-z0-9_-]{22})\.([a-z-]+)$"
@@ -157,6 +163,62 @@ def kafka_uuid_to_uuid(text: str, *, source: str | None = None) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
+@dataclass(frozen=True)
+class KafkaKeyScheme:
+    """How a Kafka tier names its objects; one per tier, persisted by its first upload.
+
+    * ``cluster`` None (the KIP-405 form): ``[<hash>/]<prefix>/<tail>``, ``<hash>`` the first
+      ``hash_prefix_len`` hex digits of MD5(``<topic>-<topicId>/<partition>``);
+    * ``cluster`` set (Pinterest's form): ``<prefix>/[<entropy>/]<cluster>/<tail>``,
+      ``<entropy>`` the first ``entropy_bits`` bits of MD5(``<cluster>/<topic>-<partition>``)
+      written as that many ``0``/``1`` digits.
+
+    ``<tail>`` is ``<topic>-<topicId>/<partition>/<20-digit base offset>-<segment uuid>.<suffix>``
+    in both forms.
+    """
+
+    prefix: str = "kafka"
+    hash_prefix_len: int = 0
+    cluster: str | None = None
+    entropy_bits: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", self.prefix.strip("/"))
+        if not 0 <= self.hash_prefix_len <= MAX_HASH_PREFIX:
+            raise KafkaNameError(
+                f"hash prefix length {self.hash_prefix_len} not in 0..{MAX_HASH_PREFIX}"
+            )
+        if not 0 <= self.entropy_bits <= MAX_ENTROPY_BITS:
+            raise KafkaNameError(f"entropy bits {self.entropy_bits} not in 0..{MAX_ENTROPY_BITS}")
+        if self.cluster is None:
+            if self.entropy_bits:
+                raise KafkaNameError("entropy bits need a cluster name (Pinterest's key form)")
+        else:
+            if not _CLUSTER_RE.match(self.cluster) or self.cluster in (".", ".."):
+                raise KafkaNameError(f"{self.cluster!r} is not a usable cluster name")
+            if self.hash_prefix_len:
+                raise KafkaNameError(
+                    "a hash prefix and a cluster name do not mix: Pinterest's form spreads keys "
+                    "with entropy bits after the prefix"
+                )
+
+    def describe(self) -> str:
+        """One line for messages: the form and its settings."""
+        if self.cluster is None:
+            return f"prefix {self.prefix!r}, hash prefix {self.hash_prefix_len}"
+        return f"prefix {self.prefix!r}, cluster {self.cluster!r}, entropy bits {self.entropy_bits}"
+
+
+def entropy_digits(cluster: str, topic: str, partition: int, bits: int) -> str:
+    """Pinterest's salt: the first ``bits`` bits of MD5(``<cluster>/<topic>-<partition>``),
+    as ``0``/``1`` digits."""
+    if bits <= 0:
+        return ""
+    digest = hashlib.md5(f"{cluster}/{topic}-{partition}".encode()).digest()
+    value = int.from_bytes(digest, "big") >> (128 - bits)
+    return format(value, f"0{bits}b")
+
+
 def remote_key(
     prefix: str,
     topic: str,
@@ -167,17 +229,48 @@ def remote_key(
     suffix: str,
     *,
     hash_prefix_len: int = 0,
+    cluster: str | None = None,
+    entropy_bits: int = 0,
 ) -> str:
-    """The object key of one file of one remote segment (see the module docstring)."""
+    """The object key of one file of one remote segment (see the module docstring and
+    :class:`KafkaKeyScheme`)."""
     check_topic(topic)
     kafka_uuid_to_uuid(topic_id)
     kafka_uuid_to_uuid(segment_id)
     tail = f"{topic}-{topic_id}/{partition}/{base_offset:020d}-{segment_id}.{suffix}"
-    key = f"{prefix.strip('/')}/{tail}" if prefix.strip("/") else tail
-    if hash_prefix_len:
+    parts = [prefix.strip("/")] if prefix.strip("/") else []
+    if cluster is not None:
+        entropy = entropy_digits(cluster, topic, partition, entropy_bits)
+        parts += ([entropy] if entropy else []) + [cluster]
+    key = "/".join([*parts, tail])
+    if hash_prefix_len and cluster is None:
         digest = hashlib.md5(f"{topic}-{topic_id}/{partition}".encode()).hexdigest()
         key = f"{digest[:hash_prefix_len]}/{key}"
     return key
+
+
+def scheme_key(
+    scheme: KafkaKeyScheme,
+    topic: str,
+    topic_id: str,
+    partition: int,
+    base_offset: int,
+    segment_id: str,
+    suffix: str,
+) -> str:
+    """:func:`remote_key` in ``scheme``."""
+    return remote_key(
+        scheme.prefix,
+        topic,
+        topic_id,
+        partition,
+        base_offset,
+        segment_id,
+        suffix,
+        hash_prefix_len=scheme.hash_prefix_len,
+        cluster=scheme.cluster,
+        entropy_bits=scheme.entropy_bits,
+    )
 
 
 @dataclass(frozen=True)

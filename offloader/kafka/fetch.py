@@ -5,7 +5,9 @@ ranged GET** starting at the index position at or before the wanted offset, size
 segment's bytes per offset for the requested count (another GET only when that estimate falls
 short). A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
 wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
-control batches (transaction markers) are not returned.
+so are the records of a remote copy below its effective start (a segment that straddled the
+watermark when it was copied: the copy before answers for them); control batches (transaction
+markers) are not returned.
 
 Modes (Pinterest's): ``kafka-only`` and ``remote-only`` read one tier; ``kafka-preferred`` reads a
 segment from the local log when it has it, else from the remote tier; ``remote-preferred`` the
@@ -102,6 +104,8 @@ def _segment_rows(
                 if header.is_control or (not started and not start.batch_may_hold(header)):
                     continue
                 for record in decode_records(data, header, source=view.source):
+                    if record.offset < view.base:
+                        continue  # below a straddling copy's start: the copy before has it
                     if not started:
                         if not start.record_ok(record):
                             continue

@@ -52,13 +52,18 @@ def delete_remote_segment(
     return done
 
 
-def clean_stale_attempts(ctx: KafkaContext, topic: str, partition: int) -> list[str]:
+def clean_stale_attempts(
+    ctx: KafkaContext, topic: str, partition: int, *, locked: bool = False
+) -> list[str]:
     """Finish the deletion of abandoned attempts of one partition: COPY_SEGMENT_STARTED older
-    than the stale age, and DELETE_SEGMENT_STARTED left by a crash. Their segment ids."""
+    than the stale age (any age when ``locked``: the caller holds the partition's upload lock,
+    so no other uploader is in the middle of one), and DELETE_SEGMENT_STARTED left by a crash
+    (or marked as a duplicate copy by the schema migration). Their segment ids."""
     now = ctx.now_ms()
     cleaned = []
     for record in ctx.meta.list_segments(topic, partition, states=[COPY_STARTED, DELETE_STARTED]):
-        if record.state == COPY_STARTED and now - record.started_ms < ctx.settings.stale_attempt_ms:
+        young = now - record.started_ms < ctx.settings.stale_attempt_ms
+        if record.state == COPY_STARTED and young and not locked:
             continue
         delete_remote_segment(ctx, record, "abandoned copy (uploader stopped mid-upload)")
         cleaned.append(record.segment_id)

@@ -1,6 +1,7 @@
 """Bulk scans of remote Kafka segments (the Spark ``kafka-segments`` source's plan and tasks).
 
-:func:`plan_scan` turns the COPY_SEGMENT_FINISHED segments of the metadata into picklable
+:func:`plan_scan` turns the COPY_SEGMENT_FINISHED segments of the metadata (one copy per offset,
+from each copy's effective start: :func:`~offloader.kafka.segments.live_copies`) into picklable
 :class:`ScanTask` s: one per segment, or one per ``split_bytes`` of a larger segment cut at
 ``.index`` positions (batch boundaries). A :class:`ScanFilter` (from pushed-down filters on
 ``partition``, ``offset`` and ``timestamp``) prunes whole segments by their offset range and
@@ -25,7 +26,7 @@ from formats.kafka.batch import decode_records, iter_batch_headers
 from formats.transform import TransformSection
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
-from offloader.kafka.segments import IndexCache
+from offloader.kafka.segments import IndexCache, live_copies
 from offloader.kafka.transform_read import is_transformed, segment_view
 from offloader.kafka.types import KafkaRecordRow
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
@@ -83,7 +84,7 @@ class ScanFilter:
         return (
             self.keeps_partition(seg.partition)
             and seg.end_offset >= lo
-            and seg.base_offset <= hi
+            and seg.first_offset <= hi
             and seg.max_timestamp >= self.time_range[0]
         )
 
@@ -109,6 +110,8 @@ class ScanTask:
     transform: TransformSection | None = None
     key_ring: str | None = None
     cache_bytes: int = 0
+    #: the copy's effective start: its records below it are another copy's (not returned)
+    start_offset: int = 0
 
 
 def _cuts(positions: Iterable[int], start: int, size: int, split: int) -> list[int]:
@@ -130,12 +133,12 @@ def plan_scan(
 ) -> list[ScanTask]:
     wanted = None if topics is None else set(topics)
     tasks: list[ScanTask] = []
-    for seg in ctx.meta.list_segments(states=[COPY_FINISHED]):
+    for seg in live_copies(ctx.meta.list_segments(states=[COPY_FINISHED])):
         if wanted is not None and seg.topic not in wanted:
             continue
         if not scan_filter.keeps_segment(seg):
             continue
-        lo = scan_filter.offset_range[0]
+        lo = max(scan_filter.offset_range[0], seg.first_offset)
         since = scan_filter.time_range[0]
         start = 0
         index = None
@@ -164,6 +167,7 @@ def plan_scan(
                     section,
                     cache.key_ring,
                     cache.cache_bytes,
+                    seg.first_offset,
                 )
             )
     return tasks
@@ -192,7 +196,7 @@ def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
         if header.max_timestamp < flt.time_range[0]:
             continue
         for r in decode_records(data, header, source=task.key):
-            if flt.keeps(r.offset, r.timestamp):
+            if r.offset >= task.start_offset and flt.keeps(r.offset, r.timestamp):
                 row = KafkaRecordRow(
                     task.topic,
                     task.partition,

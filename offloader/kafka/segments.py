@@ -5,15 +5,16 @@ how to read ``[start, end)`` of its ``.log``, and its indexes (remote ones fetch
 in an :class:`IndexCache`, with the chunk table of a transformed segment: its ``.log`` is then
 read through the decoding view of :mod:`offloader.kafka.transform_read`, still one ranged GET
 per read). :func:`remote_views` builds them from the metadata (segments that are
-COPY_SEGMENT_FINISHED), :func:`local_views` from a broker log directory (read-only).
+COPY_SEGMENT_FINISHED, through :func:`live_copies`: one copy per offset, from each copy's
+effective start), :func:`local_views` from a broker log directory (read-only).
 """
 
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from formats.kafka.index import (
@@ -40,6 +41,8 @@ class SegmentGone(Exception):
 @dataclass
 class SegmentView:
     tier: str  # "remote" or "local"
+    #: the first offset the view answers for: a remote copy's effective start (its ``.log``
+    #: and indexes may begin below it, at the segment's base offset)
     base: int
     end: int | None
     size: int
@@ -135,11 +138,32 @@ class IndexCache:
         return value
 
 
+def live_copies(records: Iterable[RemoteSegmentRecord]) -> list[RemoteSegmentRecord]:
+    """The finished copies to read, each offset from one copy only: per partition in offset
+    order, a copy whose offsets an earlier one holds entirely is left out, one that overlaps
+    it answers from the first offset past it (its ``start_offset`` moved up). The metadata
+    store keeps one copy per range (since schema version 8); this is what readers rely on
+    whatever the store holds. Ordered by topic, partition, first offset."""
+    ordered = sorted(
+        records, key=lambda r: (r.topic, r.partition, r.first_offset, r.started_ms, r.segment_id)
+    )
+    out: list[RemoteSegmentRecord] = []
+    for record in ordered:
+        last = out[-1] if out else None
+        if last is not None and (last.topic, last.partition) == (record.topic, record.partition):
+            if record.end_offset <= last.end_offset:
+                continue  # every offset of it is read from ``last``
+            if record.first_offset <= last.end_offset:
+                record = replace(record, start_offset=last.end_offset + 1)
+        out.append(record)
+    return out
+
+
 def remote_views(
     meta: KafkaMetadataStore, store: ObjectStore, cache: IndexCache, topic: str, partition: int
 ) -> list[SegmentView]:
     views = []
-    for record in meta.list_segments(topic, partition, states=[COPY_FINISHED]):
+    for record in live_copies(meta.list_segments(topic, partition, states=[COPY_FINISHED])):
         key = record.keys["log"]
 
         def opener(
@@ -155,7 +179,7 @@ def remote_views(
         views.append(
             SegmentView(
                 "remote",
-                record.base_offset,
+                record.first_offset,  # records below it belong to the copy before
                 record.end_offset,
                 record.size_bytes,
                 record.max_timestamp,

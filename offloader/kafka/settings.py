@@ -1,4 +1,4 @@
-"""KafkaSettings: where and how the Kafka tier writes (key prefix, hash prefix, part size) and
+"""KafkaSettings: where and how the Kafka tier writes (the key scheme asked for, part size) and
 how it transforms segments (the key ring, the chunk size, the decoded-chunk cache, and
 offloader.toml's per-topic transform policies; spec/transforms.md §8)."""
 
@@ -14,10 +14,18 @@ from offloader.policies import TransformPolicy
 
 @dataclass(frozen=True)
 class KafkaSettings:
+    #: the key scheme asked for (spec/kafka-segments.md, "Names"); None: not asked, the tier's
+    #: persisted scheme applies (the first upload persists what it is given, the defaults for
+    #: what it is not: prefix "kafka", no hash prefix, no cluster). A value that differs from
+    #: the persisted scheme is a ConfigError (:func:`offloader.kafka.keys.resolve_key_scheme`).
     #: key prefix under the store's root
-    prefix: str = "kafka"
+    prefix: str | None = None
     #: hex digits of MD5(topic-topicId/partition) in front of each key (0: none)
-    hash_prefix_len: int = 0
+    hash_prefix_len: int | None = None
+    #: Pinterest's key form: the cluster name after the prefix (and the entropy bits)
+    cluster: str | None = None
+    #: Pinterest's key form: bits of MD5(cluster/topic-partition) between prefix and cluster
+    entropy_bits: int | None = None
     #: multipart part size of the .log upload (a .log of at most this size is one PUT)
     part_size: int = 64 * MiB
     #: parts in flight at once (memory: parts are slices of the mmapped segment, not copies)
@@ -53,8 +61,10 @@ class KafkaSettings:
             raise ConfigError(f"transform chunk size {chunk} not in 16..64M")
         if self.chunk_cache_bytes is not None and self.chunk_cache_bytes < 0:
             raise ConfigError("chunk cache size must not be negative")
-        if not 0 <= self.hash_prefix_len <= 32:
+        if self.hash_prefix_len is not None and not 0 <= self.hash_prefix_len <= 32:
             raise ConfigError(f"hash prefix length {self.hash_prefix_len} not in 0..32")
+        if self.entropy_bits is not None and not 0 <= self.entropy_bits <= 32:
+            raise ConfigError(f"entropy bits {self.entropy_bits} not in 0..32")
         if self.enforce_min_part_size:
             check_s3_part_size(self.part_size, "part size", "part_size")
         if self.part_size < 1024:

@@ -1,6 +1,7 @@
 """``kafka status``: per partition, the local and remote offset ranges, watermark, lag, gaps,
-and the remote ``.log`` bytes: original (from the metadata) and stored (a HEAD of each
-transformed segment's ``.log``: chunked, it differs from the original size)."""
+and the remote ``.log`` bytes (one copy per offset counted: ``live_copies``): original (from
+the metadata) and stored (a HEAD of each transformed segment's ``.log``: chunked, it differs
+from the original size)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from offloader.errors import ObjectNotFound
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.logdir import UnreadablePartition, scan_log_dir
+from offloader.kafka.segments import live_copies
 from offloader.kafka.transform_read import is_transformed
 from offloader.kafka.types import PartitionStatus
 from offloader.metadata.kafka_base import COPY_FINISHED, COPY_STARTED, RemoteSegmentRecord
@@ -41,7 +43,7 @@ def partition_status(
     for key in sorted(set(records) | set(local) | set(problems)):
         record = records.get(key)
         segments = ctx.meta.list_segments(key[0], key[1])
-        finished = [s for s in segments if s.state == COPY_FINISHED]
+        finished = live_copies(s for s in segments if s.state == COPY_FINISHED)
         watermark = record.watermark if record is not None else -1
         local_info = local.get(key)
         closed_end = local_info[2] if local_info else None
@@ -53,7 +55,7 @@ def partition_status(
                 topic_id=record.topic_id if record else (local_info[0] if local_info else None),
                 local_start=local_info[1] if local_info else None,
                 local_end=closed_end,
-                remote_start=min((s.base_offset for s in finished), default=None),
+                remote_start=min((s.first_offset for s in finished), default=None),
                 remote_end=max((s.end_offset for s in finished), default=None),
                 watermark=watermark,
                 remote_segments=len(finished),

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-SegmentOutcomeKind = Literal["uploaded", "gap", "corrupt", "failed", "empty"]
+#: ``busy``: another uploader holds the partition (its lock, or a live copy of the offsets);
+#: this one left it alone
+SegmentOutcomeKind = Literal["uploaded", "gap", "corrupt", "failed", "empty", "busy"]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,19 @@
 """The Kafka uploader: closed segments of a broker's log directory to the object store.
 
-Per partition (in offset order), per closed segment not yet remote:
+Per partition, holding its upload lock (``KafkaMetadataStore.partition_lock``: one uploader
+per partition, across processes and the homes of a shared store; another one holding it makes
+this pass report the partition ``busy`` and leave it alone), in offset order, per closed
+segment with offsets past the partition's watermark (one that straddles the watermark, because
+another replica rolled its segments elsewhere, is copied whole with its **effective start**,
+watermark + 1, recorded: reads answer from there); a range no local segment holds is a gap:
 
 1. open its files (live name, else ``.deleted``; an open file survives Kafka's rename/delete);
    a segment gone under both names is recorded as a **gap** (never skipped silently);
 2. check every batch's CRC32C over the mmapped ``.log`` (a corrupt segment is refused and
    reported; nothing is recorded or uploaded) and learn its end offset and max timestamp;
-3. ``start_copy``: a new segment id and the object keys are durable before any upload;
+3. ``start_copy``: a new segment id and the object keys (in the tier's persisted key scheme,
+   :mod:`offloader.kafka.keys`) are durable before any upload; the store refuses a second live
+   copy of any offset (``busy``);
 4. upload the ``.log`` (a multipart upload of ``part_size`` parts, ``concurrency`` at a time,
    each with its CRC32C; one PUT when small), the ``.index`` and ``.timeindex`` (rebuilt by
    Kafka's rule if missing), the producer snapshot and transaction index when present, and the
@@ -18,8 +25,8 @@ Per partition (in offset order), per closed segment not yet remote:
 
 Any failure in 4-5 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FINISHED) and stops
 the partition (later segments wait: the watermark never skips a segment that is still local).
-Abandoned attempts of a crashed run are cleaned at the start of the next one. Kafka's files are
-never modified.
+Abandoned attempts of a crashed run are cleaned at the start of the next one (under the lock,
+whatever their age). Kafka's files are never modified.
 """
 
 from __future__ import annotations
@@ -38,16 +45,18 @@ from formats.kafka.batch import BatchHeader, iter_batch_headers
 from formats.kafka.errors import KafkaFormatError
 from formats.kafka.index import IndexBuilder
 from formats.kafka.names import (
+    KafkaKeyScheme,
     encode_leader_epoch_checkpoint,
     kafka_uuid_to_uuid,
-    remote_key,
+    scheme_key,
     segment_leader_epochs,
     uuid_to_kafka,
 )
 from formats.transform import encode_segment_table
 from offloader.crashpoints import crash_point
-from offloader.errors import OffloaderError, StoreError
+from offloader.errors import OffloadConflict, OffloaderError, StoreError
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.keys import resolve_key_scheme
 from offloader.kafka.logdir import (
     LocalPartition,
     LocalSegment,
@@ -65,7 +74,7 @@ from offloader.kafka.transform_write import (
 )
 from offloader.kafka.types import SegmentOutcome, UploadReport
 from offloader.logs import get_logger
-from offloader.metadata.kafka_base import COPY_FINISHED, NewRemoteSegment
+from offloader.metadata.kafka_base import NewRemoteSegment
 from offloader.store.base import UploadedPart
 
 log = get_logger(__name__)
@@ -167,10 +176,18 @@ def _open_files(segment: LocalSegment) -> dict[str, BinaryIO]:
 
 
 def upload_segment(
-    ctx: KafkaContext, partition: LocalPartition, segment: LocalSegment
+    ctx: KafkaContext,
+    partition: LocalPartition,
+    segment: LocalSegment,
+    *,
+    start_offset: int | None = None,
+    scheme: KafkaKeyScheme | None = None,
 ) -> SegmentOutcome:
     """Copy one closed segment (see the module docstring); never raises OffloaderError for
-    the segment's own problems: they come back as the outcome's kind."""
+    the segment's own problems: they come back as the outcome's kind. ``start_offset``: the
+    first offset this copy answers for, when the segment straddles the watermark (the whole
+    ``.log`` is uploaded, the records below it belong to the copy before). ``scheme``: the
+    tier's key scheme (resolved here when None)."""
     topic, number = partition.topic, partition.partition
     source = str(segment.path("log"))
     files = _open_files(segment)
@@ -195,7 +212,19 @@ def upload_segment(
                 return SegmentOutcome(
                     topic, number, segment.base_offset, "corrupt", detail=str(exc)
                 )
-            return _copy(ctx, partition, segment, files, data, size, scan, log_crc)
+            start = segment.base_offset if start_offset is None else start_offset
+            if scan.end_offset < start:
+                return SegmentOutcome(
+                    topic,
+                    number,
+                    segment.base_offset,
+                    "empty",
+                    end_offset=scan.end_offset,
+                    detail=f"every offset is remote already (watermark {start - 1})",
+                )
+            if scheme is None:
+                scheme = resolve_key_scheme(ctx)
+            return _copy(ctx, partition, segment, files, data, size, scan, log_crc, start, scheme)
     finally:
         for handle in files.values():
             handle.close()
@@ -226,6 +255,8 @@ def _copy(
     size: int,
     scan: _Scan,
     log_crc: int,
+    start: int,
+    scheme: KafkaKeyScheme,
 ) -> SegmentOutcome:
     topic, number = partition.topic, partition.partition
     transform = write_transform_for(ctx, topic)  # a missing key fails before anything is done
@@ -233,35 +264,35 @@ def _copy(
     segment_id = uuid_to_kafka(uuid.uuid4())
     kinds = ("log", "chunks", *small) if transform is not None else ("log", *small)
     keys = {
-        kind: remote_key(
-            ctx.settings.prefix,
-            topic,
-            partition.topic_id,
-            number,
-            segment.base_offset,
-            segment_id,
-            kind,
-            hash_prefix_len=ctx.settings.hash_prefix_len,
+        kind: scheme_key(
+            scheme, topic, partition.topic_id, number, segment.base_offset, segment_id, kind
         )
         for kind in kinds
     }
-    record = ctx.meta.start_copy(
-        NewRemoteSegment(
-            segment_id=segment_id,
-            topic=topic,
-            topic_id=partition.topic_id,
-            partition=number,
-            base_offset=segment.base_offset,
-            end_offset=scan.end_offset,
-            max_timestamp=scan.max_timestamp,
-            size_bytes=size,
-            leader_epochs=segment_leader_epochs(
-                partition.leader_epochs, segment.base_offset, scan.end_offset
+    try:
+        record = ctx.meta.start_copy(
+            NewRemoteSegment(
+                segment_id=segment_id,
+                topic=topic,
+                topic_id=partition.topic_id,
+                partition=number,
+                base_offset=segment.base_offset,
+                end_offset=scan.end_offset,
+                max_timestamp=scan.max_timestamp,
+                size_bytes=size,
+                leader_epochs=segment_leader_epochs(
+                    partition.leader_epochs, start, scan.end_offset
+                ),
+                keys=keys,
+                start_offset=start if start > segment.base_offset else None,
             ),
-            keys=keys,
-        ),
-        ctx.now_ms(),
-    )
+            ctx.now_ms(),
+        )
+    except OffloadConflict as exc:  # another uploader's copy holds these offsets
+        log.warning("Kafka segment copied by another uploader", segment=str(segment.path("log")))
+        return SegmentOutcome(
+            topic, number, segment.base_offset, "busy", end_offset=scan.end_offset, detail=str(exc)
+        )
     metadata = {
         "kafka-topic": topic,
         "kafka-topic-id": partition.topic_id,
@@ -270,6 +301,8 @@ def _copy(
         "kafka-end-offset": str(scan.end_offset),
         "kafka-segment-id": segment_id,
     }
+    if start > segment.base_offset:
+        metadata["kafka-start-offset"] = str(start)
     crash_point("kafka.after_start_copy")
     try:
         if transform is None:
@@ -336,27 +369,57 @@ def _copy(
     )
 
 
-def upload_partition(ctx: KafkaContext, partition: LocalPartition, report: UploadReport) -> None:
-    """Copy the partition's closed segments that are not remote yet, oldest first."""
+def upload_partition(
+    ctx: KafkaContext,
+    partition: LocalPartition,
+    report: UploadReport,
+    scheme: KafkaKeyScheme | None = None,
+) -> None:
+    """Copy the partition's closed segments that are not remote yet, oldest first, holding the
+    partition's upload lock (another uploader holding it: one ``busy`` outcome, nothing done).
+    ``scheme``: the tier's key scheme (resolved here when None)."""
     topic, number = partition.topic, partition.partition
     first_local = partition.segments[0].base_offset if partition.segments else 0
-    record = ctx.meta.ensure_partition(
+    ctx.meta.ensure_partition(
         topic, number, partition.topic_id, ctx.now_ms(), watermark=first_local - 1
     )
     report.partitions += 1
-    report.cleaned += clean_stale_attempts(ctx, topic, number)
-    finished = {
-        s.base_offset for s in ctx.meta.list_segments(topic, number, states=[COPY_FINISHED])
-    }
+    with ctx.meta.partition_lock(topic, number) as held:
+        if not held:
+            log.info("Kafka partition skipped: another uploader holds it", partition=partition.name)
+            report.segments.append(
+                SegmentOutcome(
+                    topic,
+                    number,
+                    first_local,
+                    "busy",
+                    detail="another uploader holds this partition's lock; it copies the segments",
+                )
+            )
+            return
+        if scheme is None:
+            scheme = resolve_key_scheme(ctx)
+        _upload_locked(ctx, partition, report, scheme)
+
+
+def _upload_locked(
+    ctx: KafkaContext, partition: LocalPartition, report: UploadReport, scheme: KafkaKeyScheme
+) -> None:
+    topic, number = partition.topic, partition.partition
+    # under the lock every COPY_SEGMENT_STARTED attempt of the partition is abandoned
+    report.cleaned += clean_stale_attempts(ctx, topic, number, locked=True)
+    record = ctx.meta.get_partition(topic, number)
+    assert record is not None  # ensured before the lock
     known_gaps = {g.start_offset for g in ctx.meta.list_gaps(topic) if g.partition == number}
     expected = record.watermark + 1
     bases = [s.base_offset for s in partition.segments]
     for segment in partition.closed:
-        if segment.base_offset in finished or segment.base_offset < expected:
-            continue
         following = [b for b in bases if b > segment.base_offset]
         next_base = following[0] if following else None
+        if next_base is not None and next_base - 1 < expected:
+            continue  # every offset the segment can hold is remote already
         if segment.base_offset > expected and expected not in known_gaps:
+            # no local segment holds expected..base-1 (those before this one end below it)
             _gap(
                 ctx,
                 report,
@@ -366,14 +429,18 @@ def upload_partition(ctx: KafkaContext, partition: LocalPartition, report: Uploa
                 segment.base_offset - 1,
                 "offsets deleted by Kafka before they were copied",
             )
-        outcome = upload_segment(ctx, partition, segment)
+        # a segment straddling the watermark (another replica rolled elsewhere) is copied
+        # whole, answering from the watermark on
+        start = max(segment.base_offset, expected)
+        outcome = upload_segment(ctx, partition, segment, start_offset=start, scheme=scheme)
         if outcome.kind == "gap":
             end = segment.base_offset if next_base is None else next_base - 1
-            if segment.base_offset not in known_gaps:
+            gap_start = max(segment.base_offset, expected)
+            if gap_start not in known_gaps:
                 ctx.meta.record_gap(
                     topic,
                     number,
-                    segment.base_offset,
+                    gap_start,
                     end,
                     ctx.now_ms(),
                     outcome.detail or "segment gone",
@@ -391,8 +458,10 @@ def upload_partition(ctx: KafkaContext, partition: LocalPartition, report: Uploa
                 topic, number, f"segment {segment.base_offset}: {outcome.detail}", ctx.now_ms()
             )
             return
+        if outcome.kind == "busy":
+            return  # another uploader's copy: it goes on from there
         if outcome.end_offset is not None:
-            expected = outcome.end_offset + 1
+            expected = max(expected, outcome.end_offset + 1)
         elif next_base is not None:
             expected = next_base
 
@@ -418,10 +487,11 @@ def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) 
     directory that cannot be read is a ``failed`` outcome (and its partition's last error when
     it is known); the others are uploaded all the same."""
     report = UploadReport()
+    scheme = resolve_key_scheme(ctx)  # a conflicting key option fails before anything is done
     unreadable: list[UnreadablePartition] = []
     for partition in scan_log_dir(log_dir, topics, unreadable):
         try:
-            upload_partition(ctx, partition, report)
+            upload_partition(ctx, partition, report, scheme)
         except OffloaderError as exc:  # this partition only (a re-created topic, a store error)
             log.error("Kafka partition upload failed", partition=partition.name, error=str(exc))
             first = partition.segments[0].base_offset if partition.segments else 0

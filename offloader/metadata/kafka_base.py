@@ -9,13 +9,18 @@ DELETE_SEGMENT_STARTED); per partition (:class:`KafkaPartitionRecord`) the topic
 last error; :class:`KafkaGap` s (offset ranges that Kafka deleted before they were copied); and
 per-topic remote retention (:class:`KafkaRetention`) and per-topic transform policies
 (a :class:`~offloader.policies.TransformPolicy` each: how new segments are stored,
-spec/transforms.md §8).
+spec/transforms.md §8); and the tier's one key scheme (a
+:class:`~formats.kafka.names.KafkaKeyScheme`, persisted by the first upload,
+spec/kafka-segments.md).
 
 It is separate from :class:`~offloader.metadata.base.MetadataStore` so that every backend
 (SQLite here, PostgreSQL later) implements it on its own; the contract suite in
 ``tests/metadata/test_kafka_metadata_contract.py`` checks the rules:
 
 * ``start_copy`` makes the segment id and its object keys durable before any upload;
+* at most one copy of each offset is COPY_SEGMENT_STARTED or COPY_SEGMENT_FINISHED
+  (``start_copy`` refuses an overlapping one; a unique index backs it), and one uploader at a
+  time holds a partition's lock (``partition_lock``);
 * ``finish_copy`` is a compare-and-set from COPY_SEGMENT_STARTED and advances the partition's
   watermark in the same transaction (never backwards);
 * state changes out of order raise :class:`~offloader.errors.InvalidLedgerState`; unknown ids
@@ -26,9 +31,11 @@ It is separate from :class:`~offloader.metadata.base.MetadataStore` so that ever
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from formats.kafka.names import KafkaKeyScheme
 from offloader.policies import TransformPolicy
 
 RemoteSegmentState = Literal[
@@ -71,6 +78,13 @@ class NewRemoteSegment:
     leader_epochs: Mapping[int, int]
     #: object key of each uploaded file, by suffix (``log``, ``index``, ``timeindex``, ...)
     keys: Mapping[str, str]
+    #: the first offset this copy answers for (None: ``base_offset``); above the base when the
+    #: segment straddles the partition's watermark (records below it belong to an earlier copy)
+    start_offset: int | None = None
+
+    @property
+    def first_offset(self) -> int:
+        return self.base_offset if self.start_offset is None else self.start_offset
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,13 @@ class RemoteSegmentRecord:
     updated_ms: int
     log_crc32c: int | None = None
     error: str | None = None
+    #: the first offset this copy answers for (None: ``base_offset``; see
+    #: :attr:`NewRemoteSegment.start_offset`): reads and exports start there
+    start_offset: int | None = None
+
+    @property
+    def first_offset(self) -> int:
+        return self.base_offset if self.start_offset is None else self.start_offset
 
 
 @dataclass(frozen=True)
@@ -142,7 +163,27 @@ class KafkaMetadataStore(Protocol):
         self, topic: str, partition: int, error: str | None, now_ms: int
     ) -> None: ...
 
-    def start_copy(self, segment: NewRemoteSegment, now_ms: int) -> RemoteSegmentRecord: ...
+    def start_copy(self, segment: NewRemoteSegment, now_ms: int) -> RemoteSegmentRecord:
+        """Record a COPY_SEGMENT_STARTED attempt. At most one copy of an offset is ever
+        started or finished: a segment whose ``first_offset..end_offset`` overlaps a
+        COPY_SEGMENT_STARTED or COPY_SEGMENT_FINISHED copy of the partition raises
+        ``OffloadConflict`` (a unique index backs the rule)."""
+        ...
+
+    def partition_lock(self, topic: str, partition: int) -> AbstractContextManager[bool]:
+        """Try the partition's upload lock for the body: yields True when held, False (holding
+        nothing) when another uploader has it. The lock dies with its process (kill -9
+        included), on every home of a shared store."""
+        ...
+
+    def get_key_scheme(self) -> KafkaKeyScheme | None:
+        """The key scheme every uploader of this tier uses, None before the first upload."""
+        ...
+
+    def claim_key_scheme(self, scheme: KafkaKeyScheme) -> KafkaKeyScheme:
+        """Persist ``scheme`` unless the tier has one already; the persisted one (the
+        first claim wins)."""
+        ...
 
     def finish_copy(
         self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from formats.kafka.names import KafkaKeyScheme
 from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
 from offloader.metadata.kafka_base import (
     ALLOWED_TRANSITIONS,
+    COPY_FINISHED,
     COPY_STARTED,
     KafkaGap,
     KafkaPartitionRecord,
@@ -46,6 +48,7 @@ SEGMENT_COLUMNS = (
     "state",
     "started_ms",
     "updated_ms",
+    "start_offset",
 )
 #: the order of ``list_segments`` (KafkaMetadataStore's promise, then a stable tie-break)
 SEGMENT_ORDER = " ORDER BY topic, partition, base_offset, started_ms, segment_id"
@@ -75,11 +78,43 @@ def topic_filter(dialect: Dialect, topic: str | None) -> tuple[str, tuple[object
 
 # --- remote segments ------------------------------------------------------------------------
 def check_new_segment(s: NewRemoteSegment) -> None:
-    """``start_copy``'s argument check: offsets in order, a size that is not negative."""
-    if s.end_offset < s.base_offset or s.size_bytes < 0:
+    """``start_copy``'s argument check: offsets in order (the effective start within the
+    segment), a size that is not negative."""
+    if (
+        s.end_offset < s.base_offset
+        or s.size_bytes < 0
+        or not s.base_offset <= s.first_offset <= s.end_offset
+    ):
+        start = "" if s.start_offset is None else f" (from {s.start_offset})"
         raise InvalidLedgerState(
-            f"segment {s.segment_id}: offsets {s.base_offset}..{s.end_offset}, size {s.size_bytes}"
+            f"segment {s.segment_id}: offsets {s.base_offset}..{s.end_offset}{start}, "
+            f"size {s.size_bytes}"
         )
+
+
+def overlap_query(dialect: Dialect) -> str:
+    """The live copies (COPY_SEGMENT_STARTED or FINISHED) of a partition that hold an offset of
+    ``first..end``; parameters: topic, partition, end, first."""
+    m = dialect.mark
+    return (
+        "SELECT segment_id, state, start_offset, end_offset FROM kafka_remote_segments "
+        f"WHERE topic = {m} AND partition = {m} AND state IN ('{COPY_STARTED}', "
+        f"'{COPY_FINISHED}') AND start_offset <= {m} AND end_offset >= {m} "
+        "ORDER BY start_offset LIMIT 1"
+    )
+
+
+def overlap_args(s: NewRemoteSegment) -> tuple[object, ...]:
+    return (s.topic, s.partition, s.end_offset, s.first_offset)
+
+
+def copy_overlaps(s: NewRemoteSegment, row: Row) -> OffloadConflict:
+    """The error for a ``start_copy`` whose offsets another live copy holds."""
+    return OffloadConflict(
+        f"offsets {s.first_offset}..{s.end_offset} of {s.topic}-{s.partition} already have a "
+        f"copy ({row['segment_id']}, {row['state']}, offsets {row['start_offset']}.."
+        f"{row['end_offset']}): one copy per offset range"
+    )
 
 
 def segment_exists(segment_id: str) -> AlreadyExists:
@@ -103,6 +138,7 @@ def segment_values(s: NewRemoteSegment, now_ms: int) -> tuple[object, ...]:
         COPY_STARTED,
         now_ms,
         now_ms,
+        s.first_offset,
     )
 
 
@@ -176,6 +212,7 @@ def segment_record(row: Row) -> RemoteSegmentRecord:
         updated_ms=row["updated_ms"],
         log_crc32c=row["log_crc32c"],
         error=row["error"],
+        start_offset=row["start_offset"],
     )
 
 
@@ -206,6 +243,20 @@ def retention_record(topic: str, row: Row | None) -> KafkaRetention:
     if row is None:
         return KafkaRetention(topic)
     return KafkaRetention(topic, row["retention_ms"], row["retention_bytes"])
+
+
+def key_scheme_values(k: KafkaKeyScheme) -> tuple[object, ...]:
+    """The one ``kafka_key_scheme`` row of a tier."""
+    return (1, k.prefix, k.hash_prefix_len, k.cluster, k.entropy_bits)
+
+
+def key_scheme(row: Row | None) -> KafkaKeyScheme | None:
+    """The tier's persisted key scheme, None before the first upload."""
+    if row is None:
+        return None
+    return KafkaKeyScheme(
+        row["prefix"], row["hash_prefix_len"], row["cluster"], row["entropy_bits"]
+    )
 
 
 def transform_policy(row: Row | None) -> TransformPolicy | None:

@@ -1,9 +1,10 @@
-"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database, and the
-per-topic transform policies of version 7).
+"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database, the
+per-topic transform policies of version 7, and version 8's one copy per offset range and key
+scheme).
 
 Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
-:data:`KAFKA_TRANSFORM_TABLES` to its migrations, and :mod:`offloader.metadata.kafka_sqlite`
-queries the tables.
+:data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations, and
+:mod:`offloader.metadata.kafka_sqlite` queries the tables.
 """
 
 from __future__ import annotations
@@ -65,5 +66,41 @@ KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
         level BIGINT,
         encryption TEXT NOT NULL CHECK (encryption IN ('none', 'aes-256-gcm')),
         key_id TEXT
+    )""",
+)
+
+#: one SQL text of both backends: the copy that the duplicates of one offset range defer to is
+#: the COPY_SEGMENT_FINISHED one, then the earliest started, then the smallest segment id
+_OTHER_WINS = (
+    "k.topic = kafka_remote_segments.topic AND k.partition = kafka_remote_segments.partition "
+    "AND k.base_offset = kafka_remote_segments.base_offset AND k.segment_id <> "
+    "kafka_remote_segments.segment_id AND k.state IN ('COPY_SEGMENT_STARTED', "
+    "'COPY_SEGMENT_FINISHED') AND ((k.state = 'COPY_SEGMENT_FINISHED' AND "
+    "kafka_remote_segments.state = 'COPY_SEGMENT_STARTED') OR (k.state = "
+    "kafka_remote_segments.state AND (k.started_ms < kafka_remote_segments.started_ms OR "
+    "(k.started_ms = kafka_remote_segments.started_ms AND k.segment_id < "
+    "kafka_remote_segments.segment_id))))"
+)
+
+#: schema version 8 (PostgreSQL 5): one copy per offset range, the effective start of a copy
+#: that straddles the watermark, and the tier's key scheme. Copies of one base offset that two
+#: uploaders made before this version are kept once (see ``_OTHER_WINS``); the others move to
+#: DELETE_SEGMENT_STARTED with the reason, and the next upload pass deletes their objects.
+KAFKA_ONE_COPY_TABLES: tuple[str, ...] = (
+    "ALTER TABLE kafka_remote_segments ADD COLUMN start_offset BIGINT",
+    "UPDATE kafka_remote_segments SET start_offset = base_offset",
+    "UPDATE kafka_remote_segments SET state = 'DELETE_SEGMENT_STARTED', "
+    "error = 'duplicate copy of the same offsets (found by the schema migration to one copy per "
+    "range): deleted by the next upload pass' "
+    "WHERE state IN ('COPY_SEGMENT_STARTED', 'COPY_SEGMENT_FINISHED') AND EXISTS "
+    f"(SELECT 1 FROM kafka_remote_segments k WHERE {_OTHER_WINS})",
+    "CREATE UNIQUE INDEX kafka_segments_one_copy ON kafka_remote_segments(topic, partition, "
+    "start_offset) WHERE state IN ('COPY_SEGMENT_STARTED', 'COPY_SEGMENT_FINISHED')",
+    """CREATE TABLE kafka_key_scheme (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        prefix TEXT NOT NULL,
+        hash_prefix_len INTEGER NOT NULL,
+        cluster TEXT,
+        entropy_bits INTEGER NOT NULL
     )""",
 )

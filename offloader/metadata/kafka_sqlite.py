@@ -5,16 +5,23 @@ translation of :mod:`offloader.metadata.sqlite_schema`; its tables in
 :mod:`offloader.metadata.kafka_schema`), so it runs beside a
 :class:`~offloader.metadata.sqlite.SqliteMetadataStore` in the same or another process. Every
 change is one ``BEGIN IMMEDIATE`` transaction; ``finish_copy`` moves the state and the watermark
-together. This module holds the SQLite SQL only: the checks, errors, filters and row mapping it
-shares with the PostgreSQL backend are in :mod:`offloader.metadata.kafka_rules`.
+together; ``start_copy`` refuses a second live copy of an offset in its transaction (and the
+unique index ``kafka_segments_one_copy`` backs it); a partition's upload lock is a lock file
+under ``<home>/locks``. This module holds the SQLite SQL only: the checks, errors, filters and
+row mapping it shares with the PostgreSQL backend are in :mod:`offloader.metadata.kafka_rules`.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from formats.kafka.names import KafkaKeyScheme
 from offloader.metadata import kafka_rules as kr
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
@@ -113,8 +120,31 @@ class SqliteKafkaMetadataStore:
                 "SELECT 1 FROM kafka_remote_segments WHERE segment_id = ?", (segment.segment_id,)
             ).fetchone():
                 raise kr.segment_exists(segment.segment_id)
+            taken = conn.execute(kr.overlap_query(SQLITE), kr.overlap_args(segment)).fetchone()
+            if taken is not None:
+                raise kr.copy_overlaps(segment, taken)
             conn.execute(_INSERT_SEGMENT, kr.segment_values(segment, now_ms))
             return self._get(conn, segment.segment_id)
+
+    @contextmanager
+    def partition_lock(self, topic: str, partition: int) -> Iterator[bool]:
+        """An ``fcntl.flock`` on ``<home>/locks/kafka-upload-<sha256>.lock`` beside the database:
+        the kernel releases it when the process dies. Every uploader of this database runs on
+        this host (a shared store across hosts is PostgreSQL's)."""
+        lock_dir = self.path.parent / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(f"{topic}\0{partition}".encode()).hexdigest()[:32]
+        path = lock_dir / f"kafka-upload-{digest}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
 
     def _get(self, conn: sqlite3.Connection, segment_id: str) -> RemoteSegmentRecord:
         row = conn.execute(
@@ -226,6 +256,24 @@ class SqliteKafkaMetadataStore:
         with self._db.read() as conn:
             row = conn.execute("SELECT * FROM kafka_retention WHERE topic = ?", (topic,)).fetchone()
         return kr.retention_record(topic, row)
+
+    # --- the key scheme (spec/kafka-segments.md, "Names") ------------------------------------
+    def get_key_scheme(self) -> KafkaKeyScheme | None:
+        with self._db.read() as conn:
+            row = conn.execute("SELECT * FROM kafka_key_scheme WHERE id = 1").fetchone()
+        return kr.key_scheme(row)
+
+    def claim_key_scheme(self, scheme: KafkaKeyScheme) -> KafkaKeyScheme:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO kafka_key_scheme (id, prefix, hash_prefix_len, cluster, "
+                "entropy_bits) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                kr.key_scheme_values(scheme),
+            )
+            row = conn.execute("SELECT * FROM kafka_key_scheme WHERE id = 1").fetchone()
+        found = kr.key_scheme(row)
+        assert found is not None  # inserted above, or there already
+        return found
 
     # --- transform policies (spec/transforms.md §8) ----------------------------------------
     def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:

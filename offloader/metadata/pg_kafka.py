@@ -4,15 +4,20 @@ The Kafka tier's tables of :mod:`offloader.metadata.pg_schema`, queried over its
 (:class:`~offloader.metadata.pg_db.PgDatabase`, which translates psycopg's errors). Every change
 is one READ COMMITTED transaction; the state machine's check-then-move holds the segment's row
 lock (``FOR UPDATE``), and ``finish_copy`` moves the state and the partition's watermark
-(``greatest``: never backwards) in the same transaction. This module holds the PostgreSQL SQL
+(``greatest``: never backwards) in the same transaction. ``start_copy`` holds the partition's
+row lock while it checks that no live copy holds its offsets (one copy per range; the unique
+index ``kafka_segments_one_copy`` backs it); a partition's upload lock is a session advisory
+lock. This module holds the PostgreSQL SQL
 and locks only: the checks, errors, filters and row mapping it shares with the SQLite backend
 are in :mod:`offloader.metadata.kafka_rules`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+from formats.kafka.names import KafkaKeyScheme
 from offloader.metadata import kafka_rules as kr
 from offloader.metadata import pg_rows as pg
 from offloader.metadata.kafka_base import (
@@ -107,14 +112,29 @@ class PgKafkaMetadataStore:
             part = pg.one(
                 cur,
                 "SELECT topic_id FROM kafka_partitions WHERE topic = %s AND partition = %s "
-                "FOR KEY SHARE",
+                "FOR UPDATE",
                 (segment.topic, segment.partition),
             )
             if part is None:
                 raise kr.unknown_partition(segment.topic, segment.partition)
+            # the partition row's lock orders the start_copy calls of one partition: the check
+            # sees every live copy a concurrent one committed
+            if pg.one(cur, "SELECT 1 FROM kafka_remote_segments WHERE segment_id = %s",
+                      (segment.segment_id,)) is not None:  # fmt: skip
+                raise kr.segment_exists(segment.segment_id)
+            taken = pg.one(cur, kr.overlap_query(POSTGRES), kr.overlap_args(segment))
+            if taken is not None:
+                raise kr.copy_overlaps(segment, taken)
             if pg.one(cur, _INSERT_SEGMENT, kr.segment_values(segment, now_ms)) is None:
                 raise kr.segment_exists(segment.segment_id)
             return self._get(cur, segment.segment_id)
+
+    @contextmanager
+    def partition_lock(self, topic: str, partition: int) -> Iterator[bool]:
+        """A session advisory lock on a connection of its own (the server releases it when that
+        connection ends): one uploader per partition across every home of the store."""
+        with self._db.session_lock(f"kafka-upload\x1f{topic}\x1f{partition}", 0.0) as held:
+            yield held
 
     def _get(self, cur: Cursor, segment_id: str, *, lock: bool = False) -> RemoteSegmentRecord:
         suffix = " FOR UPDATE" if lock else ""
@@ -223,6 +243,24 @@ class PgKafkaMetadataStore:
         with self._db.read() as cur:
             row = pg.one(cur, "SELECT * FROM kafka_retention WHERE topic = %s", (topic,))
         return kr.retention_record(topic, row)
+
+    # --- the key scheme (spec/kafka-segments.md, "Names") ------------------------------------
+    def get_key_scheme(self) -> KafkaKeyScheme | None:
+        with self._db.read() as cur:
+            row = pg.one(cur, "SELECT * FROM kafka_key_scheme WHERE id = 1", ())
+        return kr.key_scheme(row)
+
+    def claim_key_scheme(self, scheme: KafkaKeyScheme) -> KafkaKeyScheme:
+        with self._db.write() as cur:
+            cur.execute(
+                "INSERT INTO kafka_key_scheme (id, prefix, hash_prefix_len, cluster, "
+                "entropy_bits) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                kr.key_scheme_values(scheme),
+            )
+            row = pg.one(cur, "SELECT * FROM kafka_key_scheme WHERE id = 1", ())
+        found = kr.key_scheme(row)
+        assert found is not None  # inserted above, or there already
+        return found
 
     # --- transform policies (spec/transforms.md §8) ----------------------------------------
     def set_topic_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:

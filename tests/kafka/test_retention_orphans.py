@@ -168,12 +168,12 @@ def _orphans_and_gc(
                 "orders",
                 layout.topic_id,
                 0,
-                7,
-                8,
+                50_000,  # past the uploaded offsets: one live copy per offset
+                50_001,
                 1,
                 1,
                 {},
-                {"log": f"{prefix}{7:020d}-DDDDDDDDDDDDDDDDDDDDDD.log"},
+                {"log": f"{prefix}{50_000:020d}-DDDDDDDDDDDDDDDDDDDDDD.log"},
             ),
             off.runtime.wall_ms(),
         )

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from formats.kafka.names import KafkaKeyScheme
 from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
@@ -152,7 +154,7 @@ def test_sqlite_migrates_a_version_6_database_to_topic_transforms(tmp_path: Path
         kafka.set_topic_transform("orders", TransformPolicy(encryption="aes-256-gcm"))
         assert kafka.get_topic_transform("orders") == TransformPolicy(encryption="aes-256-gcm")
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
     conn.close()
 
 
@@ -168,3 +170,65 @@ def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
     conn.close()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def two_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[KafkaMetadataStore, KafkaMetadataStore]]:
+    """Two connections to one store (two uploaders)."""
+    backend = BACKENDS[request.param]
+    location = backend.new_location(request, tmp_path)
+    a, b = backend.open_kafka(location), backend.open_kafka(location)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_one_live_copy_per_offset_range(store: KafkaMetadataStore) -> None:
+    store.ensure_partition("orders", 0, TOPIC_ID, 1)
+    store.start_copy(_segment("a", 0, 9), 2)
+    # in flight or finished, a copy holds its offsets: an overlapping one is refused
+    for sid, base, end in (("b", 0, 9), ("c", 5, 14), ("d", 9, 9)):
+        with pytest.raises(OffloadConflict, match="one copy per offset range"):
+            store.start_copy(_segment(sid, base, end), 3)
+    store.finish_copy("a", 4)
+    with pytest.raises(OffloadConflict):
+        store.start_copy(_segment("b", 0, 9), 5)
+    # a copy of a segment straddling the watermark answers from its effective start
+    straddling = replace(_segment("e", 5, 19), start_offset=10)
+    record = store.start_copy(straddling, 6)
+    assert (record.base_offset, record.start_offset, record.first_offset) == (5, 10, 10)
+    assert store.get_segment("a").first_offset == 0
+    with pytest.raises(InvalidLedgerState):  # the start lies inside the segment
+        store.start_copy(replace(_segment("f", 30, 39), start_offset=40), 7)
+    # once deleted, the offsets may be copied again; other partitions are independent
+    store.start_delete("e", 8)
+    store.start_copy(_segment("g", 10, 19), 9)
+    store.ensure_partition("orders", 1, TOPIC_ID, 1)
+    store.start_copy(_segment("h", 0, 9, partition=1), 10)
+
+
+def test_partition_lock_has_one_holder(
+    two_stores: tuple[KafkaMetadataStore, KafkaMetadataStore],
+) -> None:
+    a, b = two_stores
+    with a.partition_lock("orders", 0) as held:
+        assert held
+        with b.partition_lock("orders", 0) as other:
+            assert not other
+        with b.partition_lock("orders", 1) as other_partition:
+            assert other_partition
+    with b.partition_lock("orders", 0) as after:
+        assert after  # released with the body
+
+
+def test_the_first_key_scheme_claimed_wins(
+    two_stores: tuple[KafkaMetadataStore, KafkaMetadataStore],
+) -> None:
+    a, b = two_stores
+    assert a.get_key_scheme() is None
+    pinterest = KafkaKeyScheme("tiered", cluster="c1", entropy_bits=5)
+    assert a.claim_key_scheme(pinterest) == pinterest
+    assert b.claim_key_scheme(KafkaKeyScheme(hash_prefix_len=4)) == pinterest
+    assert b.get_key_scheme() == pinterest

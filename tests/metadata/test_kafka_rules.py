@@ -104,6 +104,11 @@ EXPECTED: list[tuple[str, str] | None] = [
         "remote segment s1 is COPY_SEGMENT_FINISHED; it cannot become COPY_SEGMENT_FINISHED",
     ),
     ("InvalidLedgerState", "gap 5..4 is empty"),
+    (
+        "OffloadConflict",
+        "offsets 5..12 of orders-0 already have a copy (s1, COPY_SEGMENT_FINISHED, offsets "
+        "0..9): one copy per offset range",
+    ),
 ]
 
 
@@ -123,6 +128,7 @@ def _script(store: KafkaMetadataStore) -> list[Callable[[], object]]:
         lambda: store.finish_copy("s1", 9, log_crc32c=42),
         lambda: store.finish_copy("s1", 10),
         lambda: store.record_gap("orders", 0, 5, 4, 11, "deleted"),
+        lambda: store.start_copy(_segment("s2", base=5, end=12), 12),
     ]
 
 
