@@ -58,10 +58,45 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
     return SegmentFileName(int(match.group(1)), match.group(2), match.group(3) is not None)
 
 
+#: the largest partition number (Kafka's partitions are a Java int)
+MAX_PARTITION: Final = 2**31 - 1
+
+
+def quoted_name(text: str) -> str:
+    """``text`` in single quotes, as ``repr`` would show it, except that the bytes a command
+    line could not decode (Python's surrogate escapes) are shown as the bytes they were
+    (``\\xff``), not as ``\\udcff``."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif char in "\\'":
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(repr(char)[1:-1])
+    return "'" + "".join(out) + "'"
+
+
 def check_topic(topic: str) -> str:
+    """``topic`` when it is a legal Kafka topic name (1 to 249 of ``a-z A-Z 0-9 . _ -``, not
+    ``.`` or ``..``), else :class:`KafkaNameError`."""
     if not _TOPIC_RE.match(topic) or topic in (".", ".."):
-        raise KafkaNameError(f"{topic!r} is not a legal Kafka topic name")
+        raise KafkaNameError(
+            f"{quoted_name(topic)} is not a legal Kafka topic name (1 to 249 of the "
+            "characters a-z, A-Z, 0-9, '.', '_' and '-'; not '.' or '..')"
+        )
     return topic
+
+
+def check_partition(partition: int) -> int:
+    """``partition`` when it is a Kafka partition number (0..2147483647), else
+    :class:`KafkaNameError`."""
+    if not 0 <= partition <= MAX_PARTITION:
+        raise KafkaNameError(f"partition {partition} is out of range: it must be 0..{MAX_PARTITION}")
+    return partition
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -70,7 +105,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     if match is None:
         raise KafkaNameError(f"{name!r} is not a <topic>-<partition> directory")
     topic, partition = match.group(1), int(match.group(2))
-    if partition >= 2**31:
+    if partition > MAX_PARTITION:
         raise KafkaNameError(f"partition {partition} is out of range in {name!r}")
     return check_topic(topic), partition
 
