@@ -31,7 +31,8 @@ __all__ = [
     "CONFIG_FILE",
     "MAX_CONFIG_BYTES",
     "FileConfig",
-    "check_home_dir",     "apply_broker_values",
+    "apply_broker_values",
+    "check_home_dir",
     "load_file_config",
     "toml_text",
 ]

@@ -95,7 +95,9 @@ def check_partition(partition: int) -> int:
     """``partition`` when it is a Kafka partition number (0..2147483647), else
     :class:`KafkaNameError`."""
     if not 0 <= partition <= MAX_PARTITION:
-        raise KafkaNameError(f"partition {partition} is out of range: it must be 0..{MAX_PARTITION}")
+        raise KafkaNameError(
+            f"partition {partition} is out of range: it must be 0..{MAX_PARTITION}"
+        )
     return partition
 
 

@@ -88,7 +88,9 @@ def translate_error(
     if isinstance(exc, pgerrors.IntegrityConstraintViolation):
         return MetadataError(f"metadata constraint violated in {where}: {detail}")
     if isinstance(exc, pgerrors.NumericValueOutOfRange):
-        use, outcome = ("store", "nothing was changed") if changing else ("look up", "nothing was read")
+        use, outcome = (
+            ("store", "nothing was changed") if changing else ("look up", "nothing was read")
+        )
         return MetadataError(
             f"metadata database {where}: a value is too large to {use} (PostgreSQL BIGINT is "
             f"signed 64-bit); {outcome}"
@@ -230,9 +232,7 @@ class PgDatabase:
                     except psycopg.Error:
                         conn.close()
                 if isinstance(exc, (psycopg.Error, UnicodeEncodeError)):
-                    error = translate_error(
-                        exc, self.where, self.busy_timeout_s, changing=changing
-                    )
+                    error = translate_error(exc, self.where, self.busy_timeout_s, changing=changing)
                     if isinstance(error, MetadataUnavailable) and committing:
                         error = MetadataUnavailable(
                             f"metadata server {self.where} went away while a change was being "

@@ -179,7 +179,7 @@ def test_a_flipped_magic_byte_is_corruption_not_an_old_format() -> None:
 def test_an_old_message_with_a_wrong_crc_is_corruption(magic: int) -> None:
     data = bytearray(_magic_message(magic))
     data[-1] ^= 1
-    with pytest.raises(CorruptBatchError, match="corrupt record batch at position 0 in s.log"):
+    with pytest.raises(CorruptBatchError, match=r"corrupt record batch at position 0 in s\.log"):
         list(iter_batch_headers(bytes(data), source="s.log"))
 
 
