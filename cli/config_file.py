@@ -136,14 +136,15 @@ def _read_config_bytes(path: Path) -> bytes | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as file:
-        mode = os.fstat(fd).st_mode
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise ConfigError(f"{path}: is a directory, not a configuration file")
-        if not stat.S_ISREG(mode):
-            raise ConfigError(
-                f"{path}: not a regular file (a FIFO or a device), not read; give a TOML file"
-            )
+        raise ConfigError(
+            f"{path}: not a regular file (a FIFO or a device), not read; give a TOML file"
+        )
+    with os.fdopen(fd, "rb") as file:
         try:
             raw = file.read(MAX_CONFIG_BYTES + 1)
         except OSError as exc:
