@@ -226,7 +226,7 @@ def is_legacy_message(buf: Buffer, pos: int) -> bool:
     if at != message_end:
         return False
     checked = memoryview(buf)[pos + LOG_OVERHEAD + 4 : message_end]
-    return zlib.crc32(checked) == crc
+    return bool(zlib.crc32(checked) == crc)
 
 
 def batch_crc(buf: Buffer, header: BatchHeader) -> int:

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Final
 
+from formats.errors import quoted_name
 from formats.kafka.errors import KafkaFormatError, KafkaNameError
 
 SEGMENT_KINDS: Final = ("log", "index", "timeindex", "txnindex", "snapshot")
@@ -60,24 +61,6 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
 
 #: the largest partition number (Kafka's partitions are a Java int)
 MAX_PARTITION: Final = 2**31 - 1
-
-
-def quoted_name(text: str) -> str:
-    """``text`` in single quotes, as ``repr`` would show it, except that the bytes a command
-    line could not decode (Python's surrogate escapes) are shown as the bytes they were
-    (``\\xff``), not as ``\\udcff``."""
-    out: list[str] = []
-    for char in text:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif char in "\\'":
-            out.append("\\" + char)
-        elif char.isprintable():
-            out.append(char)
-        else:
-            out.append(repr(char)[1:-1])
-    return "'" + "".join(out) + "'"
 
 
 def check_topic(topic: str) -> str:

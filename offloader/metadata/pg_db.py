@@ -34,6 +34,7 @@ from psycopg.rows import dict_row
 
 from offloader.errors import (
     AlreadyExists,
+    ConfigError,
     MetadataBusy,
     MetadataError,
     MetadataUnavailable,
@@ -59,7 +60,7 @@ def describe_url(url: str) -> str:
     """``host:port/dbname`` of a libpq URL: safe in messages and logs (no user, no password)."""
     try:
         params = conninfo_to_dict(url)
-    except psycopg.Error:
+    except (psycopg.Error, UnicodeEncodeError):
         return "postgresql://(unparsable URL)"
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
@@ -133,6 +134,12 @@ class PgDatabase:
     ) -> None:
         self.url = url
         self.where = describe_url(url)
+        try:
+            url.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                "the metadata store URL holds bytes that are not UTF-8 text (check --metadata)"
+            ) from None
         self.busy_timeout_s = busy_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._lock = threading.RLock()

@@ -129,7 +129,9 @@ def test_a_huge_offloader_toml_is_refused(tmp_path: Path) -> None:
     with (home / "offloader.toml").open("ab") as file:
         file.write(b"#\n")
     line = one_line_error(run(home, "topics", "list"))
-    assert line == f"error: {home}/offloader.toml: larger than 1024 KiB; a configuration file is small"
+    assert (
+        line == f"error: {home}/offloader.toml: larger than 1024 KiB; a configuration file is small"
+    )
 
 
 # --- --home ---------------------------------------------------------------------------------
@@ -170,3 +172,28 @@ def test_a_backslash_in_a_kafka_name_is_escaped_once(home: Path) -> None:
 def test_control_characters_in_a_message_are_still_escaped(home: Path) -> None:
     line = one_line_error(run(home, "topics", "info", "persistent://x/y/a\x1b[31mb"))
     assert "\x1b" not in line and "\\x1b[31m" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("topics", "info", UNDECODABLE), "error: invalid topic name 'cl\\xffcks': not encodable"),
+        (
+            ("namespaces", "create", f"a/{UNDECODABLE}"),
+            "error: invalid namespace name 'cl\\xffcks'",
+        ),
+    ],
+)
+def test_pulsar_names_that_are_not_utf8_show_the_byte(
+    home: Path, args: tuple[str, ...], expected: str
+) -> None:
+    assert one_line_error(run(home, *args)).startswith(expected)
+
+
+def test_a_metadata_url_that_is_not_utf8(home: Path) -> None:
+    line = one_line_error(
+        run(home, "--metadata", f"postgresql://h/{UNDECODABLE}", "topics", "list")
+    )
+    assert line == (
+        "error: the metadata store URL holds bytes that are not UTF-8 text (check --metadata)"
+    )

@@ -63,7 +63,10 @@ def test_json_carries_the_warnings(home: Path) -> None:
     record = json_lines(
         ok(home, "--json", "namespaces", "set-offload-threshold", NS, "-s", "10M", "-t", "2h")
     )[0]
-    assert record["warnings"] == [SIZE_WARNING[len("warning: ") :], TIME_WARNING[len("warning: ") :]]
+    assert record["warnings"] == [
+        SIZE_WARNING[len("warning: ") :],
+        TIME_WARNING[len("warning: ") :],
+    ]
     assert record["policies"]["offload_threshold_bytes"] == 10 * 1024 * 1024
     record = json_lines(ok(home, "--json", "namespaces", "set-retention", NS, "--size", "20M"))[0]
     assert record["warnings"] == [TIME_WARNING[len("warning: ") :]]
