@@ -1,13 +1,17 @@
 """``<home>/offloader.toml``: read, checked, and turned into broker settings.
 
 Every key is optional. A bad value is an operational :class:`~offloader.errors.ConfigError`
-(exit code 1) naming the file and the key; :mod:`cli.settings` merges the file with the
+(exit code 1) naming the file and the key; so is a file that is not a regular file (a FIFO, a
+device, a directory: never read) or is larger than :data:`MAX_CONFIG_BYTES`, and a home that is
+not a directory; :mod:`cli.settings` merges the file with the
 command's options (options win) and Pulsar's defaults.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,9 +28,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["CONFIG_FILE", "FileConfig", "apply_broker_values", "load_file_config", "toml_text"]
+__all__ = [
+    "CONFIG_FILE",
+    "MAX_CONFIG_BYTES",
+    "FileConfig",
+    "apply_broker_values",
+    "check_home_dir",
+    "load_file_config",
+    "toml_text",
+]
 
 CONFIG_FILE = "offloader.toml"
+#: the largest offloader.toml read (a configuration is a few KiB; this bounds a mistake)
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -88,12 +102,67 @@ _TIME_KEYS = {
 _FSYNC_VALUES = ("always", "batch", "never")
 
 
+def check_home_dir(home: Path) -> None:
+    """Refuse a home that exists but is not a directory (``--home /dev/null``), or lies under
+    a file, with one :class:`ConfigError` naming it (not an errno from whatever opens it
+    first). A home that does not exist yet is fine: commands that write create it."""
+    path = home
+    while True:
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            if path == path.parent:
+                return
+            path = path.parent
+            continue
+        except NotADirectoryError:
+            path = path.parent  # a component above is a file: found on the way up
+            continue
+        except OSError as exc:
+            raise ConfigError(f"offloader home {home}: cannot be read ({exc.strerror})") from None
+        if stat.S_ISDIR(mode):
+            return
+        if path == home:
+            raise ConfigError(f"offloader home {home} is not a directory (check --home)")
+        raise ConfigError(f"offloader home {home}: {path} is not a directory (check --home)")
+
+
+def _read_config_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when it does not exist. Only a regular file (a symlink to one
+    is fine) of at most :data:`MAX_CONFIG_BYTES` is read: a FIFO would block, ``/dev/zero``
+    never ends."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{path}: is a directory, not a configuration file")
+        raise ConfigError(
+            f"{path}: not a regular file (a FIFO or a device), not read; give a TOML file"
+        )
+    with os.fdopen(fd, "rb") as file:
+        try:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; a configuration file is small"
+        )
+    return raw
+
+
 def load_file_config(home: Path) -> FileConfig:
     """``<home>/offloader.toml`` parsed and checked; defaults when the file does not exist."""
+    check_home_dir(home)
     path = home / CONFIG_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = _read_config_bytes(path)
+    if raw is None:
         return FileConfig()
     try:
         data = tomllib.loads(raw.decode("utf-8"))

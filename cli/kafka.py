@@ -19,6 +19,10 @@
   ``{topic, partition, offset, timestamp, timestamp_type, key, value, headers, tier}``; key,
   value and header values as UTF-8 text when they are, base64 with ``--payload``.
 * ``set-retention TOPIC --time T --size S``, ``get-retention TOPIC``, ``apply-retention [TOPIC]``.
+
+A TOPIC must be a legal Kafka topic name (1 to 249 of ``a-z A-Z 0-9 . _ -``, not ``.`` or
+``..``) and a PARTITION 0..2147483647: anything else is one ``error:`` line, checked before any
+lookup (names given as bytes that are not UTF-8 included).
 * ``set-offload-transform|get-offload-transform|remove-offload-transform TOPIC``: in
   :mod:`cli.kafka_transforms`.
 """

@@ -60,7 +60,9 @@ _SINK_KEY = "offloader.log_sink"
 
 
 def _one_line(exc: BaseException) -> str:
-    text = safe_text(" ".join(str(exc).split()))  # a hostile key may hold escape sequences
+    # a hostile key may hold escape sequences: those are escaped; names the message quotes
+    # with repr() are escaped already, so their backslashes are not escaped twice
+    text = safe_text(" ".join(str(exc).split()), escape_backslash=False)
     return text or type(exc).__name__
 
 

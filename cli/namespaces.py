@@ -15,6 +15,12 @@ and each namespace of ``list``; ``{namespace, policies}`` for the setters and ``
 ``get-offload-threshold``; ``{namespace, offload_deletion_lag_ms}`` (null when unset) for
 ``get-offload-deletion-lag``; ``{namespace, retention_size_bytes, retention_time_seconds}`` for
 ``get-retention``. ``policies`` holds :class:`~offloader.policies.NamespacePolicies`' fields.
+
+``set-offload-threshold`` and ``set-retention`` warn when the retention size (time) is not above
+the offload size (time) threshold: retention would trim ledgers before the threshold offloads
+them (:func:`~offloader.policies.retention_warnings`). The policy is set all the same; text mode
+prints each warning as a ``warning: ...`` line on stderr, and ``--json`` adds ``warnings`` (a
+list of sentences, empty when there is none) to the record.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from cli.params import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE
 from cli.render import echo_json, echo_table
 from cli.settings import open_offloader
 from offloader.metadata.base import NamespaceRecord
-from offloader.policies import NamespacePolicies
+from offloader.policies import NamespacePolicies, retention_warnings
 
 
 @click.group()
@@ -59,11 +65,26 @@ def namespace_record(record: NamespaceRecord) -> dict[str, Any]:
     }
 
 
-def _echo_policies(cli: CliContext, namespace: str, policies: NamespacePolicies, text: str) -> None:
+def _echo_policies(
+    cli: CliContext,
+    namespace: str,
+    policies: NamespacePolicies,
+    text: str,
+    *,
+    warn: bool = False,
+) -> None:
+    """The setters' output; ``warn``: with the retention-vs-threshold warnings (stderr in text
+    mode, a ``warnings`` list in the JSON record)."""
+    warnings = retention_warnings(policies) if warn else ()
     if cli.json:
-        echo_json({"namespace": namespace, "policies": policies_record(policies)})
-    else:
-        click.echo(text)
+        record: dict[str, Any] = {"namespace": namespace, "policies": policies_record(policies)}
+        if warn:
+            record["warnings"] = list(warnings)
+        echo_json(record)
+        return
+    click.echo(text)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @namespaces.command()
@@ -139,7 +160,8 @@ def set_offload_threshold(cli: CliContext, namespace: str, size: int, seconds: i
 
     When a ledger closes (and on every service pass), the newest closed ledgers up to SIZE
     stay local and older ones are offloaded; with --time, ledgers closed longer ago are
-    offloaded too.
+    offloaded too. Warns when the namespace's retention is not above a threshold: retention
+    runs first and would trim ledgers before they are offloaded.
 
     \b
     Examples:
@@ -154,6 +176,7 @@ def set_offload_threshold(cli: CliContext, namespace: str, size: int, seconds: i
         policies,
         f"offloadThresholdInBytes: {policies.offload_threshold_bytes}\n"
         f"offloadThresholdInSeconds: {policies.offload_threshold_seconds}",
+        warn=True,
     )
 
 
@@ -278,6 +301,9 @@ def clear_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
 def set_retention(cli: CliContext, namespace: str, size: int | None, seconds: int | None) -> None:
     """Set NAMESPACE's retention: how much and how long topics keep their ledgers.
 
+    Warns when the retention is not above the offload threshold of the same kind (size or
+    time): ledgers would be trimmed before the threshold offloads them.
+
     \b
     Examples:
       offloader namespaces set-retention public/default --size 10G --time 7d
@@ -292,7 +318,7 @@ def set_retention(cli: CliContext, namespace: str, size: int | None, seconds: in
             current.retention_size_bytes if size is None else size,
             current.retention_time_seconds if seconds is None else seconds,
         )
-    _echo_policies(cli, namespace, policies, _retention_text(policies))
+    _echo_policies(cli, namespace, policies, _retention_text(policies), warn=True)
 
 
 def _retention_text(policies: NamespacePolicies) -> str:

@@ -65,18 +65,27 @@ def _cell(value: Any) -> str:
     return safe_text(str(value))
 
 
-def safe_text(text: str) -> str:
+def safe_text(text: str, *, escape_backslash: bool = True) -> str:
     """``text`` (an object key, a name: anything that came from outside) as one line that is
-    safe on a terminal: a backslash as ``\\\\``, ``\\n``/``\\r``/``\\t``, and every other
+    safe on a terminal: a backslash as ``\\\\``, ``\\n``/``\\r``/``\\t``, a byte the command
+    line could not decode (a surrogate escape) as the ``\\xNN`` it was, and every other
     character that is not printable (escape sequences, C1 controls, ...) as ``\\xNN`` or
-    ``\\uNNNN``; printable characters, non-ASCII ones included, as they are."""
-    if text.isprintable() and "\\" not in text:
+    ``\\uNNNN``; printable characters, non-ASCII ones included, as they are.
+
+    ``escape_backslash=False`` is for error messages: their names and paths are already
+    quoted and escaped (``repr``, an ``OSError``'s filename), so a backslash there is an
+    escape, shown as it is, not escaped a second time."""
+    if text.isprintable() and (not escape_backslash or "\\" not in text):
         return text
     parts: list[str] = []
     for char in text:
         code = ord(char)
-        if code in _ESCAPES:
+        if char == "\\" and not escape_backslash:
+            parts.append(char)
+        elif code in _ESCAPES:
             parts.append(_ESCAPES[code])
+        elif 0xDC80 <= code <= 0xDCFF:
+            parts.append(f"\\x{code - 0xDC00:02x}")
         elif char.isprintable():
             parts.append(char)
         elif code < 0x100:

@@ -12,6 +12,11 @@ Text output uses Pulsar's field names (``offloadThresholdInBytes: X``). JSON (``
 ``{topic, offload_threshold_bytes, offload_threshold_seconds, offload_deletion_lag_ms,
 read_priority}``, plus ``applied: true`` and ``sources: {field: topic|namespace|broker}`` with
 ``--applied``; ``remove-offload-policies`` prints ``{topic, removed: true}``.
+
+``set-offload-policies`` warns when the namespace's retention size (time) is not above the
+threshold of the same kind that now applies to the topic: retention would trim its ledgers
+before they are offloaded (:func:`~offloader.policies.retention_warnings`). The policies are set
+all the same; text mode prints ``warning: ...`` lines on stderr, ``--json`` adds ``warnings``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from cli.render import echo_json
 from cli.settings import open_offloader
 from cli.topics import topics
 from offloader.api import AppliedOffloadPolicies, TopicPolicies
+from offloader.policies import retention_warnings
 
 #: our field -> Pulsar's name in its OffloadPolicies
 PULSAR_NAMES = {
@@ -102,7 +108,8 @@ def set_offload_policies(
     """Set TOPIC's own offload policies, over its namespace's.
 
     Replaces what the topic set before: an option not given is not set on the topic, so the
-    namespace's value applies to it.
+    namespace's value applies to it. Warns when the namespace's retention is not above a
+    threshold that applies: its ledgers would be trimmed before they are offloaded.
 
     \b
     Examples:
@@ -122,11 +129,15 @@ def set_offload_policies(
     )
     with open_offloader(cli) as offloader:
         saved = offloader.set_topic_policies(topic, policies)
-        name = str(offloader.topic_name(topic))
+        topic_name = offloader.topic_name(topic)
+        applied = saved.over(offloader.get_policies(topic_name.namespace))
+    warnings = retention_warnings(applied)
     if cli.json:
-        echo_json(_record(name, saved))
-    else:
-        click.echo(_text(saved))
+        echo_json({**_record(str(topic_name), saved), "warnings": list(warnings)})
+        return
+    click.echo(_text(saved))
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @topics.command("get-offload-policies")

@@ -12,7 +12,8 @@ JSON objects (``--json``, one per line):
 * list: ``{topic}`` per topic
 * info: ``{topic, managed_ledger_name, entries, size_bytes, offloaded_size_bytes,
   local_size_bytes, ledgers: [{ledger_id, entries, size_bytes, state, created_ms, closed_ms,
-  offloaded, local_deleted, uuid, offloaded_ms}]}``
+  offloaded, local_deleted, uuid, offloaded_ms}], trimmed_before_offload: [the same, for the
+  ledgers retention trimmed before they were offloaded]}``
 * offload-prefix: ``{topic, triggered, message_id, position, ledgers, offloaded, failed}``
 * offload-status: ``{topic, status, last_error, updated_ms}``
 * read: ``{topic, ledger_id, entry_id, length, sha256, tier, verified[, payload_b64]}`` per
@@ -37,6 +38,7 @@ from cli.render import (
     Progress,
     echo_json,
     echo_table,
+    plural,
     progress_enabled,
 )
 from cli.settings import (
@@ -127,6 +129,7 @@ def info_record(info: TopicInfo) -> dict[str, Any]:
         "local_size_bytes": info.local_size_bytes,
         "owner": info.owner,
         "ledgers": [ledger_record(ledger) for ledger in info.ledgers],
+        "trimmed_before_offload": [ledger_record(r) for r in info.trimmed_before_offload],
     }
 
 
@@ -136,7 +139,9 @@ def info_record(info: TopicInfo) -> dict[str, Any]:
 def info(cli: CliContext, topic: str) -> None:
     """Show TOPIC's ledgers: entries, size, state, offloaded, local copy deleted, UUID.
 
-    Like pulsar-admin topics stats-internal, reduced to what offloading needs.
+    Like pulsar-admin topics stats-internal, reduced to what offloading needs. Ledgers that
+    retention trimmed before they were offloaded (their entries are in no tier) are listed
+    after the table ("trimmed before offload").
 
     \b
     Examples:
@@ -173,6 +178,17 @@ def info(cli: CliContext, topic: str) -> None:
             for ledger in topic_info.ledgers
         ],
     )
+    trimmed = topic_info.trimmed_before_offload
+    if trimmed:
+        ids = ", ".join(str(r.ledger_id) for r in trimmed)
+        entries = sum(r.entries for r in trimmed)
+        size = format_size(sum(r.size_bytes for r in trimmed))
+        click.echo("")
+        click.echo(
+            f"trimmed before offload: {plural(len(trimmed), 'ledger')} ({ids}), "
+            f"{plural(entries, 'entry', 'entries')}, {size}: retention removed them before "
+            "they were offloaded; their entries are in no tier"
+        )
 
 
 @topics.command()

@@ -4,6 +4,9 @@ Every error the project raises derives from :class:`OffloaderError`. This module
 ``formats`` (the bottom layer) so that the pure codecs can raise typed errors without importing
 the engine; :mod:`offloader.errors` re-exports everything here and adds the I/O errors.
 
+:func:`quoted_name` quotes a name in a message (as ``repr`` does, but showing the bytes a
+command line could not decode as ``\\xNN``).
+
 Format errors carry the byte ``offset`` (within the object or buffer being decoded) where the
 problem was found, when there is one, so that a message always says *where*.
 """
@@ -79,3 +82,21 @@ class ChunkAuthenticationError(TransformError):
 class WrongKeyError(TransformError):
     """The key-encryption key does not unwrap the object's data key (the wrong key under the
     right id, or a tampered wrapped key)."""
+
+
+def quoted_name(text: str) -> str:
+    """``text`` in single quotes, as ``repr`` would show it, except that the bytes a command
+    line could not decode (Python's surrogate escapes) are shown as the bytes they were
+    (``\\xff``), not as ``\\udcff``."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif char in "\\'":
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(repr(char)[1:-1])
+    return "'" + "".join(out) + "'"

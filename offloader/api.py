@@ -215,7 +215,8 @@ class Offloader(AdminFacade, ExportFacade):
 
     def topic_info(self, topic: str) -> TopicInfo:
         ml = self._ml(topic)
-        ledgers = tuple(ml.ledgers())
+        every = ml.ledgers(include_deleted=True)
+        ledgers = tuple(r for r in every if r.state != "DELETED")
         return TopicInfo(
             topic=ml.name,
             managed_ledger_name=ml.managed_ledger_name,
@@ -225,6 +226,9 @@ class Offloader(AdminFacade, ExportFacade):
             offloaded_size_bytes=sum(r.size_bytes for r in ledgers if r.offload_complete),
             local_size_bytes=sum(r.size_bytes for r in ledgers if not r.local_deleted),
             owner=self.topic_owner(ml.name),
+            trimmed_before_offload=tuple(
+                r for r in every if r.state == "DELETED" and not r.offload_complete
+            ),
         )
 
     def roll_over(self, topic: str) -> int | None:

@@ -105,6 +105,9 @@ class TopicInfo:
     local_size_bytes: int
     #: the broker that owns the topic (shared metadata store); None: unowned, or embedded
     owner: str | None = None
+    #: ledgers retention trimmed (state DELETED) before their offload completed: their entries
+    #: are in no tier any more (a retention not above the offload threshold does this)
+    trimmed_before_offload: tuple[LedgerRecord, ...] = ()
 
 
 @dataclass(frozen=True)

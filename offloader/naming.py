@@ -25,6 +25,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from formats.errors import quoted_name
 from offloader.errors import InvalidName
 
 PERSISTENT = "persistent"
@@ -59,11 +60,12 @@ def _check_entity(kind: str, name: str) -> None:
         raise InvalidName(f"{kind} name is empty")
     if not _NAMED_ENTITY.fullmatch(name):
         raise InvalidName(
-            f"invalid {kind} name {name!r}: only ASCII letters, digits and the characters "
-            "'_', '-', '=', ':', '.' are allowed (Pulsar's NamedEntity pattern [-=:.\\w]+)"
+            f"invalid {kind} name {quoted_name(name)}: only ASCII letters, digits and the "
+            "characters '_', '-', '=', ':', '.' are allowed (Pulsar's NamedEntity pattern "
+            "[-=:.\\w]+)"
         )
     if name in (".", ".."):
-        raise InvalidName(f"invalid {kind} name {name!r}: '.' and '..' are reserved")
+        raise InvalidName(f"invalid {kind} name {quoted_name(name)}: '.' and '..' are reserved")
     if len(name) > MAX_NAME_BYTES:
         raise InvalidName(
             f"invalid {kind} name: {len(name)} bytes long, over the {MAX_NAME_BYTES}-byte limit"
@@ -76,26 +78,32 @@ def _check_local_name(name: str) -> None:
     if not name:
         raise InvalidName("topic local name is empty")
     if "\x00" in name:
-        raise InvalidName(f"invalid topic name {name!r}: contains a NUL character")
+        raise InvalidName(f"invalid topic name {quoted_name(name)}: contains a NUL character")
     for ch in name:
         if unicodedata.category(ch) == "Cc":
             raise InvalidName(
-                f"invalid topic name {name!r}: contains the control character U+{ord(ch):04X}"
+                f"invalid topic name {quoted_name(name)}: contains the control character "
+                f"U+{ord(ch):04X}"
             )
     if "/" in name:
         raise InvalidName(
-            f"invalid topic name {name!r}: the local name may not contain '/' "
+            f"invalid topic name {quoted_name(name)}: the local name may not contain '/' "
             "(legacy names with a cluster component are not supported)"
         )
     if "\\" in name:
-        raise InvalidName(f"invalid topic name {name!r}: the local name may not contain '\\'")
+        raise InvalidName(
+            f"invalid topic name {quoted_name(name)}: the local name may not contain '\\'"
+        )
     if name.startswith("."):
-        raise InvalidName(f"invalid topic name {name!r}: the local name may not start with '.'")
+        raise InvalidName(
+            f"invalid topic name {quoted_name(name)}: the local name may not start with '.'"
+        )
     try:
         size = len(name.encode("utf-8"))
-    except UnicodeEncodeError as exc:
+    except UnicodeEncodeError:
         raise InvalidName(
-            f"invalid topic name {name!r}: not encodable as UTF-8 ({exc.reason})"
+            f"invalid topic name {quoted_name(name)}: not encodable as UTF-8 (it holds bytes "
+            "that are not UTF-8 text)"
         ) from None
     if size > MAX_NAME_BYTES:
         raise InvalidName(
@@ -123,7 +131,7 @@ class NamespaceName:
         parts = name.split("/")
         if len(parts) != 2:
             raise InvalidName(
-                f"invalid namespace {name!r}: expected the format <tenant>/<namespace>"
+                f"invalid namespace {quoted_name(name)}: expected the format <tenant>/<namespace>"
             )
         return cls(parts[0], parts[1])
 
@@ -150,18 +158,18 @@ class TopicName:
             domain, _, rest = name.partition("://")
             if domain == NON_PERSISTENT:
                 raise InvalidName(
-                    f"unsupported topic {name!r}: non-persistent topics have no ledgers; only "
-                    "persistent:// topics are supported"
+                    f"unsupported topic {quoted_name(name)}: non-persistent topics have no "
+                    "ledgers; only persistent:// topics are supported"
                 )
             if domain != PERSISTENT:
                 raise InvalidName(
-                    f"invalid topic name {name!r}: unknown domain {domain!r} "
+                    f"invalid topic name {quoted_name(name)}: unknown domain {domain!r} "
                     "(expected persistent://)"
                 )
             parts = rest.split("/", 2)
             if len(parts) != 3:
                 raise InvalidName(
-                    f"invalid topic name {name!r}: expected persistent://<tenant>/<namespace>/<topic>"
+                    f"invalid topic name {quoted_name(name)}: expected persistent://<tenant>/<namespace>/<topic>"
                 )
         else:
             parts = name.split("/")
@@ -169,7 +177,7 @@ class TopicName:
                 parts = [DEFAULT_TENANT, DEFAULT_NAMESPACE, name]
             elif len(parts) != 3:
                 raise InvalidName(
-                    f"invalid short topic name {name!r}: it should be in the format "
+                    f"invalid short topic name {quoted_name(name)}: it should be in the format "
                     "<tenant>/<namespace>/<topic> or <topic>"
                 )
         return cls(NamespaceName(parts[0], parts[1]), parts[2])

@@ -8,7 +8,8 @@ with :meth:`TopicPolicies.over`) and the algorithms that turn a topic's ledger l
 * :func:`offload_prefix_candidates`: ``offload-prefix`` up to a position;
 * :func:`size_threshold_position`: ``topics offload --size-threshold``;
 * :func:`ledgers_due_for_local_deletion`: the deletion lag;
-* :func:`ledgers_to_trim_for_retention`: retention trimming (with our semantics below).
+* :func:`ledgers_to_trim_for_retention`: retention trimming (with our semantics below);
+* :func:`retention_warnings`: retention that trims ledgers before the thresholds offload them.
 
 Every function is pure: it takes :class:`LedgerView` values (no SQLite, no clock) and returns
 ledger ids, so it can be unit- and property-tested on its own.
@@ -20,7 +21,11 @@ trimmed while the topic's total, offloaded ledgers and the open ledger included,
 ``retention_time_seconds > 0`` trims ledgers closed more than that long ago. A value of ``0``
 (not set, the default) or ``-1`` (Pulsar's "infinite") means keep forever. Like Pulsar, trimming
 removes a prefix of the ledger list (it stops at the first ledger that need not go) and never the
-open ledger.
+open ledger. Trimming runs before the automatic offload, so a retention size (time) not above
+the offload size (time) threshold trims ledgers the threshold never offloaded: their data is
+gone from every tier. That is allowed (retention is the user's cap), but said:
+:func:`retention_warnings` words it for the commands that set either policy, and ``topics
+info`` lists the ledgers trimmed before their offload.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offloader.errors import ConfigError
+from offloader.units import format_size
 
 #: Pulsar's broker default ``managedLedgerOffloadDeletionLagMs`` (4 hours).
 DEFAULT_DELETION_LAG_MS = 14_400_000
@@ -415,3 +421,27 @@ def ledgers_to_trim_for_retention(
         trimmed.append(ledger.ledger_id)
         remaining -= ledger.size_bytes
     return trimmed
+
+
+def retention_warnings(policies: NamespacePolicies) -> tuple[str, ...]:
+    """What is wrong with ``policies``' retention against their automatic offload thresholds:
+    a retention size not above the offload size threshold, or a retention time not above the
+    offload time threshold, trims ledgers before the threshold offloads them (trimming runs
+    first), so they are never offloaded. One sentence per problem; empty when there is none
+    (a threshold that is off, or a retention without a limit, compares with nothing)."""
+    warnings: list[str] = []
+    size, size_threshold = policies.retention_size_bytes, policies.offload_threshold_bytes
+    if size > 0 and size_threshold >= 0 and size <= size_threshold:
+        warnings.append(
+            f"retention size {format_size(size)} ({size} bytes) is not above the offload "
+            f"threshold {format_size(size_threshold)} ({size_threshold} bytes): ledgers will "
+            "be trimmed by retention before the threshold offloads them (never offloaded)"
+        )
+    seconds, time_threshold = policies.retention_time_seconds, policies.offload_threshold_seconds
+    if seconds > 0 and time_threshold >= 0 and seconds <= time_threshold:
+        warnings.append(
+            f"retention time {seconds} s is not above the offload time threshold "
+            f"{time_threshold} s: ledgers will be trimmed by retention before the threshold "
+            "offloads them (never offloaded)"
+        )
+    return tuple(warnings)

@@ -16,12 +16,15 @@ offsetDelta varint | keyLength varint | key | valueLength varint | value | heade
 :func:`iter_batch_headers` walks a buffer batch by batch without touching the records (the CRC
 checked when asked); :func:`decode_records` decodes one batch's records. Every malformed input
 raises a :mod:`formats.kafka.errors` error naming the segment (``source``) and byte offset;
-magic 0 and 1 message sets raise :class:`~formats.kafka.errors.UnsupportedMagicError`.
+magic 0 and 1 message sets raise :class:`~formats.kafka.errors.UnsupportedMagicError`, but only
+when the bytes really are one (:func:`is_legacy_message`: a plausible v0/v1 layout whose CRC32
+matches); any other magic byte is corruption, :class:`~formats.kafka.errors.CorruptBatchError`.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -30,6 +33,7 @@ import crc32c as _crc32c
 
 from formats.kafka.codecs import DEFAULT_MAX_SIZE, NONE, codec_name, decompress
 from formats.kafka.errors import (
+    CorruptBatchError,
     KafkaChecksumError,
     KafkaCorruptError,
     KafkaTruncatedError,
@@ -149,7 +153,9 @@ def read_batch_header(buf: Buffer, pos: int, *, source: str | None = None) -> Ba
         )
     magic = buf[pos + MAGIC_OFFSET]
     if magic != MAGIC_V2:
-        raise UnsupportedMagicError(magic, offset=pos, source=source)
+        if is_legacy_message(buf, pos):
+            raise UnsupportedMagicError(magic, offset=pos, source=source)
+        raise CorruptBatchError(magic, offset=pos, source=source)
     if pos + HEADER_SIZE > end:
         raise KafkaTruncatedError(
             f"record batch header needs {HEADER_SIZE} bytes, {end - pos} left",
@@ -183,6 +189,44 @@ def read_batch_header(buf: Buffer, pos: int, *, source: str | None = None) -> Ba
             f"unknown compression type {header.compression}", offset=pos, source=source
         )
     return header
+
+
+#: a magic 0/1 message: offset i64 | size i32 | crc u32 | magic i8 | attributes i8
+_LEGACY_HEAD = struct.Struct(">qiIbb")
+_LEGACY_CODEC_BITS = 0x07  # none, gzip, snappy, lz4
+_LEGACY_TIMESTAMP_TYPE = 0x08  # magic 1 only
+
+
+def is_legacy_message(buf: Buffer, pos: int) -> bool:
+    """True when the bytes at ``pos`` are a whole magic 0 or 1 message (Kafka < 0.11): known
+    attribute bits, key and value lengths that fill the announced size exactly, and a CRC32 (of
+    magic to the end) that matches. A message cut off by the end of ``buf`` counts when its
+    header is plausible (its CRC cannot be checked)."""
+    end = len(buf)
+    if pos + _LEGACY_HEAD.size > end:
+        return False
+    _, size, crc, magic, attributes = _LEGACY_HEAD.unpack_from(buf, pos)
+    if magic not in (0, 1):
+        return False
+    allowed = _LEGACY_CODEC_BITS | (_LEGACY_TIMESTAMP_TYPE if magic == 1 else 0)
+    fixed = 4 + 1 + 1 + (8 if magic == 1 else 0)  # crc, magic, attributes, timestamp
+    if attributes & ~allowed or attributes & _LEGACY_CODEC_BITS > 3 or size < fixed + 8:
+        return False
+    message_end = pos + LOG_OVERHEAD + size
+    if message_end > end:
+        return True  # cut off: the header is all there is to judge
+    at = pos + LOG_OVERHEAD + fixed
+    for _ in ("key", "value"):
+        if at + 4 > message_end:
+            return False
+        (length,) = struct.unpack_from(">i", buf, at)
+        if length < -1:
+            return False
+        at += 4 + max(length, 0)
+    if at != message_end:
+        return False
+    checked = memoryview(buf)[pos + LOG_OVERHEAD + 4 : message_end]
+    return bool(zlib.crc32(checked) == crc)
 
 
 def batch_crc(buf: Buffer, header: BatchHeader) -> int:

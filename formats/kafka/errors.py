@@ -45,7 +45,8 @@ class KafkaChecksumError(KafkaFormatError, ChecksumMismatchError):
 
 
 class UnsupportedMagicError(KafkaFormatError, UnsupportedVersionError):
-    """A message set of magic 0 or 1 (pre-0.11 formats), or an unknown magic: not read."""
+    """A real message set of magic 0 or 1 (pre-0.11 formats: its layout and CRC32 check out):
+    not read."""
 
     def __init__(self, magic: int, *, offset: int | None = None, source: str | None = None) -> None:
         self.magic = magic
@@ -55,6 +56,21 @@ class UnsupportedMagicError(KafkaFormatError, UnsupportedVersionError):
             offset=offset,
             source=source,
         )
+
+
+class CorruptBatchError(KafkaCorruptError):
+    """Bytes where a record batch should start that are neither a magic 2 batch nor a magic 0/1
+    message (a flipped magic byte, garbage): corruption, not an old format."""
+
+    def __init__(self, magic: int, *, offset: int, source: str | None = None) -> None:
+        self.magic = magic
+        where = f" in {source}" if source is not None else ""
+        super().__init__(
+            f"corrupt record batch at position {offset}{where}: magic byte {magic} is not 2, "
+            "and the bytes are not a magic 0/1 message either"
+        )
+        self.source = source
+        self.offset = offset
 
 
 class UnsupportedCodecError(KafkaFormatError, UnsupportedVersionError):

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Final
 
+from formats.errors import quoted_name
 from formats.kafka.errors import KafkaFormatError, KafkaNameError
 
 SEGMENT_KINDS: Final = ("log", "index", "timeindex", "txnindex", "snapshot")
@@ -64,10 +65,29 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
     return SegmentFileName(int(match.group(1)), match.group(2), match.group(3) is not None)
 
 
+#: the largest partition number (Kafka's partitions are a Java int)
+MAX_PARTITION: Final = 2**31 - 1
+
+
 def check_topic(topic: str) -> str:
+    """``topic`` when it is a legal Kafka topic name (1 to 249 of ``a-z A-Z 0-9 . _ -``, not
+    ``.`` or ``..``), else :class:`KafkaNameError`."""
     if not _TOPIC_RE.match(topic) or topic in (".", ".."):
-        raise KafkaNameError(f"{topic!r} is not a legal Kafka topic name")
+        raise KafkaNameError(
+            f"{quoted_name(topic)} is not a legal Kafka topic name (1 to 249 of the "
+            "characters a-z, A-Z, 0-9, '.', '_' and '-'; not '.' or '..')"
+        )
     return topic
+
+
+def check_partition(partition: int) -> int:
+    """``partition`` when it is a Kafka partition number (0..2147483647), else
+    :class:`KafkaNameError`."""
+    if not 0 <= partition <= MAX_PARTITION:
+        raise KafkaNameError(
+            f"partition {partition} is out of range: it must be 0..{MAX_PARTITION}"
+        )
+    return partition
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -76,7 +96,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     if match is None:
         raise KafkaNameError(f"{name!r} is not a <topic>-<partition> directory")
     topic, partition = match.group(1), int(match.group(2))
-    if partition >= 2**31:
+    if partition > MAX_PARTITION:
         raise KafkaNameError(f"partition {partition} is out of range in {name!r}")
     return check_topic(topic), partition
 

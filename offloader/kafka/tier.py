@@ -1,7 +1,10 @@
 """KafkaTier: the Kafka tier behind one object, as :class:`offloader.api.Offloader` hands it out.
 
 It owns its :class:`~offloader.metadata.kafka_base.KafkaMetadataStore` connection and the cache
-of remote segment indexes; it borrows the facade's object store and clock.
+of remote segment indexes; it borrows the facade's object store and clock. Every method that
+takes a topic (and a partition) checks them here first, with Kafka's rules
+(:func:`formats.kafka.names.check_topic`, ``check_partition``): a name no Kafka topic can have
+is one ``KafkaNameError``, never a query.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from formats.kafka.names import check_topic
+from formats.kafka.names import check_partition, check_topic
 from offloader.errors import ConfigError
 from offloader.kafka import fetch, retention, status, upload
 from offloader.kafka.context import KafkaContext
@@ -52,6 +55,8 @@ class KafkaTier:
     def status(
         self, topic: str | None = None, log_dir: Path | None = None
     ) -> list[PartitionStatus]:
+        if topic is not None:
+            check_topic(topic)
         return status.partition_status(self.ctx, topic, log_dir)
 
     def read(
@@ -67,6 +72,8 @@ class KafkaTier:
     ) -> Iterator[KafkaRecordRow]:
         """Records from ``from_offset`` (or the first with a timestamp at or after
         ``from_timestamp``), at most ``count``, across the tiers ``mode`` allows."""
+        check_topic(topic)
+        check_partition(partition)
         if (from_offset is None) == (from_timestamp is None):
             raise ConfigError("give exactly one of --from-offset or --from-timestamp")
         if mode not in READ_MODES:
@@ -86,9 +93,11 @@ class KafkaTier:
         )
 
     def set_retention(self, topic: str, retention_ms: int, retention_bytes: int) -> KafkaRetention:
+        check_topic(topic)
         return self.ctx.meta.set_retention(KafkaRetention(topic, retention_ms, retention_bytes))
 
     def get_retention(self, topic: str) -> KafkaRetention:
+        check_topic(topic)
         return self.ctx.meta.get_retention(topic)
 
     def set_transform(self, topic: str, policy: TransformPolicy) -> TransformPolicy:
@@ -103,6 +112,7 @@ class KafkaTier:
     def get_transform(self, topic: str) -> tuple[TransformPolicy, str]:
         """The policy new segments of ``topic`` get and where it comes from: ``metadata``,
         ``offloader.toml`` or ``default`` (none)."""
+        check_topic(topic)
         stored = self.ctx.meta.get_topic_transform(topic)
         if stored is not None:
             return stored, "metadata"
@@ -113,6 +123,7 @@ class KafkaTier:
 
     def remove_transform(self, topic: str) -> bool:
         """Forget the topic's stored policy (offloader.toml's applies again, if any)."""
+        check_topic(topic)
         return self.ctx.meta.remove_topic_transform(topic)
 
     def rekey(self, to_key: str, *, dry_run: bool = False) -> list[RekeyOutcome]:
@@ -122,4 +133,6 @@ class KafkaTier:
 
     def apply_retention(self, topic: str | None = None) -> list[str]:
         """Delete remote segments past their topic's retention: their segment ids."""
+        if topic is not None:
+            check_topic(topic)
         return retention.apply_retention(self.ctx, topic)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from offloader.errors import MetadataError, NotFound
+from offloader.errors import ConfigError, MetadataError, NotFound
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.cluster_base import ClusterMetadata
 from offloader.metadata.cluster_local import LocalCluster
@@ -57,7 +57,15 @@ def check_home(home: Path, *, read_only: bool) -> bool:
     ``read_only`` (a command that only reads): the home must hold a metadata database already,
     else :class:`NotFound` (a mistyped ``--home`` is not silently a new, empty home); it is
     opened read-only when it cannot be written. Otherwise a home (or its parent, when it does
-    not exist yet) that cannot be written is a :class:`MetadataError` that says so."""
+    not exist yet) that cannot be written is a :class:`MetadataError` that says so. A home
+    that is (or lies under) something other than a directory (``/dev/null``) is a
+    :class:`ConfigError` naming it, whatever the command."""
+    existing = home
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if os.path.lexists(existing) and not existing.is_dir():
+        where = "" if existing == home else f": {existing}"
+        raise ConfigError(f"offloader home {home}{where} is not a directory (check --home)")
     if read_only:
         if not (home / METADATA_FILENAME).is_file():
             raise NotFound(
@@ -65,10 +73,7 @@ def check_home(home: Path, *, read_only: bool) -> bool:
                 "or $OFFLOADER_HOME; a command that writes (e.g. namespaces create) makes one"
             )
         return not os.access(home, os.W_OK)
-    existing = home
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing.is_dir() and not os.access(existing, os.W_OK):
+    if not os.access(existing, os.W_OK):
         raise MetadataError(
             f"offloader home {home} cannot be written (a read-only filesystem, or no write "
             f"permission): this command changes it; commands that only read ({READ_ONLY_COMMANDS}) "

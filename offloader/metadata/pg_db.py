@@ -34,6 +34,7 @@ from psycopg.rows import dict_row
 
 from offloader.errors import (
     AlreadyExists,
+    ConfigError,
     MetadataBusy,
     MetadataError,
     MetadataUnavailable,
@@ -59,24 +60,41 @@ def describe_url(url: str) -> str:
     """``host:port/dbname`` of a libpq URL: safe in messages and logs (no user, no password)."""
     try:
         params = conninfo_to_dict(url)
-    except psycopg.Error:
+    except (psycopg.Error, UnicodeEncodeError):
         return "postgresql://(unparsable URL)"
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     return f"postgresql://{host}:{port}/{params.get('dbname') or ''}"
 
 
-def translate_error(exc: BaseException, where: str, busy_timeout_s: float) -> MetadataError:
-    """The MetadataError for a psycopg exception (the message names the server, never data)."""
+def translate_error(
+    exc: BaseException, where: str, busy_timeout_s: float, *, changing: bool = False
+) -> MetadataError:
+    """The MetadataError for a psycopg exception (the message names the server, never data;
+    the server as ``postgresql://host:port/db``, never the URL's user or password).
+    ``changing``: the error ended a transaction that was making a change (rolled back, so
+    the message says the change was not committed); otherwise nothing was being changed (a
+    connection that could not be made, a ``BEGIN`` never sent, a read), and the message does
+    not claim a change. A string the driver cannot encode (a name holding bytes that are not
+    UTF-8: ``UnicodeEncodeError``) is a MetadataError too."""
+    if isinstance(exc, UnicodeEncodeError):
+        outcome = "nothing was changed" if changing else "nothing was read"
+        return MetadataError(
+            f"metadata database {where}: a name or value holds bytes that are not UTF-8 text "
+            f"(position {exc.start}); {outcome}"
+        )
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, pgerrors.UniqueViolation):
         return AlreadyExists(f"metadata record already exists ({detail})")
     if isinstance(exc, pgerrors.IntegrityConstraintViolation):
         return MetadataError(f"metadata constraint violated in {where}: {detail}")
     if isinstance(exc, pgerrors.NumericValueOutOfRange):
+        use, outcome = (
+            ("store", "nothing was changed") if changing else ("look up", "nothing was read")
+        )
         return MetadataError(
-            f"metadata database {where}: a value is too large to store (PostgreSQL BIGINT is "
-            "signed 64-bit); nothing was changed"
+            f"metadata database {where}: a value is too large to {use} (PostgreSQL BIGINT is "
+            f"signed 64-bit); {outcome}"
         )
     if isinstance(
         exc,
@@ -89,9 +107,13 @@ def translate_error(exc: BaseException, where: str, busy_timeout_s: float) -> Me
     if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
         return MetadataError(f"metadata database {where} is read-only: {detail}")
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        if changing:
+            return MetadataUnavailable(
+                f"metadata server {where} is unavailable ({detail}); the change in progress "
+                "was not committed: retry when the server is back"
+            )
         return MetadataUnavailable(
-            f"metadata server {where} is unavailable ({detail}); the change in progress was "
-            "not committed: retry when the server is back"
+            f"metadata server {where} is unreachable ({detail}): retry when the server is back"
         )
     return MetadataError(f"metadata database {where}: {detail}")
 
@@ -112,6 +134,12 @@ class PgDatabase:
     ) -> None:
         self.url = url
         self.where = describe_url(url)
+        try:
+            url.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                "the metadata store URL holds bytes that are not UTF-8 text (check --metadata)"
+            ) from None
         self.busy_timeout_s = busy_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._lock = threading.RLock()
@@ -195,6 +223,7 @@ class PgDatabase:
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[Cursor]:
+        changing = "READ ONLY" not in begin
         with self._lock:
             conn = self._begin(begin)
             committing = False
@@ -209,8 +238,8 @@ class PgDatabase:
                         conn.execute(b"ROLLBACK")
                     except psycopg.Error:
                         conn.close()
-                if isinstance(exc, psycopg.Error):
-                    error = translate_error(exc, self.where, self.busy_timeout_s)
+                if isinstance(exc, (psycopg.Error, UnicodeEncodeError)):
+                    error = translate_error(exc, self.where, self.busy_timeout_s, changing=changing)
                     if isinstance(error, MetadataUnavailable) and committing:
                         error = MetadataUnavailable(
                             f"metadata server {self.where} went away while a change was being "

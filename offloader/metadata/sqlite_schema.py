@@ -161,6 +161,24 @@ def translate_error(exc: sqlite3.Error, path: Path, busy_timeout_s: float) -> Me
     return MetadataError(f"metadata database {path}: {message}")
 
 
+def value_error(exc: BaseException, where: str, *, writing: bool) -> MetadataError:
+    """The MetadataError for a value the driver cannot send: an integer beyond signed 64 bits
+    (sqlite3's ``OverflowError``), a string that is not UTF-8 (a name holding bytes the command
+    line could not decode: ``UnicodeEncodeError``). ``writing``: the transaction was a change
+    (it was rolled back), else a read."""
+    outcome = "nothing was changed" if writing else "nothing was read"
+    if isinstance(exc, UnicodeEncodeError):
+        return MetadataError(
+            f"metadata database {where}: a name or value holds bytes that are not UTF-8 text "
+            f"(position {exc.start}); {outcome}"
+        )
+    use = "store" if writing else "look up"
+    return MetadataError(
+        f"metadata database {where}: a value is too large to {use} (integers are signed "
+        f"64-bit); {outcome}"
+    )
+
+
 class Database:
     """One connection to the metadata file, shared by the threads of one process."""
 
@@ -299,11 +317,8 @@ class Database:
                     raise
             except sqlite3.Error as exc:
                 raise translate_error(exc, self.path, self.busy_timeout_s) from exc
-            except OverflowError as exc:  # sqlite3 refuses ints beyond signed 64 bits
-                raise MetadataError(
-                    f"metadata database {self.path}: a value is too large to store "
-                    "(SQLite integers are signed 64-bit); nothing was changed"
-                ) from exc
+            except (OverflowError, UnicodeEncodeError) as exc:
+                raise value_error(exc, str(self.path), writing=begin != "BEGIN") from exc
 
     # --- migrations -----------------------------------------------------------------------
     def _migrate(self, migrations: Sequence[Sequence[str]]) -> None:

@@ -340,7 +340,15 @@ def trim_for_retention(ml: ManagedLedger, now_ms: int) -> list[int]:
         rt.ledgers.delete_ledger(ml.topic, ledger_id)
         delete_ledger_objects(rt, before, "Trimming")
         trimmed.append(ledger_id)
-        log.info("ledger trimmed by retention", topic=ml.name, ledger_id=ledger_id)
+        if before.offload_complete or not policies.auto_offload_enabled:
+            log.info("ledger trimmed by retention", topic=ml.name, ledger_id=ledger_id)
+        else:  # the thresholds never offloaded it: a retention not above them (topics info)
+            log.warning(
+                "ledger trimmed by retention before it was offloaded",
+                topic=ml.name,
+                ledger_id=ledger_id,
+                entries=before.entries,
+            )
     return trimmed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +19,7 @@ from formats.kafka.batch import (
     iter_records,
 )
 from formats.kafka.encode import NewRecord, control_record, encode_batch
-from formats.kafka.errors import UnsupportedCodecError, UnsupportedMagicError
+from formats.kafka.errors import CorruptBatchError, UnsupportedCodecError, UnsupportedMagicError
 from formats.kafka.varint import read_varint, read_varlong, write_varint
 
 optional_bytes = st.one_of(st.none(), st.binary(max_size=64))
@@ -135,11 +136,11 @@ def test_log_append_time_batches_use_the_max_timestamp() -> None:
     assert record.offset == 0
 
 
-def _magic_message(magic: int) -> bytes:
-    # offset i64 | size i32 | crc i32 | magic i8 | attributes i8 | [timestamp i64] | key | value
+def _magic_message(magic: int, *, offset: int = 0) -> bytes:
+    # offset i64 | size i32 | crc u32 | magic i8 | attributes i8 | [timestamp i64] | key | value
     body = struct.pack(">bb", magic, 0) + (struct.pack(">q", 1) if magic else b"")
     body += struct.pack(">i", -1) + struct.pack(">i", 3) + b"abc"
-    return struct.pack(">qi", 0, len(body) + 4) + struct.pack(">I", 0) + body
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
 
 
 @pytest.mark.parametrize("magic", [0, 1])
@@ -147,3 +148,42 @@ def test_old_magic_is_refused_naming_the_segment(magic: int) -> None:
     with pytest.raises(UnsupportedMagicError, match=r"00000000000000000000\.log") as info:
         list(iter_batch_headers(_magic_message(magic), source="orders-0/00000000000000000000.log"))
     assert info.value.magic == magic and info.value.offset == 0
+    assert "convert the segment" in str(info.value)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_an_old_message_cut_off_is_still_an_old_format(magic: int) -> None:
+    data = _magic_message(magic)[:-2]
+    with pytest.raises(UnsupportedMagicError):
+        list(iter_batch_headers(data, source="s.log"))
+
+
+def test_a_flipped_magic_byte_is_corruption_not_an_old_format() -> None:
+    first = encode_batch([NewRecord(1, b"k", b"v")], base_offset=0)
+    second = bytearray(encode_batch([NewRecord(2, b"k", b"w")], base_offset=1))
+    for magic in (0, 1, 3, 0x82):
+        second[16] = magic
+        data = first + bytes(second)
+        with pytest.raises(CorruptBatchError) as info:
+            list(iter_batch_headers(data, source="orders-0/00000000000000000000.log"))
+        assert str(info.value) == (
+            f"corrupt record batch at position {len(first)} in "
+            f"orders-0/00000000000000000000.log: magic byte {magic} is not 2, and the bytes are "
+            "not a magic 0/1 message either"
+        )
+        assert info.value.offset == len(first) and info.value.magic == magic
+        assert "convert the segment" not in str(info.value)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_an_old_message_with_a_wrong_crc_is_corruption(magic: int) -> None:
+    data = bytearray(_magic_message(magic))
+    data[-1] ^= 1
+    with pytest.raises(CorruptBatchError, match=r"corrupt record batch at position 0 in s\.log"):
+        list(iter_batch_headers(bytes(data), source="s.log"))
+
+
+def test_garbage_is_corruption() -> None:
+    data = bytes(range(7, 7 + 100))
+    with pytest.raises(CorruptBatchError, match="at position 0: magic byte 23 is not 2"):
+        list(iter_batch_headers(data))
