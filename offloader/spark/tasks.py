@@ -13,6 +13,7 @@ short result.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -147,17 +148,57 @@ def iter_task_entries(
 def read_local_task(
     task: LocalLedgerTask, entry_filter: EntryFilter | None = None
 ) -> Iterator[Record]:
-    """Entries of a ledger still in the local ledger store (CRC-checked by its reader)."""
+    """Entries of a ledger still in the local ledger store (CRC-checked by its reader); the
+    open ledger's read-only (:func:`read_open_entries`)."""
     from offloader.ledgers import LedgerStore
 
     flt = entry_filter if entry_filter is not None and entry_filter.filters_entries else None
+    step = max(1, task.batch_entries)
+    if task.open:
+        for entry_id, payload in read_open_entries(task, step):
+            if flt is None or flt.keeps_entry(entry_id):
+                yield (task.topic, task.ledger_id, entry_id, payload)
+        return
     with LedgerStore(task.home).open_reader(task.topic, task.ledger_id) as reader:
-        step = max(1, task.batch_entries)
         for first in range(task.first_entry_id, task.last_entry_id + 1, step):
             last = min(first + step - 1, task.last_entry_id)
             for entry_id, payload in enumerate(reader.read(first, last), first):
                 if flt is None or flt.keeps_entry(entry_id):
                     yield (task.topic, task.ledger_id, entry_id, payload)
+
+
+def read_open_entries(task: LocalLedgerTask, step: int = 1000) -> Iterator[tuple[int, bytes]]:
+    """Entries ``first..last`` of the open ledger's file, read-only as ``topics read`` reads
+    it (no lock, nothing changed; a producer may be appending): its records are scanned, each
+    CRC32C checked, up to ``last`` only (entries added after the plan are not read). A ledger
+    closed meanwhile is read through its close footer. Fewer records than the plan counted
+    (the file was cut back by a recovery) is :class:`~offloader.errors.LedgerStoreError`."""
+    from offloader.errors import LedgerNotFound, LedgerStoreError
+    from offloader.ledgers import LedgerStore
+    from offloader.ledgers.reader import read_entries
+    from offloader.ledgers.scan import read_closed, scan
+
+    path = str(LedgerStore(task.home).ledger_path(task.topic, task.ledger_id))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise LedgerNotFound(
+            f"open ledger {task.ledger_id} of {task.topic}: its file {path} is gone "
+            "(closed, offloaded and deleted since the plan was made? run the query again)"
+        ) from None
+    try:
+        layout = read_closed(fd, path) or scan(fd, path, limit=task.last_entry_id + 1)
+        if len(layout.offsets) <= task.last_entry_id:
+            raise LedgerStoreError(
+                f"open ledger {task.ledger_id} of {task.topic} holds {len(layout.offsets)} "
+                f"entries, the plan counted {task.last_entry_id + 1}: {path}"
+            )
+        for first in range(task.first_entry_id, task.last_entry_id + 1, step):
+            last = min(first + step - 1, task.last_entry_id)
+            got = read_entries(fd, path, layout.offsets, layout.data_end, first, last)
+            yield from enumerate(got, first)
+    finally:
+        os.close(fd)
 
 
 def read_task(
