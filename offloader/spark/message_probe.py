@@ -160,6 +160,8 @@ def _probe(task: Task, stores: dict[StoreSpec, ObjectStore]) -> _Finding | None:
     if isinstance(task, LocalLedgerTask):
         entry_id = task.first_entry_id
         payload = _local_entry(task)
+        if payload is None:  # not in the open ledger's file yet
+            return None
         reason = not_a_message(payload)
         return None if reason is None else _Finding(task, entry_id, reason)
     ref = task.ref
@@ -181,10 +183,10 @@ def _probe(task: Task, stores: dict[StoreSpec, ObjectStore]) -> _Finding | None:
     return None if reason is None else _Finding(task, entry_id, reason)
 
 
-def _local_entry(task: LocalLedgerTask) -> bytes:
+def _local_entry(task: LocalLedgerTask) -> bytes | None:
     if task.open:
         first = replace(task, last_entry_id=task.first_entry_id)
-        return next(iter(read_open_entries(first)))[1]
+        return next((payload for _id, payload in read_open_entries(first)), None)
     from offloader.ledgers import LedgerStore
 
     with LedgerStore(task.home).open_reader(task.topic, task.ledger_id) as reader:

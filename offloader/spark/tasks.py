@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from formats.block import PackedEntries
+from offloader.logs import get_logger
 from offloader.read.objects import read_block, read_block_packed
 from offloader.read.transformed import section_view
 from offloader.spark.buffers import BLOCK_BUFFERS
@@ -42,6 +43,8 @@ __all__ = [
     "read_packed_block",
     "read_task",
 ]
+
+log = get_logger(__name__)
 
 #: store clients an executor process keeps (one per store and credentials), reused by its tasks
 CLIENT_CACHE_SIZE = 8
@@ -171,9 +174,10 @@ def read_open_entries(task: LocalLedgerTask, step: int = 1000) -> Iterator[tuple
     """Entries ``first..last`` of the open ledger's file, read-only as ``topics read`` reads
     it (no lock, nothing changed; a producer may be appending): its records are scanned, each
     CRC32C checked, up to ``last`` only (entries added after the plan are not read). A ledger
-    closed meanwhile is read through its close footer. Fewer records than the plan counted
-    (the file was cut back by a recovery) is :class:`~offloader.errors.LedgerStoreError`."""
-    from offloader.errors import LedgerNotFound, LedgerStoreError
+    closed meanwhile is read through its close footer. When the file holds fewer records than
+    the plan counted (a producer whose writes the OS has not seen yet: the ``never`` fsync
+    policy buffers them), what it holds is read, with a warning saying how many were not."""
+    from offloader.errors import LedgerNotFound
     from offloader.ledgers import LedgerStore
     from offloader.ledgers.reader import read_entries
     from offloader.ledgers.scan import read_closed, scan
@@ -188,13 +192,17 @@ def read_open_entries(task: LocalLedgerTask, step: int = 1000) -> Iterator[tuple
         ) from None
     try:
         layout = read_closed(fd, path) or scan(fd, path, limit=task.last_entry_id + 1)
-        if len(layout.offsets) <= task.last_entry_id:
-            raise LedgerStoreError(
-                f"open ledger {task.ledger_id} of {task.topic} holds {len(layout.offsets)} "
-                f"entries, the plan counted {task.last_entry_id + 1}: {path}"
+        end = min(task.last_entry_id, len(layout.offsets) - 1)
+        if end < task.last_entry_id:
+            log.warning(
+                "open ledger: entries the metadata counted are not in its file yet, not read",
+                topic=task.topic,
+                ledger_id=task.ledger_id,
+                entries=task.last_entry_id - max(end, task.first_entry_id - 1),
+                path=path,
             )
-        for first in range(task.first_entry_id, task.last_entry_id + 1, step):
-            last = min(first + step - 1, task.last_entry_id)
+        for first in range(task.first_entry_id, end + 1, step):
+            last = min(first + step - 1, end)
             got = read_entries(fd, path, layout.offsets, layout.data_end, first, last)
             yield from enumerate(got, first)
     finally:

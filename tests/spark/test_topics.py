@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from formats.extension import crc32c
 from formats.keys import data_key, index_key
@@ -135,13 +137,20 @@ def test_open_ledger_planned_up_to_its_metadata_count(
     # each task scans the file only as far as its last entry: the 3 uncounted ones stay unread
     got = [e for t in open_tasks for e, _p in read_open_entries(t)]
     assert got == list(range(120))
+    # a plan counting more than the file holds (a producer's writes the OS has not seen yet):
+    # what the file holds is read, and a warning says how many were not
+    ahead = dataclasses.replace(open_tasks[-1], last_entry_id=199)
+    with capture_logs() as logs:
+        got = [e for e, _p in read_open_entries(ahead)]
+    assert got == list(range(ahead.first_entry_id, 123))
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["entries"] == 200 - 123
 
 
 def test_pulsar_messages_over_raw_topics_names_or_skips_each_ledger(
     home: dict[str, Any], aws_env: S3Endpoint
 ) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
-    from structlog.testing import capture_logs
 
     from formats.pulsar import NotPulsarMessagesError
     from offloader.spark.message_rows import messages_arrow_schema
