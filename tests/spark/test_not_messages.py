@@ -4,6 +4,7 @@ golden objects): found on the driver before the job starts, named, failed on or 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,41 @@ def test_spark_job_fails_with_our_message_first_or_skips(
     assert sorted((r.ledger_id, bytes(r.value)) for r in rows) == sorted(
         [(1, f"a{i}".encode()) for i in range(30)] + [(3, f"z{i}".encode()) for i in range(20)]
     )
+
+
+def test_transformed_and_local_ledgers_of_raw_entries_are_found_too(
+    tmp_path: Path,
+    s3_endpoint: S3Endpoint,
+    aws_env: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A topic of raw entries: its compressed + encrypted offloaded ledger is judged through
+    the decoding view (its first chunk), its closed local and open ledgers from their files."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from offloader.api import Offloader, TransformPolicy, create_key
+    from tests.transforms.helpers import NS, TOPIC, broker, json_payloads
+
+    monkeypatch.delenv("OFFLOADER_KEY_RING", raising=False)
+    home = tmp_path / "home"
+    bucket = s3_endpoint.new_bucket()
+    with Offloader.from_settings(
+        home, f"s3://{bucket}/off", endpoint_url=s3_endpoint.url, broker=broker(100)
+    ) as off:
+        off.create_namespace(NS)
+        create_key(home, "k1")
+        off.set_offload_transform(NS, TransformPolicy("zstd", None, "aes-256-gcm", None))
+        off.produce(TOPIC, json_payloads(250))  # ledgers 0 and 1 closed, 2 open
+        off.offload_prefix(TOPIC, size_threshold=0)
+    off.runtime.ledgers.delete_ledger(TOPIC, 0)
+    schema = from_arrow_schema(messages_arrow_schema())
+    options = {"home": str(home), "topics": TOPIC, "on_error": "skip"}
+    with capture_logs() as logs:
+        parts = PulsarMessagesReader(options, schema).partitions()
+    assert parts == []
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["ledgers"] == 3, warning
+    left_out = warning["left_out"]
+    assert "ledger 0 (managed ledger public/default/persistent/secret, object" in left_out
+    assert "open in the local ledger store" in left_out
+    assert "entry 0: metadata of" in left_out  # JSON text read as a metadata size
