@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         MessageChecksumError,
         MessageEncodeError,
         MessageTruncatedError,
+        NotPulsarMessagesError,
         PulsarMessageError,
         UnsupportedCompressionError,
     )
@@ -42,6 +43,7 @@ _LAZY = {
     "MessageEncodeError": "formats.pulsar.errors",
     "MessageMetadata": "formats.pulsar.metadata",
     "MessageTruncatedError": "formats.pulsar.errors",
+    "NotPulsarMessagesError": "formats.pulsar.errors",
     "OutgoingMessage": "formats.pulsar.encode",
     "ParsedEntry": "formats.pulsar.entry",
     "PulsarMessageError": "formats.pulsar.errors",
@@ -84,6 +86,7 @@ __all__ = [
     "MessageEncodeError",
     "MessageMetadata",
     "MessageTruncatedError",
+    "NotPulsarMessagesError",
     "OutgoingMessage",
     "ParsedEntry",
     "PulsarMessageError",

@@ -145,6 +145,54 @@ def _parse(buf: bytes, verify_checksum: bool) -> ParsedEntry:
     return ParsedEntry(md, buf[start + size :], broker, has_checksum)
 
 
+def not_a_message(prefix: bytes | bytearray | memoryview, length: int | None = None) -> str | None:
+    """Why an entry cannot be a Pulsar message entry, judged from its first bytes ``prefix``
+    (``length``: the whole entry's size; default ``len(prefix)``, the whole entry), or None when
+    it may be one.
+
+    The layout's fixed parts are checked as far as ``prefix`` reaches: the broker entry
+    metadata's size, the checksum's place, the metadata size (within the entry) and the
+    MessageMetadata itself (its required fields) when ``prefix`` holds it. The CRC32C is not
+    checked (a mismatch is damage to a message, not another format). Raw payloads fail here:
+    ``b"entry-0"`` read as a metadata size is 1701737586 bytes."""
+    buf = bytes(prefix)
+    total = len(buf) if length is None else length
+    if total == 0:
+        return "the entry is empty"
+    pos = 0
+    if buf[:2] == MAGIC_BROKER_ENTRY_METADATA:
+        if total < 6:
+            return f"an entry of {total} bytes ends inside the broker entry metadata size"
+        if len(buf) < 6:
+            return None
+        size = int.from_bytes(buf[2:6], "big", signed=True)
+        if size < 0 or 6 + size > total:
+            return f"broker entry metadata of {size} bytes does not fit the entry of {total}"
+        pos = 6 + size
+    if buf[pos : pos + 2] == MAGIC_CRC32C:
+        if pos + 6 > total:
+            return f"an entry of {total} bytes ends inside its checksum"
+        pos += 6
+    if pos + 4 > total:
+        return f"an entry of {total} bytes ends inside the metadata size"
+    if pos + 4 > len(buf):
+        return None
+    size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    start = pos + 4
+    if size < 0 or start + size > total:
+        return (
+            f"metadata of {size} bytes does not fit the entry ({total - start} bytes left; "
+            "no Pulsar magic 0x0e01 or 0x0e02 at its start)"
+        )
+    if start + size > len(buf):
+        return None
+    try:
+        decode_message_metadata(memoryview(buf)[start : start + size], start)
+    except (PulsarMessageError, ProtobufError) as exc:
+        return f"its metadata does not decode: {exc}"
+    return None
+
+
 def entry_messages(
     parsed: ParsedEntry,
     *,

@@ -43,6 +43,42 @@ class PulsarMessageError(FormatError):
         return err
 
 
+class NotPulsarMessagesError(PulsarMessageError):
+    """A ledger whose entries are not Pulsar message entries at all (raw bytes written by
+    something other than a Pulsar producer: ``topics produce`` of plain payloads, Pulsar's
+    golden objects of raw entries). The message names the ledger, the entry, where the ledger
+    comes from (its managed ledger or topic, its object) and what to do instead."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ledger_id: int | None = None,
+        entry_id: int | None = None,
+        offset: int | None = None,
+        source: str = "",
+        hint: str = "",
+    ) -> None:
+        #: where the ledger comes from ("managed ledger a/b/persistent/t, object <key>")
+        self.source = source
+        self.hint = hint
+        super().__init__(message, ledger_id=ledger_id, entry_id=entry_id, offset=offset)
+        where = f"ledger {ledger_id}" if ledger_id is not None else "an entry"
+        if source:
+            where += f" ({source})"
+        if entry_id is not None:
+            where += f" entry {entry_id}"
+        text = f"{where} is not in Pulsar message format: {message}"
+        self.args = (f"{text}; {hint}" if hint else text,)
+
+    def located(self, ledger_id: int | None, entry_id: int | None) -> PulsarMessageError:
+        if self.ledger_id is not None or self.entry_id is not None:
+            return self
+        return NotPulsarMessagesError(
+            self.reason, ledger_id=ledger_id, entry_id=entry_id, source=self.source, hint=self.hint
+        )
+
+
 class MessageTruncatedError(PulsarMessageError, TruncatedError):
     """The entry ended before a size field said it would."""
 

@@ -142,9 +142,11 @@ def _valid_after(mv: memoryview, bad: int, size: int) -> int | None:
     return None
 
 
-def scan(fd: int, path: str) -> LedgerLayout:
+def scan(fd: int, path: str, *, limit: int | None = None) -> LedgerLayout:
     """Scan every record (verifying each CRC32C) up to a valid trailer, a torn tail or EOF.
 
+    ``limit``: stop after that many records (a reader of an open ledger's first entries: the
+    rest of the file is not read; the layout then has no footer and no torn bytes).
     Raises :class:`CorruptLedgerError` for a damaged header or damage followed by valid data.
     """
     header = read_header(fd, path)
@@ -159,6 +161,8 @@ def scan(fd: int, path: str) -> LedgerLayout:
         mv = memoryview(mm)
         try:
             while pos < size:
+                if limit is not None and len(offsets) >= limit:
+                    return LedgerLayout(header, offsets, pos, total, None, 0)
                 length = _record_at(mv, pos, size)
                 if length is not None:
                     offsets.append(pos)

@@ -124,9 +124,11 @@ class SparkRunner:
             "value_format": "binary",
             "pushdown": "false",
         }
-        return PulsarMessagesReader(
+        reader = PulsarMessagesReader(
             options, self._schema(value_format="binary"), first_entries=True
         )
+        reader.open_ledgers = False  # closed ledgers only: the export's ranges end in them
+        return reader
 
     def _tasks(self, reader: PulsarMessagesReader, plans: Sequence[TopicPlan]) -> list[RangeTask]:
         """The source tasks in the plans' ranges, each with the ledgers after it (the plans'

@@ -14,7 +14,10 @@ Same source options as ``offloaded-ledger`` (``store``, ``endpoint``, ``region``
 ``schema`` (a DDL: the value becomes a struct), ``avro_schema`` (the writer schema, JSON),
 ``decrypt_key`` (a PEM file holding the RSA private key of encrypted topics; read on the
 driver), ``batch_rows`` (8192) and ``batch_bytes`` (2 MiB of values, at most half a
-block when the option is not given) per Arrow batch.
+block when the option is not given) per Arrow batch, and ``on_error`` (``fail`` | ``skip``:
+what to do about ledgers that are not in Pulsar message format, found on the driver before the
+job starts by their first entry: :mod:`offloader.spark.message_probe`; ``fail``, the default,
+names the first one, ``skip`` leaves them out with one warning naming each).
 Columns: :data:`offloader.spark.message_rows.BASE_COLUMNS` + value.
 
 One partition per block. Each task decodes its block's entries (CRC32C checked, decompressed,
@@ -38,11 +41,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from formats.pulsar.crypto import Decryptor
-from formats.pulsar.entry import parse_entry
 from offloader.errors import ConfigError
 from offloader.spark.message_blocks import block_records
 from offloader.spark.message_chunks import ChunkFollower, continuation, following_ledgers
 from offloader.spark.message_columns import MessageColumns
+from offloader.spark.message_probe import check_ledgers, on_error_option, parse_message_entry
 from offloader.spark.message_rows import (
     TIME_COLUMNS,
     TimeBounds,
@@ -93,6 +96,7 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         self.value_format = str(opts.get("value_format") or "binary").lower()
         self.avro_schema = opts.get("avro_schema") or None
         ValueDecoder(self.value_format, self.avro_schema)  # options checked on the driver
+        self.on_error = on_error_option(opts)
         self.message_rows = max(1, _int_option(opts, "batch_rows", DEFAULT_BATCH_ROWS))
         self.batch_bytes = max(1, _int_option(opts, "batch_bytes", DEFAULT_MESSAGE_BATCH_BYTES))
         #: without a ``batch_bytes`` option, a block task's batches hold at most half its block
@@ -112,7 +116,8 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         self.time_predicates: tuple[tuple[str, str, int], ...] = ()
 
     def partitions(self) -> Sequence[InputPartition]:
-        tasks = OffloadedLedgerReader.plan(self)
+        # ledgers skipped by zone maps stay in the plan: chunked messages may read on into them
+        tasks = check_ledgers(OffloadedLedgerReader.plan(self), self.on_error)
         return [
             MessagesPartition(task, following)
             for task, following in zip(tasks, following_ledgers(tasks), strict=True)
@@ -166,7 +171,7 @@ class PulsarMessagesReader(OffloadedLedgerReader):
                 yield from _batches(rows)
                 continue
             ledger_id, entry_id, payload = record
-            parsed = parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id)
+            parsed = parse_message_entry(payload, ledger_id, entry_id, task)
             del payload
             first = entry_id
             if parsed.metadata.is_chunk:
@@ -193,7 +198,7 @@ class PulsarMessagesReader(OffloadedLedgerReader):
         flt = self.entry_filter
         for ledger_id, entry_id, payload in continuation(task, following):
             whole = chunks.follow(
-                parse_entry(payload, ledger_id=ledger_id, entry_id=entry_id), ledger_id, entry_id
+                parse_message_entry(payload, ledger_id, entry_id, task), ledger_id, entry_id
             )
             if whole is not None and flt.ledger.matches(ledger_id) and flt.keeps_entry(entry_id):
                 rows.add(whole, ledger_id, entry_id, chunks.completed_from[1])

@@ -119,6 +119,8 @@ class BlockTask:
     transform: TransformSection | None = None
     #: the block's zone map (Pulsar message times), when its index records one
     zone: BlockZone | None = None
+    #: the index object's ``ManagedLedgerName`` user metadata (None if absent), for messages
+    managed_ledger: str | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -142,8 +144,12 @@ class BlockTask:
 
 @dataclass(frozen=True)
 class LocalLedgerTask:
-    """Entries ``first..last`` of a closed ledger still in the local ledger store under ``home``
-    (read in place: executors must see that directory, as they do in ``local[*]`` mode)."""
+    """Entries ``first..last`` of a ledger still in the local ledger store under ``home``
+    (read in place: executors must see that directory, as they do in ``local[*]`` mode).
+
+    ``open``: the topic's current ledger, still being written: read-only, as ``topics read``
+    reads it (its records scanned up to ``last``, the count the metadata had when the plan was
+    made; entries added after that are not read)."""
 
     home: str
     topic: str
@@ -151,6 +157,7 @@ class LocalLedgerTask:
     first_entry_id: int
     last_entry_id: int
     batch_entries: int = 1000
+    open: bool = False
 
 
 #: what one partition reads
@@ -190,9 +197,10 @@ def _ledger_tasks(
 ) -> list[BlockTask]:
     capture = _MetadataCapture(store)
     index = load_index(capture, ledger_id, uuid, recorded=recorded)  # type: ignore[arg-type]
+    lower = {k.lower(): v for k, v in capture.metadata.items()}
+    managed_ledger = lower.get(MANAGED_LEDGER_NAME_KEY.lower()) or None
     if topic is None:
-        lower = {k.lower(): v for k, v in capture.metadata.items()}
-        topic = topic_from_managed_ledger(lower.get(MANAGED_LEDGER_NAME_KEY.lower()))
+        topic = topic_from_managed_ledger(managed_ledger)
     transform = transform_of(index.extension, index.data_object_length)
     refs = block_refs(index, ledger_id, uuid)
     zones: tuple[BlockZone | None, ...] = (None,) * len(refs)
@@ -200,7 +208,7 @@ def _ledger_tasks(
     if section is not None:
         zones = decode_zone_maps(section.payload, len(refs))
     return [
-        BlockTask(spec, ref, topic, transform=transform, zone=zone)
+        BlockTask(spec, ref, topic, transform=transform, zone=zone, managed_ledger=managed_ledger)
         for ref, zone in zip(refs, zones, strict=True)
     ]
 
@@ -287,8 +295,9 @@ def plan_topics(
     region: str | None = None,
     entry_filter: EntryFilter | None = None,
     metadata: str | None = None,
+    open_ledgers: bool = True,
 ) -> list[Task]:
-    """Tasks for every closed ledger of ``topics``, whichever tier holds it.
+    """Tasks for every ledger of ``topics``, whichever tier holds it.
 
     The metadata store under ``home`` (or the shared one ``metadata`` names, a
     ``postgresql://`` URL: every broker's topics) lists each topic's ledgers (in id order). A
@@ -296,10 +305,13 @@ def plan_topics(
     (``store_url`` / ``endpoint_url`` override those, e.g. to reach the same bucket through
     another endpoint):
     one task per block. A closed ledger not (completely) offloaded is read from the local
-    ledger store under ``home``: one task per ``max_block_size`` bytes of entries. Open ledgers
-    (the one being written) and empty ledgers are skipped. On a shared store, a topic another
-    broker owns contributes its offloaded ledgers only: the others are in the owner's home
-    (they are skipped, with a warning naming the owner).
+    ledger store under ``home``: one task per ``max_block_size`` bytes of entries. The open
+    ledger (the one being written) is read from its file too, read-only, up to the entry count
+    the metadata has now (``open_ledgers=False`` leaves it out: the export reads closed ledgers
+    only). Empty ledgers have no task. On a shared store, a topic another broker owns
+    contributes its offloaded ledgers only: the others, its open ledger included, are in the
+    owner's home (they are skipped, with one warning saying how many ledgers and entries were
+    left out, and why).
     """
     from offloader.metadata import cluster_of, open_metadata_store
     from offloader.naming import TopicName
@@ -323,12 +335,16 @@ def plan_topics(
     recorded: dict[int, RecordedOffload] = {}
     order: list[tuple[str, int]] = []
     local: dict[tuple[str, int], list[Task]] = {}
+    elsewhere: list[tuple[str, int, int, str]] = []
     for name, ledgers in records:
         for rec in ledgers:
-            if rec.state != "CLOSED" or not flt.ledger.matches(rec.ledger_id):
+            is_open = rec.state == "OPEN"
+            if not (rec.state == "CLOSED" or (is_open and open_ledgers)):
+                continue
+            if not flt.ledger.matches(rec.ledger_id):
                 continue
             ctx = rec.offload
-            if ctx is not None and ctx.complete:
+            if ctx is not None and ctx.complete and not is_open:
                 props = ctx.driver.properties
                 spec = StoreSpec(
                     store_url or props.get("store_url") or "",
@@ -341,16 +357,20 @@ def plan_topics(
                 if known is not None:
                     recorded[rec.ledger_id] = known
             elif rec.entries > 0 and name in foreign:
-                log.warning(
-                    "ledger not offloaded yet: it is in its owner's home, not read",
-                    topic=name,
-                    ledger_id=rec.ledger_id,
-                    owner=foreign[name],
-                )
+                elsewhere.append((name, rec.ledger_id, rec.entries, foreign[name]))
                 continue
             elif rec.entries > 0:
-                local[(name, rec.ledger_id)] = list(_local_tasks(home, name, rec, settings))
+                chunks = _local_tasks(home, name, rec, settings, is_open)
+                local[(name, rec.ledger_id)] = list(chunks)
             order.append((name, rec.ledger_id))
+    if elsewhere:
+        log.warning(
+            "ledgers left out: not offloaded yet, their only copy is in the home of the broker "
+            "that owns their topic",
+            ledgers=len(elsewhere),
+            entries=sum(e[2] for e in elsewhere),
+            left_out=", ".join(f"{t} ledger {lid} (broker {o})" for t, lid, _n, o in elsewhere),
+        )
     by_ledger: dict[tuple[str, int], list[Task]] = dict(local)
     for spec, pairs in remote.items():
         if not spec.url:
@@ -364,7 +384,7 @@ def plan_topics(
 
 
 def _local_tasks(
-    home: str, topic: str, rec: Any, settings: OffloadSettings
+    home: str, topic: str, rec: Any, settings: OffloadSettings, is_open: bool = False
 ) -> Iterator[LocalLedgerTask]:
     """Split a local ledger into tasks of about ``max_block_size`` bytes (by entry count)."""
     chunks = max(1, -(-int(rec.size_bytes) // settings.max_block_size))
@@ -377,6 +397,7 @@ def _local_tasks(
             first,
             min(first + per, rec.entries) - 1,
             settings.ledger_read_batch_entries,
+            is_open,
         )
 
 

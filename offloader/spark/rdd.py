@@ -11,8 +11,9 @@ Sources of :func:`offloaded_rdd`:
 * a list of ``(ledger_id, uuid)`` pairs plus ``store_url`` (no metadata store);
 * ``"discover"`` plus ``store_url``: every ``*-index`` key in the store;
 * topic names (a string or a list of strings) plus ``home``: the metadata store lists each
-  topic's closed ledgers; offloaded ones are read from the object store, the others from the
-  local ledger store, so a topic reads completely whichever tier holds each ledger.
+  topic's ledgers; offloaded ones are read from the object store, the others (the open ledger
+  too, up to the entries the metadata counts when the plan is made) from the local ledger
+  store, so a topic reads completely whichever tier holds each ledger.
 
 Credentials never travel in descriptors: the ``AWS_*`` variables of the driver's environment are
 copied into ``sc.environment`` (the environment of the Python workers Spark starts from then on).

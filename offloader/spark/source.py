@@ -12,7 +12,8 @@
                                                           #    .option("metadata", "postgresql://...")
 
 Schema ``topic STRING, ledger_id LONG, entry_id LONG, payload BINARY``; one partition per data
-block (local ledgers of a topic: one per ``max_block_size`` bytes of entries). A task fetches
+block (local ledgers of a topic, its open ledger included: one per ``max_block_size`` bytes
+of entries; the open ledger up to the entries its metadata counts at planning). A task fetches
 its block with one streamed ranged GET (read ``read_buffer`` bytes at a time, CRC32C summed as
 it arrives), packs every payload into one Arrow binary column in a single C pass, and yields
 ``pyarrow.RecordBatch`` slices of it (no per-entry Python objects).
@@ -154,6 +155,8 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         settings = OffloadSettings()
         buffer = _int_option(options, "read_buffer", settings.read_buffer_size)
         self.settings = settings.replace(read_buffer_size=buffer)
+        #: with ``topics``: read each topic's open ledger too (the export reads closed ones)
+        self.open_ledgers = True
 
     # --- planning (driver side, in Spark's planner Python worker) ---------------------------
     def partitions(self) -> Sequence[InputPartition]:
@@ -181,6 +184,7 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
                 region=region,
                 entry_filter=flt,
                 metadata=opts.get("metadata") or None,
+                open_ledgers=self.open_ledgers,
             )
         if not store:
             raise ConfigError(f"{SOURCE_NAME}: option store (s3://bucket[/prefix]) is required")

@@ -13,11 +13,13 @@ short result.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from formats.block import PackedEntries
+from offloader.logs import get_logger
 from offloader.read.objects import read_block, read_block_packed
 from offloader.read.transformed import section_view
 from offloader.spark.buffers import BLOCK_BUFFERS
@@ -41,6 +43,8 @@ __all__ = [
     "read_packed_block",
     "read_task",
 ]
+
+log = get_logger(__name__)
 
 #: store clients an executor process keeps (one per store and credentials), reused by its tasks
 CLIENT_CACHE_SIZE = 8
@@ -147,17 +151,62 @@ def iter_task_entries(
 def read_local_task(
     task: LocalLedgerTask, entry_filter: EntryFilter | None = None
 ) -> Iterator[Record]:
-    """Entries of a ledger still in the local ledger store (CRC-checked by its reader)."""
+    """Entries of a ledger still in the local ledger store (CRC-checked by its reader); the
+    open ledger's read-only (:func:`read_open_entries`)."""
     from offloader.ledgers import LedgerStore
 
     flt = entry_filter if entry_filter is not None and entry_filter.filters_entries else None
+    step = max(1, task.batch_entries)
+    if task.open:
+        for entry_id, payload in read_open_entries(task, step):
+            if flt is None or flt.keeps_entry(entry_id):
+                yield (task.topic, task.ledger_id, entry_id, payload)
+        return
     with LedgerStore(task.home).open_reader(task.topic, task.ledger_id) as reader:
-        step = max(1, task.batch_entries)
         for first in range(task.first_entry_id, task.last_entry_id + 1, step):
             last = min(first + step - 1, task.last_entry_id)
             for entry_id, payload in enumerate(reader.read(first, last), first):
                 if flt is None or flt.keeps_entry(entry_id):
                     yield (task.topic, task.ledger_id, entry_id, payload)
+
+
+def read_open_entries(task: LocalLedgerTask, step: int = 1000) -> Iterator[tuple[int, bytes]]:
+    """Entries ``first..last`` of the open ledger's file, read-only as ``topics read`` reads
+    it (no lock, nothing changed; a producer may be appending): its records are scanned, each
+    CRC32C checked, up to ``last`` only (entries added after the plan are not read). A ledger
+    closed meanwhile is read through its close footer. When the file holds fewer records than
+    the plan counted (a producer whose writes the OS has not seen yet: the ``never`` fsync
+    policy buffers them), what it holds is read, with a warning saying how many were not."""
+    from offloader.errors import LedgerNotFound
+    from offloader.ledgers import LedgerStore
+    from offloader.ledgers.reader import read_entries
+    from offloader.ledgers.scan import read_closed, scan
+
+    path = str(LedgerStore(task.home).ledger_path(task.topic, task.ledger_id))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise LedgerNotFound(
+            f"open ledger {task.ledger_id} of {task.topic}: its file {path} is gone "
+            "(closed, offloaded and deleted since the plan was made? run the query again)"
+        ) from None
+    try:
+        layout = read_closed(fd, path) or scan(fd, path, limit=task.last_entry_id + 1)
+        end = min(task.last_entry_id, len(layout.offsets) - 1)
+        if end < task.last_entry_id:
+            log.warning(
+                "open ledger: entries the metadata counted are not in its file yet, not read",
+                topic=task.topic,
+                ledger_id=task.ledger_id,
+                entries=task.last_entry_id - max(end, task.first_entry_id - 1),
+                path=path,
+            )
+        for first in range(task.first_entry_id, end + 1, step):
+            last = min(first + step - 1, end)
+            got = read_entries(fd, path, layout.offsets, layout.data_end, first, last)
+            yield from enumerate(got, first)
+    finally:
+        os.close(fd)
 
 
 def read_task(

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from offloader.api import BrokerSettings, Offloader
 from offloader.spark import offloaded_rdd, register
+from offloader.spark.plan import plan_topics
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -31,8 +33,15 @@ def test_topics_read_other_brokers_offloaded_ledgers(
         a.produce(T_A, [f"a{i}".encode() for i in range(23)])  # 4 closed ledgers, 1 open
         a.offload_prefix(T_A, size_threshold=0)
         a.produce(T_A, [f"a{i}".encode() for i in range(23, 25)])  # a 5th closed, local to a
-        b.produce(T_B, [f"b{i}".encode() for i in range(12)])  # 2 closed ledgers in b's home
-    expected = sorted([(T_A, f"a{i}") for i in range(20)] + [(T_B, f"b{i}") for i in range(10)])
+        a.produce(T_A, [b"a25"])  # a's open ledger
+        b.produce(T_B, [f"b{i}".encode() for i in range(12)])  # 2 closed ledgers, 1 open, in b
+    # b reads its own open ledger; a's ledgers only in a's home are left out, with a warning
+    expected = sorted([(T_A, f"a{i}") for i in range(20)] + [(T_B, f"b{i}") for i in range(12)])
+    with capture_logs() as logs:
+        plan_topics(str(tmp_path / "b"), [T_A, T_B], metadata=pg_url)
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert (warning["ledgers"], warning["entries"]) == (2, 6)  # a20..a24, a25
+    assert warning["left_out"].count(f"{T_A} ledger") == 2
     register(spark)
     rows = (
         spark.read.format("offloaded-ledger")

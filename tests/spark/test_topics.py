@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from formats.extension import crc32c
 from formats.keys import data_key, index_key
@@ -14,6 +16,8 @@ from offloader.ledgers import LedgerStore
 from offloader.metadata import open_metadata_store
 from offloader.metadata.base import DriverMetadata
 from offloader.spark import offloaded_rdd, register
+from offloader.spark.plan import LocalLedgerTask, plan_topics
+from offloader.spark.tasks import read_open_entries
 from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, TOPIC_B, payloads_of, records_digest, sha, upload_ledger
 
@@ -24,12 +28,14 @@ NOW = 1_700_000_000_000
 @pytest.fixture(scope="module")
 def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two topics; on each, one offloaded ledger (local copy deleted), one offloaded ledger
-    whose local copy is still there, one closed ledger only local, and an open ledger."""
+    whose local copy is still there, one closed ledger only local, and an open ledger (read up
+    to the entry count of its metadata: 3 entries appended after that are not read)."""
     root = tmp_path_factory.mktemp("home")
     bucket = s3_endpoint.new_bucket()
     ledgers = LedgerStore(root)
     meta = open_metadata_store(root)
     expected = []
+    opened = []  # the open ledgers' writers, left open (their files keep the writer's lock)
     meta.create_namespace("public/default", NOW)
     for topic, ml_name in (TOPIC_A, TOPIC_B):
         meta.create_topic(topic, NOW)
@@ -42,6 +48,11 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
                 writer.append(p)
             if kind == "open":
                 meta.update_ledger_stats(lid, len(payloads), sum(map(len, payloads)))
+                for extra in payloads_of(lid + 100, 3, 1, 50):  # appended, not counted yet
+                    writer.append(extra)
+                writer.flush()
+                expected += [(topic, lid, i, sha(p)) for i, p in enumerate(payloads)]
+                opened.append(writer)
                 continue
             writer.close()
             meta.close_ledger(lid, NOW, len(payloads), sum(map(len, payloads)))
@@ -74,7 +85,7 @@ def home(s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> d
                 meta.mark_local_deleted(lid, up.uuid)
                 ledgers.delete_ledger(topic, lid)  # only the object store has it now
     meta.close()
-    return {"home": str(root), "expected": sorted(expected)}
+    return {"home": str(root), "expected": sorted(expected), "writers": opened}
 
 
 def test_topics_read_completely_across_tiers(
@@ -84,8 +95,9 @@ def test_topics_read_completely_across_tiers(
     rdd = offloaded_rdd(spark.sparkContext, [TOPIC_A[0], TOPIC_B[0]], settings, home=home["home"])
     got = records_digest(rdd.collect())
     assert got == home["expected"]
-    # 3 closed ledgers x 2 topics, each > 1 partition (2 KiB blocks / 8 KiB local chunks)
-    assert rdd.getNumPartitions() > 12
+    # 4 ledgers x 2 topics (the open one too), each > 1 partition (2 KiB blocks / 8 KiB local
+    # chunks)
+    assert rdd.getNumPartitions() > 16
 
     register(spark)
     df = (
@@ -111,3 +123,47 @@ def test_topic_with_pruning(spark: Any, home: dict[str, Any], aws_env: S3Endpoin
     rows = df.filter((F.col("ledger_id") == lid) & (F.col("entry_id").isin(3, 50, 119))).collect()
     assert sorted(r["entry_id"] for r in rows) == [3, 50, 119]
     assert Path(home["home"]).is_dir()
+
+
+def test_open_ledger_planned_up_to_its_metadata_count(
+    home: dict[str, Any], aws_env: S3Endpoint
+) -> None:
+    settings = OffloadSettings(max_block_size=8 * 1024, enforce_min_block_size=False)
+    tasks = plan_topics(home["home"], [TOPIC_A[0]], settings)
+    open_tasks = [t for t in tasks if isinstance(t, LocalLedgerTask) and t.open]
+    assert len(open_tasks) > 1  # split like a closed local ledger
+    assert {t.ledger_id for t in open_tasks} == {max(t.ledger_id for t in tasks)}
+    assert [(t.first_entry_id, t.last_entry_id) for t in open_tasks][-1][1] == 119
+    # each task scans the file only as far as its last entry: the 3 uncounted ones stay unread
+    got = [e for t in open_tasks for e, _p in read_open_entries(t)]
+    assert got == list(range(120))
+    # a plan counting more than the file holds (a producer's writes the OS has not seen yet):
+    # what the file holds is read, and a warning says how many were not
+    ahead = dataclasses.replace(open_tasks[-1], last_entry_id=199)
+    with capture_logs() as logs:
+        got = [e for e, _p in read_open_entries(ahead)]
+    assert got == list(range(ahead.first_entry_id, 123))
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["entries"] == 200 - 123
+
+
+def test_pulsar_messages_over_raw_topics_names_or_skips_each_ledger(
+    home: dict[str, Any], aws_env: S3Endpoint
+) -> None:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from formats.pulsar import NotPulsarMessagesError
+    from offloader.spark.message_rows import messages_arrow_schema
+    from offloader.spark.messages import PulsarMessagesReader
+
+    schema = from_arrow_schema(messages_arrow_schema())
+    options = {"home": home["home"], "topics": f"{TOPIC_A[0]},{TOPIC_B[0]}"}
+    with pytest.raises(NotPulsarMessagesError, match="is not in Pulsar message format"):
+        PulsarMessagesReader(options, schema).partitions()
+    with capture_logs() as logs:
+        parts = PulsarMessagesReader({**options, "on_error": "skip"}, schema).partitions()
+    assert parts == []
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["ledgers"] == 8  # 4 ledgers x 2 topics, the open ones included
+    assert warning["left_out"].count("open in the local ledger store") == 2
+    assert warning["left_out"].count("closed in the local ledger store") == 2
