@@ -17,7 +17,7 @@
   value and header values as UTF-8 text when they are, base64 with ``--payload``.
 * ``set-retention TOPIC --time T --size S``, ``get-retention TOPIC``, ``apply-retention [TOPIC]``.
 * ``set-offload-transform|get-offload-transform|remove-offload-transform TOPIC``: in
-  :mod:`cli.kafka_transforms`.
+  :mod:`cli.kafka.transforms`.
 """
 
 from __future__ import annotations
@@ -43,20 +43,6 @@ LOG_DIR = click.option(
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="The broker's log directory (read-only: never modified).",
 )
-
-
-@click.group()
-def kafka() -> None:
-    """Tier Kafka log segments to the object store (KIP-405 style) and read them back.
-
-    \b
-    Examples:
-      offloader kafka upload --log-dir /var/lib/kafka/data --once
-      offloader kafka status orders --log-dir /var/lib/kafka/data
-      offloader kafka read orders 0 --from-offset 1200 --count 10 --json
-      offloader kafka set-retention orders --time 7d --size -1
-      offloader kafka set-offload-transform orders --compression zstd --encryption aes-256-gcm
-    """
 
 
 def _settings(prefix: str, hash_prefix: int, part_size: int, concurrency: int) -> KafkaSettings:
@@ -98,7 +84,7 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
     )
 
 
-@kafka.command()
+@click.command()
 @click.option(
     "--log-dir",
     required=True,
@@ -191,7 +177,7 @@ def _status_record(s: PartitionStatus) -> dict[str, Any]:
     }
 
 
-@kafka.command()
+@click.command()
 @click.argument("topic", required=False)
 @LOG_DIR
 @pass_cli
@@ -264,7 +250,7 @@ def _row_record(row: KafkaRecordRow, payload: bool) -> dict[str, Any]:
     }
 
 
-@kafka.command()
+@click.command()
 @click.argument("topic")
 @click.argument("partition", type=click.IntRange(0))
 @click.option("--from-offset", type=click.IntRange(0), help="First offset to return.")
@@ -317,7 +303,7 @@ def read(
             cli.emit(record, text, json_output=json_output)
 
 
-@kafka.command("set-retention")
+@click.command("set-retention")
 @click.argument("topic")
 @click.option(
     "--time",
@@ -345,7 +331,7 @@ def set_retention(cli: CliContext, topic: str, retention_time: int, retention_si
     )
 
 
-@kafka.command("get-retention")
+@click.command("get-retention")
 @click.argument("topic")
 @pass_cli
 def get_retention(cli: CliContext, topic: str) -> None:
@@ -358,7 +344,7 @@ def get_retention(cli: CliContext, topic: str) -> None:
     )
 
 
-@kafka.command("apply-retention")
+@click.command("apply-retention")
 @click.argument("topic", required=False)
 @pass_cli
 def apply_retention(cli: CliContext, topic: str | None) -> None:

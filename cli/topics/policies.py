@@ -24,7 +24,6 @@ from cli.context import CliContext, pass_cli
 from cli.params import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE
 from cli.render import echo_json
 from cli.settings import open_offloader
-from cli.topics import topics
 from offloader.api import AppliedOffloadPolicies, TopicPolicies
 
 #: our field -> Pulsar's name in its OffloadPolicies
@@ -59,7 +58,7 @@ def _text(policies: TopicPolicies | AppliedOffloadPolicies) -> str:
     return "\n".join(lines)
 
 
-@topics.command("set-offload-policies")
+@click.command("set-offload-policies")
 @click.argument("topic")
 @click.option(
     "-t",
@@ -129,7 +128,7 @@ def set_offload_policies(
         click.echo(_text(saved))
 
 
-@topics.command("get-offload-policies")
+@click.command("get-offload-policies")
 @click.argument("topic")
 @click.option(
     "-ap",
@@ -159,7 +158,7 @@ def get_offload_policies(cli: CliContext, topic: str, applied: bool) -> None:
         click.echo(_text(policies))
 
 
-@topics.command("remove-offload-policies")
+@click.command("remove-offload-policies")
 @click.argument("topic")
 @pass_cli
 def remove_offload_policies(cli: CliContext, topic: str) -> None:
