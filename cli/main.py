@@ -6,14 +6,14 @@ exit code 1 (a traceback only with ``-v``), and leaves usage errors to click (ex
 global option given after the command (``offloader topics info t --json``) is still a usage
 error, with a hint that shows where it goes (``offloader --json topics info t``).
 
-Command groups live in their own modules and are registered in one place, :data:`COMMANDS`
-(``"module:attribute"``): to add ``topics``, write ``cli/topics.py`` with a click group named
-``topics`` and add ``"cli.topics:topics"`` below.
+Each noun is a package (``cli/topics/``, ``cli/objects/``...) whose ``__init__.py`` defines the
+noun's click group and adds the commands of the modules beside it; ``service`` is one module.
+The groups are added to the top-level group explicitly at the end of this module (``--help``
+lists them by name): to add a noun, write its package and add its group there.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import traceback
 from pathlib import Path
@@ -21,33 +21,19 @@ from typing import Any
 
 import click
 
+from cli.brokers import brokers
 from cli.context import DEFAULT_HOME, CliContext
+from cli.export import export
+from cli.kafka import kafka
+from cli.keys import keys
 from cli.logsink import LogSink
+from cli.namespaces import namespaces
+from cli.objects import objects
 from cli.render import safe_text
+from cli.service import service
+from cli.topics import topics
 from offloader.errors import OffloaderError
 from offloader.logs import configure, redact
-
-#: every command group, in ``--help`` order: "module:attribute"
-COMMANDS: tuple[str, ...] = (
-    "cli.topics:topics",
-    "cli.topics_produce:topics",  # the same group, with produce added
-    "cli.topics_read:topics",  # the same group, with read added
-    "cli.topic_policies:topics",  # the same group, with the topic offload policies added
-    "cli.namespaces:namespaces",
-    "cli.objects:objects",
-    "cli.objects_encode:objects",  # the same group, with encode added
-    "cli.objects_admin:objects",  # the same group, with verify/orphans/gc added
-    "cli.service:service",
-    "cli.transforms:keys",
-    "cli.transforms:namespaces",  # the same group, with the transform commands added
-    "cli.transforms:objects",  # the same group, with rekey added
-    "cli.kafka:kafka",
-    "cli.kafka_transforms:kafka",  # the same group, with the transform commands added
-    "cli.cluster:topics",  # the topics group, with unload added
-    "cli.cluster:brokers",
-    "cli.export:export",
-    "cli.export_upkeep:export",  # the same group, with expire-snapshots/clean-orphans added
-)
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -242,14 +228,14 @@ def cli(
     configure(json=log_format == "json", level=obj.log_level, file=sink)
 
 
-def _register(group: click.Group, specs: tuple[str, ...]) -> None:
-    for spec in specs:
-        module_name, _, attribute = spec.partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
-        group.add_command(command)
-
-
-_register(cli, COMMANDS)
+cli.add_command(topics)
+cli.add_command(namespaces)
+cli.add_command(objects)
+cli.add_command(service)
+cli.add_command(keys)
+cli.add_command(kafka)
+cli.add_command(brokers)
+cli.add_command(export)
 
 
 def main(argv: list[str] | None = None) -> None:

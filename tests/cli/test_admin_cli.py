@@ -400,7 +400,7 @@ def test_verify_detects_a_corrupt_block(offloaded: Path) -> None:
 
 
 def test_verify_progress_on_a_terminal(offloaded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("cli.objects_admin.progress_enabled", lambda cli: True)
+    monkeypatch.setattr("cli.objects.admin.progress_enabled", lambda cli: True)
     monkeypatch.setattr(Progress, "DELAY", 0.0)
     result = ok(offloaded, "objects", "verify", "--verify-checksums")
     assert result.stdout.splitlines()[-1].endswith("all ok")

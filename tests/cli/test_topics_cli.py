@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cli.render import Progress
-from cli.topics_produce import synthetic_payloads
+from cli.topics.produce import synthetic_payloads
 from offloader.api import Offloader, OffloadTrigger, Position
 from offloader.metadata.base import TopicOffloadStatus
 from tests.cli.helpers import json_lines, ok, one_line_error, run
@@ -87,7 +87,7 @@ def test_produce_to_unknown_namespace_is_one_line_error(home: Path) -> None:
 
 
 def test_produce_progress_bar_on_a_terminal(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("cli.topics_produce.progress_enabled", lambda cli: True)
+    monkeypatch.setattr("cli.topics.produce.progress_enabled", lambda cli: True)
     monkeypatch.setattr(Progress, "DELAY", 0.0)
     result = ok(home, "topics", "produce", TOPIC, "--synthetic", "200", "--size", "1K", *SMALL)
     assert "produce [" in result.stderr and "KiB/s" in result.stderr
@@ -213,7 +213,7 @@ def test_offload_prefix_unknown_topic(home: Path) -> None:
 
 
 def test_offload_prefix_progress_bar(produced: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("cli.topics.progress_enabled", lambda cli: True)
+    monkeypatch.setattr("cli.topics.manage.progress_enabled", lambda cli: True)
     monkeypatch.setattr(Progress, "DELAY", 0.0)
     result = ok(produced, "topics", "offload-prefix", TOPIC, "-s", "1K", *BLOCKS)
     assert result.stdout.startswith("Offload triggered for ")
@@ -264,7 +264,7 @@ def test_offload_status_wait_complete_polls(
         return TopicOffloadStatus(topic, next(answers))  # type: ignore[arg-type]
 
     monkeypatch.setattr(Offloader, "offload_status", polled)
-    monkeypatch.setattr("cli.topics.STATUS_POLL_SECONDS", 0.01)
+    monkeypatch.setattr("cli.topics.manage.STATUS_POLL_SECONDS", 0.01)
     result = ok(produced, "topics", "offload-status", TOPIC, "--wait-complete")
     assert result.stdout == "Offload was a success\n"
     answers = iter(["RUNNING"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.topics_produce import synthetic_payloads
+from cli.topics.produce import synthetic_payloads
 from tests.cli.helpers import ok, run
 
 

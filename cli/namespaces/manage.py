@@ -39,20 +39,6 @@ from offloader.metadata.base import NamespaceRecord
 from offloader.policies import NamespacePolicies, retention_warnings
 
 
-@click.group()
-def namespaces() -> None:
-    """Create namespaces and set their offload and retention policies.
-
-    \b
-    Examples:
-      offloader namespaces create public/default
-      offloader namespaces set-offload-threshold public/default --size 10M
-      offloader namespaces set-offload-deletion-lag public/default --lag 4h
-      offloader namespaces get-policies public/default
-      offloader namespaces get-retention public/default
-    """
-
-
 def policies_record(policies: NamespacePolicies) -> dict[str, Any]:
     return dataclasses.asdict(policies)
 
@@ -87,7 +73,7 @@ def _echo_policies(
         click.echo(f"warning: {warning}", err=True)
 
 
-@namespaces.command()
+@click.command()
 @click.argument("namespace")
 @pass_cli
 def create(cli: CliContext, namespace: str) -> None:
@@ -105,7 +91,7 @@ def create(cli: CliContext, namespace: str) -> None:
         click.echo(f"Created namespace {record.name}")
 
 
-@namespaces.command("list")
+@click.command("list")
 @pass_cli
 def list_namespaces(cli: CliContext) -> None:
     """List namespaces with their offload thresholds and deletion lag.
@@ -135,7 +121,7 @@ def list_namespaces(cli: CliContext) -> None:
     )
 
 
-@namespaces.command("set-offload-threshold")
+@click.command("set-offload-threshold")
 @click.argument("namespace")
 @click.option(
     "-s",
@@ -180,7 +166,7 @@ def set_offload_threshold(cli: CliContext, namespace: str, size: int, seconds: i
     )
 
 
-@namespaces.command("get-offload-threshold")
+@click.command("get-offload-threshold")
 @click.argument("namespace")
 @pass_cli
 def get_offload_threshold(cli: CliContext, namespace: str) -> None:
@@ -205,7 +191,7 @@ def get_offload_threshold(cli: CliContext, namespace: str) -> None:
     click.echo(f"offloadThresholdInSeconds: {policies.offload_threshold_seconds}")
 
 
-@namespaces.command("set-offload-deletion-lag")
+@click.command("set-offload-deletion-lag")
 @click.argument("namespace")
 @click.option(
     "-l",
@@ -245,7 +231,7 @@ def _lag_text(lag_ms: int | None) -> str:
     return f"{lag_ms} ms"
 
 
-@namespaces.command("get-offload-deletion-lag")
+@click.command("get-offload-deletion-lag")
 @click.argument("namespace")
 @pass_cli
 def get_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
@@ -265,7 +251,7 @@ def get_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
         click.echo(_lag_text(policies.offload_deletion_lag_ms))
 
 
-@namespaces.command("clear-offload-deletion-lag")
+@click.command("clear-offload-deletion-lag")
 @click.argument("namespace")
 @pass_cli
 def clear_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
@@ -280,7 +266,7 @@ def clear_offload_deletion_lag(cli: CliContext, namespace: str) -> None:
     _echo_policies(cli, namespace, policies, _lag_text(policies.offload_deletion_lag_ms))
 
 
-@namespaces.command("set-retention")
+@click.command("set-retention")
 @click.argument("namespace")
 @click.option(
     "-s",
@@ -328,7 +314,7 @@ def _retention_text(policies: NamespacePolicies) -> str:
     )
 
 
-@namespaces.command("get-retention")
+@click.command("get-retention")
 @click.argument("namespace")
 @pass_cli
 def get_retention(cli: CliContext, namespace: str) -> None:
@@ -352,7 +338,7 @@ def get_retention(cli: CliContext, namespace: str) -> None:
         click.echo(_retention_text(policies))
 
 
-@namespaces.command("set-offloaded-read-priority")
+@click.command("set-offloaded-read-priority")
 @click.argument("namespace")
 @click.option(
     "-p",
@@ -375,7 +361,7 @@ def set_offloaded_read_priority(cli: CliContext, namespace: str, priority: str) 
     _echo_policies(cli, namespace, policies, f"offloadedReadPriority: {policies.read_priority}")
 
 
-@namespaces.command("get-policies")
+@click.command("get-policies")
 @click.argument("namespace")
 @pass_cli
 def get_policies(cli: CliContext, namespace: str) -> None:

@@ -52,13 +52,7 @@ def _time(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
 
 
-@click.group()
-def export() -> None:
-    """Export topics to Parquet files (Hive-partitioned by time) or Apache Iceberg tables,
-    exactly once."""
-
-
-@export.command()
+@click.command()
 @click.argument("topics", nargs=-1, required=True)
 @_TARGET
 @click.option(
@@ -165,7 +159,7 @@ def run(
         warehouse=warehouse,
     )
     if spec.is_iceberg:
-        from cli.export_iceberg import run_iceberg
+        from cli.export.iceberg import run_iceberg
 
         run_iceberg(cli, topics, spec, engine, kafka)
         return
@@ -199,7 +193,7 @@ def _report_text(r: TopicExportReport) -> str:
     )
 
 
-@export.command()
+@click.command()
 @click.argument("topic")
 @_TARGET
 @_GENERATION
@@ -221,7 +215,7 @@ def status(
     iceberg:// table: its current snapshot, its metadata_location (what other engines open)
     and the watermark the table carries."""
     if target.strip().lower().startswith("iceberg://"):
-        from cli.export_iceberg import status_iceberg
+        from cli.export.iceberg import status_iceberg
 
         status_iceberg(cli, topic, target, catalog, warehouse, json_output)
         return
@@ -276,7 +270,7 @@ def _status_text(s: ExportStatus) -> str:
     return "\n".join(lines)
 
 
-@export.command()
+@click.command()
 @click.argument("topic")
 @click.option(
     "--target",

@@ -1,4 +1,5 @@
-"""``offloader topics unload`` and ``offloader brokers list``: several brokers on one store.
+"""``offloader brokers list`` (and ``topics unload``, :mod:`cli.topics.unload`): several
+brokers on one store.
 
 With a shared metadata store (``--metadata postgresql://...``) every home is a broker with an
 id (kept in ``<home>/broker-id``) and a heartbeat; a topic is owned by the broker whose home
@@ -6,8 +7,8 @@ holds its ledgers. ``topics unload TOPIC`` (on the owner) releases that ownershi
 ledger is offloaded, so another broker may own the topic; ``brokers list`` shows the brokers,
 their last heartbeat and how many topics each owns.
 
-JSON (``--json``): ``{topic, unloaded: true, broker, offloaded_ledgers}``; one line per broker
-``{broker_id, host, home, started_ms, heartbeat_ms, topics, me}``.
+JSON (``--json``): one line per broker ``{broker_id, host, home, started_ms, heartbeat_ms,
+topics, me}``.
 """
 
 from __future__ import annotations
@@ -19,38 +20,9 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.render import echo_json, echo_table, time_text
 from cli.settings import open_offloader
-from cli.topics import topics
 
 
-@topics.command()
-@click.argument("topic")
-@pass_cli
-def unload(cli: CliContext, topic: str) -> None:
-    """Release this broker's ownership of TOPIC (shared metadata store).
-
-    Closes the current ledger and gives the topic up, so that another broker may produce to
-    it. Refused while a ledger is only in this broker's home (offload it first), and on a
-    broker that does not own the topic. The offloaded ledgers stay readable everywhere.
-
-    \b
-    Example:
-      offloader --metadata postgresql://db/offloader topics unload persistent://public/default/t1
-    """
-    with open_offloader(cli) as offloader:
-        offloaded = offloader.unload_topic(topic)
-        me = offloader.broker_id
-    if cli.json:
-        echo_json({"topic": topic, "unloaded": True, "broker": me, "offloaded_ledgers": offloaded})
-    else:
-        click.echo(f"Unloaded {topic} from broker {me} ({len(offloaded)} offloaded ledger(s))")
-
-
-@click.group()
-def brokers() -> None:
-    """The brokers sharing the metadata store (--metadata postgresql://...)."""
-
-
-@brokers.command("list")
+@click.command("list")
 @pass_cli
 def list_brokers(cli: CliContext) -> None:
     """List the brokers: id, host, home, start and last heartbeat (UTC), topics owned.

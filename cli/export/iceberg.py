@@ -1,6 +1,6 @@
 """The Iceberg side of ``offloader export``: ``run``/``status`` with an ``iceberg://`` target
-(called from :mod:`cli.export`); ``expire-snapshots`` and ``clean-orphans`` are in
-:mod:`cli.export_upkeep`.
+(called from :mod:`cli.export.runs`); ``expire-snapshots`` and ``clean-orphans`` are in
+:mod:`cli.export.upkeep`.
 
 Thin: builds the :class:`~offloader.api.IcebergTarget` and calls the facade.
 """

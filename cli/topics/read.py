@@ -1,5 +1,6 @@
 """``offloader topics read``: a topic's entries from whichever tier holds each ledger, or with
-``--decode pulsar`` its messages (:mod:`cli.topics_messages`). JSON: see :mod:`cli.topics`.
+``--decode pulsar`` its messages (:mod:`cli.topics.messages`). JSON: see
+:mod:`cli.topics.manage`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from cli.settings import (
     open_offloader,
     read_options,
 )
-from cli.topics import topics
-from cli.topics_messages import read_messages
+from cli.topics.messages import read_messages
 from offloader.api import (
     EntryRecord,
     Position,
@@ -57,7 +57,7 @@ def entry_text(entry: EntryRecord, *, payload: bool) -> str:
     return line.rstrip()
 
 
-@topics.command()
+@click.command()
 @click.argument("topic")
 @click.option(
     "--from",

@@ -29,7 +29,6 @@ from cli.context import CliContext, pass_cli
 from cli.params import DURATION_OR_MINUS_ONE, SIZE_OR_MINUS_ONE
 from cli.render import echo_json
 from cli.settings import open_offloader
-from cli.topics import topics
 from offloader.api import AppliedOffloadPolicies, TopicPolicies
 from offloader.policies import retention_warnings
 
@@ -65,7 +64,7 @@ def _text(policies: TopicPolicies | AppliedOffloadPolicies) -> str:
     return "\n".join(lines)
 
 
-@topics.command("set-offload-policies")
+@click.command("set-offload-policies")
 @click.argument("topic")
 @click.option(
     "-t",
@@ -140,7 +139,7 @@ def set_offload_policies(
         click.echo(f"warning: {warning}", err=True)
 
 
-@topics.command("get-offload-policies")
+@click.command("get-offload-policies")
 @click.argument("topic")
 @click.option(
     "-ap",
@@ -170,7 +169,7 @@ def get_offload_policies(cli: CliContext, topic: str, applied: bool) -> None:
         click.echo(_text(policies))
 
 
-@topics.command("remove-offload-policies")
+@click.command("remove-offload-policies")
 @click.argument("topic")
 @pass_cli
 def remove_offload_policies(cli: CliContext, topic: str) -> None:

@@ -11,16 +11,15 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.export import export
-from cli.export_iceberg import iceberg_target
+from cli.export.iceberg import iceberg_target
 from cli.params import DURATION, iceberg_options
 from cli.settings import open_offloader
 from offloader.api import IcebergOrphanReport
 
-__all__ = ["export"]
+__all__ = ["clean_orphans", "expire_snapshots"]
 
 
-@export.command("expire-snapshots")
+@click.command("expire-snapshots")
 @click.argument("table")
 @click.option(
     "--older-than",
@@ -69,7 +68,7 @@ def expire_snapshots(
     )
 
 
-@export.command("clean-orphans")
+@click.command("clean-orphans")
 @click.argument("table")
 @click.option(
     "--older-than",

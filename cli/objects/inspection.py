@@ -1,10 +1,10 @@
-"""``offloader objects``: the group, and ``inspect`` of a local (data, index) pair or of a
-Kafka segment's ``.chunks`` object.
+"""``offloader objects inspect``: a local (data, index) pair or a Kafka segment's ``.chunks``
+object.
 
 ``inspect`` checks a pair the way a reader would and summarises it; it works on local files,
-so it needs no object store (``--chunks``: :mod:`cli.objects_transform`). ``encode``
-(:mod:`cli.objects_encode`) and ``verify``, ``orphans`` and ``gc`` (:mod:`cli.objects_admin`,
-which talk to the store) join this group.
+so it needs no object store (``--chunks``: :mod:`cli.objects.transform`). ``encode``
+(:mod:`cli.objects.encode`) and ``verify``, ``orphans`` and ``gc`` (:mod:`cli.objects.admin`,
+which talk to the store) are the group's other commands (:mod:`cli.objects`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.objects_transform import (
+from cli.objects.transform import (
     DEFAULT_CHUNK_ROWS,
     inspect_chunks,
     transform_record,
@@ -39,19 +39,6 @@ from formats.transform import TransformSection, transform_of
 from offloader.api import decode_stored_data
 from offloader.errors import KeyRingError
 from offloader.units import format_size
-
-
-@click.group()
-def objects() -> None:
-    """Check, encode and audit offloaded-ledger objects (inspect, encode, verify, orphans, gc).
-
-    \b
-    Examples:
-      offloader objects inspect --data L.data --index L.index
-      offloader objects encode --entries e.jsonl --ledger-id 7 --data L.data --index L.index
-      offloader objects verify my-topic --verify-checksums
-      offloader objects orphans
-    """
 
 
 # --- inspect ------------------------------------------------------------------------------
@@ -254,7 +241,7 @@ def _block_record(b: BlockReport) -> dict[str, Any]:
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
 
 
-@objects.command()
+@click.command()
 @click.option("--data", "data_path", type=EXISTING_FILE, help="Data object file.")
 @click.option("--index", "index_path", type=EXISTING_FILE, help="Index file.")
 @click.option(

@@ -29,7 +29,6 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.objects import objects
 from cli.params import DURATION
 from cli.render import Progress, echo_json, echo_table, plural, progress_enabled, time_text
 from cli.settings import open_offloader, read_options
@@ -75,7 +74,7 @@ def check_ledger(offloader: Offloader, topic: str | None, ledger_id: int) -> Non
     raise NotFound(f"ledger {ledger_id} not found in {where}")
 
 
-@objects.command()
+@click.command()
 @click.argument("topic", required=False)
 @click.option(
     "--ledger",
@@ -204,7 +203,7 @@ _MIN_AGE_HELP = (
 )
 
 
-@objects.command()
+@click.command()
 @click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
 @pass_cli
 def orphans(cli: CliContext, min_age: int | None) -> None:
@@ -234,7 +233,7 @@ def orphans(cli: CliContext, min_age: int | None) -> None:
     raise_if_missing(report)
 
 
-@objects.command()
+@click.command()
 @click.option("--dry-run", is_flag=True, help="Only show what would be removed.")
 @click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
 @pass_cli

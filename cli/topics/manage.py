@@ -65,24 +65,8 @@ STATUS_TEXT = {
 }
 
 
-@click.group()
-def topics() -> None:
-    """Produce to topics, offload their ledgers, read them back.
-
-    Topic names are persistent://tenant/namespace/topic (tenant/ns/topic and a bare
-    topic, meaning persistent://public/default/topic, work too).
-
-    \b
-    Examples:
-      offloader namespaces create public/default
-      offloader topics produce my-topic --synthetic 10000 --size 1K
-      offloader topics offload-prefix my-topic --size-threshold 1M
-      offloader topics info my-topic
-    """
-
-
 # --- list / info / delete ------------------------------------------------------------------
-@topics.command("list")
+@click.command("list")
 @click.argument("namespace", required=False)
 @pass_cli
 def list_topics(cli: CliContext, namespace: str | None) -> None:
@@ -133,7 +117,7 @@ def info_record(info: TopicInfo) -> dict[str, Any]:
     }
 
 
-@topics.command()
+@click.command()
 @click.argument("topic")
 @pass_cli
 def info(cli: CliContext, topic: str) -> None:
@@ -191,7 +175,7 @@ def info(cli: CliContext, topic: str) -> None:
         )
 
 
-@topics.command()
+@click.command()
 @click.argument("topic")
 @pass_cli
 def delete(cli: CliContext, topic: str) -> None:
@@ -223,7 +207,7 @@ def trigger_record(trigger: OffloadTrigger) -> dict[str, Any]:
     }
 
 
-@topics.command("offload-prefix")
+@click.command("offload-prefix")
 @click.argument("topic")
 @click.option(
     "-s",
@@ -292,7 +276,7 @@ def status_record(status: TopicOffloadStatus) -> dict[str, Any]:
     }
 
 
-@topics.command("offload-status")
+@click.command("offload-status")
 @click.argument("topic")
 @click.option(
     "-w",

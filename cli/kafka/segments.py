@@ -24,7 +24,7 @@ A TOPIC must be a legal Kafka topic name (1 to 249 of ``a-z A-Z 0-9 . _ -``, not
 ``..``) and a PARTITION 0..2147483647: anything else is one ``error:`` line, checked before any
 lookup (names given as bytes that are not UTF-8 included).
 * ``set-offload-transform|get-offload-transform|remove-offload-transform TOPIC``: in
-  :mod:`cli.kafka_transforms`.
+  :mod:`cli.kafka.transforms`.
 """
 
 from __future__ import annotations
@@ -50,20 +50,6 @@ LOG_DIR = click.option(
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="The broker's log directory (read-only: never modified).",
 )
-
-
-@click.group()
-def kafka() -> None:
-    """Tier Kafka log segments to the object store (KIP-405 style) and read them back.
-
-    \b
-    Examples:
-      offloader kafka upload --log-dir /var/lib/kafka/data --once
-      offloader kafka status orders --log-dir /var/lib/kafka/data
-      offloader kafka read orders 0 --from-offset 1200 --count 10 --json
-      offloader kafka set-retention orders --time 7d --size -1
-      offloader kafka set-offload-transform orders --compression zstd --encryption aes-256-gcm
-    """
 
 
 def _settings(
@@ -119,7 +105,7 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
     )
 
 
-@kafka.command()
+@click.command()
 @click.option(
     "--log-dir",
     required=True,
@@ -231,7 +217,7 @@ def _status_record(s: PartitionStatus) -> dict[str, Any]:
     }
 
 
-@kafka.command()
+@click.command()
 @click.argument("topic", required=False)
 @LOG_DIR
 @pass_cli
@@ -304,7 +290,7 @@ def _row_record(row: KafkaRecordRow, payload: bool) -> dict[str, Any]:
     }
 
 
-@kafka.command()
+@click.command()
 @click.argument("topic")
 @click.argument("partition", type=click.IntRange(0))
 @click.option("--from-offset", type=click.IntRange(0), help="First offset to return.")
@@ -374,7 +360,7 @@ def _row_text(row: KafkaRecordRow, record: dict[str, Any]) -> str:
     return f"{row.offset:>12}  {time_text(row.timestamp):<24}  {row.tier:<6}  {key}  {value}"
 
 
-@kafka.command("set-retention")
+@click.command("set-retention")
 @click.argument("topic")
 @click.option(
     "--time",
@@ -402,7 +388,7 @@ def set_retention(cli: CliContext, topic: str, retention_time: int, retention_si
     )
 
 
-@kafka.command("get-retention")
+@click.command("get-retention")
 @click.argument("topic")
 @pass_cli
 def get_retention(cli: CliContext, topic: str) -> None:
@@ -415,7 +401,7 @@ def get_retention(cli: CliContext, topic: str) -> None:
     )
 
 
-@kafka.command("apply-retention")
+@click.command("apply-retention")
 @click.argument("topic", required=False)
 @pass_cli
 def apply_retention(cli: CliContext, topic: str | None) -> None:

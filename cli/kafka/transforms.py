@@ -12,12 +12,11 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.kafka import kafka
 from cli.params import transform_options, transform_record
 from cli.settings import open_offloader
 from offloader.api import TransformPolicy
 
-__all__ = ["kafka"]
+__all__ = ["get_offload_transform", "remove_offload_transform", "set_offload_transform"]
 
 
 def _record(topic: str, policy: TransformPolicy, source: str) -> dict[str, Any]:
@@ -28,7 +27,7 @@ def _record(topic: str, policy: TransformPolicy, source: str) -> dict[str, Any]:
     }
 
 
-@kafka.command("set-offload-transform")
+@click.command("set-offload-transform")
 @click.argument("topic")
 @transform_options("topic", "segment", "chunks mostly made of batches that carry a codec")
 @pass_cli
@@ -58,7 +57,7 @@ def set_offload_transform(
     cli.emit(_record(topic, stored, "metadata"), f"{topic}: offloadTransform: {stored.describe()}")
 
 
-@kafka.command("get-offload-transform")
+@click.command("get-offload-transform")
 @click.argument("topic")
 @pass_cli
 def get_offload_transform(cli: CliContext, topic: str) -> None:
@@ -71,7 +70,7 @@ def get_offload_transform(cli: CliContext, topic: str) -> None:
     )
 
 
-@kafka.command("remove-offload-transform")
+@click.command("remove-offload-transform")
 @click.argument("topic")
 @pass_cli
 def remove_offload_transform(cli: CliContext, topic: str) -> None:

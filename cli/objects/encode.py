@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.objects import EXISTING_FILE, objects
+from cli.objects.inspection import EXISTING_FILE
 from cli.render import plural
 from formats.encode import encode_ledger
 from formats.errors import FormatError
@@ -231,7 +231,7 @@ def check_distinct_files(named: dict[str, Path | None]) -> None:
         seen.append((option, path))
 
 
-@objects.command()
+@click.command()
 @click.option(
     "--entries",
     "entries_path",

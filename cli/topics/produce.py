@@ -1,6 +1,6 @@
 """``offloader topics produce``: entries (or Pulsar-format messages) from a file, standard input
 or a synthetic generator, appended to a topic's open ledger (rollover and automatic offload as
-the broker settings say). JSON: see :mod:`cli.topics`.
+the broker settings say). JSON: see :mod:`cli.topics.manage`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from cli.settings import (
     resolve_settings,
     rollover_options,
 )
-from cli.topics import topics
-from cli.topics_messages import message_options
+from cli.topics.messages import message_options
 from offloader.api import (
     ProduceResult,
 )
@@ -81,7 +80,7 @@ def _produce_record(result: ProduceResult) -> dict[str, Any]:
     }
 
 
-@topics.command()
+@click.command()
 @click.argument("topic")
 @click.option(
     "--file",
