@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from offloader.errors import ConfigError, NotFound, StoreError
 from offloader.export.iceberg_target import IcebergTarget, path_of
+from offloader.export.kafka import split_key
 from offloader.export.manage import lag_time_ms, pulsar_lag
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
@@ -79,6 +80,8 @@ def iceberg_status(
     (``kafka``: the Kafka tier's metadata)."""
     is_kafka = kafka is not None and topic.startswith("kafka:")
     name = topic if is_kafka else str(TopicName.parse(topic))
+    if is_kafka:
+        split_key(name)  # kafka:<topic>:<partition>, checked before the table is loaded
     catalog, table = _load(target)
     try:
         mark = table.watermarks().get(name)
@@ -113,8 +116,6 @@ def iceberg_status(
 
 def _kafka_lag(kafka: KafkaMetadataStore, key: str, position: Position) -> tuple[Position, int]:
     """The partition's remote watermark as a position, and the offsets after ``position``."""
-    from offloader.export.kafka import split_key
-
     name, partition = split_key(key)
     found = [p for p in kafka.list_partitions(name) if p.partition == partition]
     if not found:

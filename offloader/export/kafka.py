@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
+from formats.kafka.names import check_topic
 from offloader.errors import ConfigError, NotFound
 from offloader.export.lock import export_lock
 from offloader.export.plan import ExportRunner, TopicPlan, before, hold_back
 from offloader.export.run import (
     TopicExportReport,
     _cleanup,
+    adopt_watermark,
     check_settings,
     commit,
     prepare_topic,
@@ -42,7 +44,10 @@ def kafka_key(topic: str, partition: int) -> str:
 
 
 def split_key(key: str) -> tuple[str, int]:
+    """``(topic, partition)`` of ``kafka:<topic>:<partition>``; ConfigError for anything else."""
     topic, _, partition = key[len(PREFIX) :].rpartition(":")
+    if not key.startswith(PREFIX) or not topic or not partition.isascii() or not partition.isdigit():
+        raise ConfigError(f"{key!r}: a Kafka export is named kafka:<topic>:<partition>")
     return topic, int(partition)
 
 
@@ -59,7 +64,7 @@ def run_kafka_export(
 
     if spec.time_field == "event_time":
         raise ConfigError("Kafka records have no event time: use publish_time (the timestamp)")
-    names = sorted(set(topics))
+    names = sorted({check_topic(t) for t in topics})
     if not names:
         raise ConfigError("export run: name at least one topic")
     target = ExportTarget(target_spec(spec))
@@ -79,8 +84,8 @@ def run_kafka_export(
             if not partitions:
                 raise NotFound(f"Kafka topic {name} has no partition in the metadata")
             got = {
-                p.partition: exports.get_watermark(
-                    spec.target, kafka_key(name, p.partition), spec.generation
+                p.partition: adopt_watermark(
+                    exports, spec.target, kafka_key(name, p.partition), spec.generation
                 )
                 for p in partitions
             }

@@ -17,9 +17,11 @@ from pathlib import Path
 
 from offloader.crashpoints import crash_point
 from offloader.errors import ConfigError, NotFound
+from offloader.export.kafka import split_key
 from offloader.export.lock import export_lock
 from offloader.export.naming import ExportFile
 from offloader.export.plan import Position, before
+from offloader.export.run import adopt_watermark, find_watermark
 from offloader.export.settings import parse_time_ms
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.metadata.base import MetadataStore
@@ -67,7 +69,7 @@ def export_status(
     kafka_meta: KafkaMetadataStore | None = None,
 ) -> ExportStatus:
     name, directory, partition = _names(topic)
-    mark = exports.get_watermark(target_spec.url, name, generation) or ExportWatermark(
+    mark = find_watermark(exports, target_spec.url, name, generation) or ExportWatermark(
         target_spec.url, name, generation
     )
     if partition is not None:  # a Kafka partition: its remote watermark is the end
@@ -150,10 +152,8 @@ def _names(topic: str) -> tuple[str, str, int | None]:
     """``(watermark key, directory topic, Kafka partition or None)`` of a topic argument:
     a Pulsar topic name, or ``kafka:<topic>:<partition>``."""
     if topic.startswith("kafka:"):
-        directory, _, partition = topic[6:].rpartition(":")
-        if not directory or not partition.isdigit():
-            raise ConfigError(f"{topic!r}: a Kafka export is named kafka:<topic>:<partition>")
-        return topic, directory, int(partition)
+        directory, partition = split_key(topic)
+        return topic, directory, partition
     name = str(TopicName.parse(topic))
     return name, name, None
 
@@ -182,7 +182,7 @@ def reset_export(
     target = ExportTarget(target_spec)
     lock_key = f"kafka:{directory}" if partition is not None else name
     with export_lock(home, target_spec.url, lock_key, generation, shared=exports):
-        mark = exports.get_watermark(target_spec.url, name, generation)
+        mark = adopt_watermark(exports, target_spec.url, name, generation)
         if mark is None:
             raise NotFound(
                 f"{name} was never exported to {target_spec.url} (generation {generation})"

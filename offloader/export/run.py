@@ -38,7 +38,7 @@ from offloader.export.plan import (
     hold_back,
     topic_plan,
 )
-from offloader.export.settings import ExportSpec
+from offloader.export.settings import ExportSpec, same_target
 from offloader.export.target import ExportTarget, TargetListing, TargetSpec
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
@@ -47,8 +47,10 @@ from offloader.naming import TopicName
 
 __all__ = [
     "TopicExportReport",
+    "adopt_watermark",
     "check_settings",
     "commit",
+    "find_watermark",
     "prepare_topic",
     "remove_past",
     "run_export",
@@ -159,6 +161,38 @@ def remove_past(target: ExportTarget, past: Sequence[WrittenFile]) -> None:
         log.info("export.held_back", files=len(past), topics=sorted({f.topic for f in past}))
 
 
+def find_watermark(
+    exports: ExportMetadataStore, target: str, topic: str, generation: int
+) -> ExportWatermark | None:
+    """The watermark of ``(target, topic, generation)``, ``target`` canonical
+    (:func:`~offloader.export.settings.normalize_target`). When none is stored under it, one
+    stored under another spelling of the same target (written before targets were canonical;
+    the furthest of several) is returned, carried over to ``target``."""
+    mark = exports.get_watermark(target, topic, generation)
+    if mark is not None:
+        return mark
+    legacy = [
+        m
+        for m in exports.list_watermarks(topic=topic)
+        if m.generation == generation and m.target != target and same_target(m.target, target)
+    ]
+    if not legacy:
+        return None
+    return replace(max(legacy, key=lambda m: (m.position, m.updated_ms)), target=target)
+
+
+def adopt_watermark(
+    exports: ExportMetadataStore, target: str, topic: str, generation: int
+) -> ExportWatermark | None:
+    """:func:`find_watermark`, a watermark found under another spelling stored under the
+    canonical one (call under the export's lock)."""
+    mark = find_watermark(exports, target, topic, generation)
+    if mark is not None and exports.get_watermark(target, topic, generation) is None:
+        exports.advance(mark, None)
+        log.info("export.watermark_adopted", target=target, topic=topic, position=mark.position)
+    return mark
+
+
 def check_settings(mark: ExportWatermark | None, spec: ExportSpec, name: str) -> None:
     if mark is not None and mark.settings and mark.settings != spec.fingerprint():
         raise ExportError(
@@ -196,7 +230,7 @@ def run_export(
         removed: dict[str, int] = {}
         plans: list[TopicPlan] = []
         for name in names:
-            mark = exports.get_watermark(spec.target, name, spec.generation)
+            mark = adopt_watermark(exports, spec.target, name, spec.generation)
             check_settings(mark, spec, name)
             start = mark.position if mark is not None else (-1, -1)
             marks[name] = mark
