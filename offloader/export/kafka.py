@@ -46,7 +46,12 @@ def kafka_key(topic: str, partition: int) -> str:
 def split_key(key: str) -> tuple[str, int]:
     """``(topic, partition)`` of ``kafka:<topic>:<partition>``; ConfigError for anything else."""
     topic, _, partition = key[len(PREFIX) :].rpartition(":")
-    if not key.startswith(PREFIX) or not topic or not partition.isascii() or not partition.isdigit():
+    if (
+        not key.startswith(PREFIX)
+        or not topic
+        or not partition.isascii()
+        or not partition.isdigit()
+    ):
         raise ConfigError(f"{key!r}: a Kafka export is named kafka:<topic>:<partition>")
     return topic, int(partition)
 
