@@ -6,8 +6,8 @@ watermark]`` (only segments already copied to the store: the Kafka tier's upload
 what is closed). Files are under ``topic=<topic>/`` named ``g<gen>-<partition>-<first
 offset>-<last offset>-<value>.parquet``; time partitions use the record timestamp (or a field
 of the JSON value). ``_SUCCESS`` is written once every partition of the topic has passed the
-partition's end. Cleanup, the write and the compare-and-set are those of
-:mod:`offloader.export.run`.
+partition's end. Cleanup, the repair of files gone below a watermark, the write and the
+compare-and-set are those of :mod:`offloader.export.run`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ from offloader.export.plan import ExportRunner, TopicPlan, before, hold_back
 from offloader.export.run import (
     TopicExportReport,
     _cleanup,
+    _with_repairs,
     adopt_watermark,
     check_settings,
     commit,
     prepare_topic,
+    repair,
+    repair_plan,
     target_spec,
     write_markers,
 )
@@ -53,7 +56,24 @@ def split_key(key: str) -> tuple[str, int]:
         or not partition.isdigit()
     ):
         raise ConfigError(f"{key!r}: a Kafka export is named kafka:<topic>:<partition>")
-    return topic, int(partition)
+    return check_topic(topic), int(partition)
+
+
+def _repair_plan(
+    key: str, mark: ExportWatermark | None, listing: TargetListing, generation: int
+) -> TopicPlan | None:
+    """A partition's :func:`~offloader.export.run.repair_plan` (its offsets from 0 up to the
+    watermark: the ranges no file covers include those retention removed from the log)."""
+    if mark is None:
+        return None
+    partition = split_key(key)[1]
+    committed = [
+        f
+        for f in listing.of_generation(generation)
+        if f.ledger_id == partition and f.last <= mark.position
+    ]
+    spans = [(partition, 0, mark.entry_id)] if mark.entry_id >= 0 else []
+    return repair_plan(key, mark, committed, spans, (partition,))
 
 
 def run_kafka_export(
@@ -84,6 +104,7 @@ def run_kafka_export(
         marks: dict[str, ExportWatermark | None] = {}
         listings: dict[str, TargetListing] = {}
         removed: dict[str, int] = {}
+        repairs: list[TopicPlan] = []
         for name in names:
             partitions = kmeta.list_partitions(name)
             if not partitions:
@@ -107,10 +128,14 @@ def run_kafka_export(
                 gone += more
                 end = max(start, (p.partition, p.watermark))
                 plans.append(TopicPlan(key, start, end, (p.partition,)))
+                fix = _repair_plan(key, mark, listing, spec.generation)
+                if fix is not None:
+                    repairs.append(fix)
                 marks[key] = mark
                 removed[key] = 0
             listings[name] = listing
             removed[kafka_key(name, partitions[0].partition)] = gone
+        repaired = repair(target, runner, repairs, listings, lambda key: split_key(key)[0])
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)
@@ -121,10 +146,21 @@ def run_kafka_export(
         for plan in plans:
             name, _ = split_key(plan.topic)
             files = [w for w in written if w.topic == plan.topic]
-            reports.append(
-                commit(exports, target, spec, spec.fingerprint(), plan, marks[plan.topic],
-                       listings[name], removed[plan.topic], files, now_ms(), markers=False)
-            )  # fmt: skip
+            report = commit(
+                exports,
+                target,
+                spec,
+                spec.fingerprint(),
+                plan,
+                marks[plan.topic],
+                listings[name],
+                removed[plan.topic],
+                files,
+                now_ms(),
+                markers=False,
+            )
+            reports.append(_with_repairs(report, repaired.get(plan.topic, 0), marks[plan.topic],
+                                         listings[name], plan.start[0]))  # fmt: skip
         for name in names:  # a partition directory is final once every partition passed it
             times = [r.publish_time_ms for r in reports if split_key(r.topic)[0] == name]
             if times and all(t is not None for t in times):
