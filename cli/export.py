@@ -138,7 +138,8 @@ def run(
     catalog: str | None,
     warehouse: str | None,
 ) -> None:
-    """Export TOPICS' messages after their watermark, up to the last closed ledger.
+    """Export TOPICS' messages after their watermark, up to the last closed ledger. Files
+    gone from the target below the watermark are written again first (same names and bytes).
 
     With --to iceberg://NAMESPACE.TABLE the files of a run are committed to the Iceberg table
     in one transaction that also carries the watermark (the table is created on first use).
@@ -226,9 +227,11 @@ def status(
     warehouse: str | None,
     json_output: bool,
 ) -> None:
-    """Show TOPIC's export watermark, its files and the lag (entries and time). For an
-    iceberg:// table: its current snapshot, its metadata_location (what other engines open)
-    and the watermark the table carries."""
+    """Show TOPIC's export watermark, its files and the lag (entries and time). Files gone
+    from the target below the watermark are reported (how many, and the ranges no file
+    covers) and the command exits 1: `export run` writes them again. For an iceberg:// table:
+    its current snapshot, its metadata_location (what other engines open) and the watermark
+    the table carries."""
     if target.strip().lower().startswith("iceberg://"):
         from cli.export_iceberg import status_iceberg
 
