@@ -88,3 +88,22 @@ def test_names_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
         line = one_line_error(run(home, *args))
         assert "not valid UTF-8" in line and "l\\\\xffake" in line, line
     assert not (tmp_path / "k").exists()
+
+
+def test_iceberg_status_reports_data_files_gone_from_the_warehouse(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    clock = Clock()
+    with new_home(home, clock) as off:
+        produce_ledger(off, clock, TOPIC, 0, 40)
+    where = ["--catalog", f"sqlite:///{tmp_path}/cat.db", "--warehouse", str(tmp_path / "wh")]
+    table = ["--to", "iceberg://lake.orders", *where]
+    ok(home, "export", "run", TOPIC, *table, "--engine", "local", "--max-file-size", "2K")
+    status = ["--json", "export", "status", TOPIC, *table]
+    assert json.loads(ok(home, *status).stdout)["missing_data_files"] == []
+    data = sorted((tmp_path / "wh" / "lake" / "orders" / "data").rglob("*.parquet"))
+    assert len(data) > 1
+    data[1].unlink()
+    result = run(home, *status)
+    line = one_line_error(result)
+    assert "1 data files of iceberg://lake.orders's current snapshot are missing" in line
+    assert json.loads(result.stdout)["missing_data_files"] == [f"file://{data[1]}"]
