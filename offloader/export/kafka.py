@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from formats.kafka.names import check_topic
 from offloader.errors import ConfigError, NotFound
@@ -22,7 +23,6 @@ from offloader.export.plan import ExportRunner, TopicPlan, before, hold_back
 from offloader.export.run import (
     TopicExportReport,
     _cleanup,
-    _with_repairs,
     adopt_watermark,
     check_settings,
     commit,
@@ -135,7 +135,9 @@ def run_kafka_export(
                 removed[key] = 0
             listings[name] = listing
             removed[kafka_key(name, partitions[0].partition)] = gone
-        repaired = repair(target, runner, repairs, listings, lambda key: split_key(key)[0])
+        repaired = repair(
+            exports, target, runner, repairs, listings, marks, lambda key: split_key(key)[0]
+        )
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)
@@ -146,21 +148,12 @@ def run_kafka_export(
         for plan in plans:
             name, _ = split_key(plan.topic)
             files = [w for w in written if w.topic == plan.topic]
-            report = commit(
-                exports,
-                target,
-                spec,
-                spec.fingerprint(),
-                plan,
-                marks[plan.topic],
-                listings[name],
-                removed[plan.topic],
-                files,
-                now_ms(),
-                markers=False,
-            )
-            reports.append(_with_repairs(report, repaired.get(plan.topic, 0), marks[plan.topic],
-                                         listings[name], plan.start[0]))  # fmt: skip
+            reports.append(
+                commit(exports, target, spec, spec.fingerprint(), plan, marks[plan.topic],
+                       listings[name], removed[plan.topic], files, now_ms(), markers=False)
+            )  # fmt: skip
+        reports = [replace(r, repaired=repaired.get(r.topic, (0, 0))[0],
+                           missing=repaired.get(r.topic, (0, 0))[1]) for r in reports]  # fmt: skip
         for name in names:  # a partition directory is final once every partition passed it
             times = [r.publish_time_ms for r in reports if split_key(r.topic)[0] == name]
             if times and all(t is not None for t in times):

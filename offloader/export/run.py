@@ -89,7 +89,8 @@ class TopicExportReport:
     publish_time_ms: int | None
     #: files below the watermark that were gone and were written again
     repaired: int = 0
-    #: files below the watermark still missing after the run (their source is gone)
+    #: files below the watermark that could not be written again (their ledger is gone):
+    #: reported once, then no longer counted by the watermark
     missing: int = 0
 
 
@@ -281,32 +282,45 @@ def repair_plan(
 
 
 def repair(
+    exports: ExportMetadataStore,
     target: ExportTarget,
     runner: ExportRunner,
     plans: Sequence[TopicPlan],
     listings: dict[str, TargetListing],
+    marks: dict[str, ExportWatermark | None],
     listing_of: Callable[[str], str] = lambda topic: topic,
-) -> dict[str, int]:
+) -> dict[str, tuple[int, int]]:
     """Write again, with their names and bytes, the files the repair ``plans`` find gone;
-    per plan's topic, how many were written. The files join the listings (under
-    ``listing_of(topic)``), so their partitions' ``_SUCCESS`` markers are written again too."""
+    per plan's topic, how many files were written and how many are still missing. The files
+    join the listings (under ``listing_of(topic)``), so their partitions' ``_SUCCESS`` markers
+    are written again too. Files that could not be written (their ledger is gone) are
+    reported once: the watermark stops counting them (``marks`` updated), so later runs do
+    not read the topic again for them."""
     todo = [p for p in plans if not p.empty]
-    if not todo:
-        return {}
-    written = [w for w in runner.write(todo) if isinstance(w, WrittenFile)]
+    written = [w for w in runner.write(todo) if isinstance(w, WrittenFile)] if todo else []
     done: dict[str, int] = {}
     for w in written:
         if not target.exists(w.path):
-            raise ExportError(
-                f"repair of {w.topic}: {w.path} was reported written but is not there"
-            )
+            raise ExportError(f"repair of {w.topic}: {w.path} reported written is not there")
         parsed = parse_file_name(w.path, w.size)
         if parsed is not None:
             listings[listing_of(w.topic)].files.append(parsed)
         done[w.topic] = done.get(w.topic, 0) + 1
-    for topic, count in done.items():
-        log.info("export.files_repaired", topic=topic, files=count)
-    return done
+    out: dict[str, tuple[int, int]] = {}
+    for plan in plans:
+        mark = marks[plan.topic]
+        assert mark is not None and plan.present is not None
+        count = done.get(plan.topic, 0)
+        still = max(0, mark.files - len(plan.present) - count)
+        if count:
+            log.info("export.files_repaired", topic=plan.topic, files=count)
+        if still:
+            log.warning("export.files_lost", topic=plan.topic, target=mark.target, files=still)
+            settled = replace(mark, files=mark.files - still)
+            exports.advance(settled, mark.position)
+            marks[plan.topic] = settled
+        out[plan.topic] = (count, still)
+    return out
 
 
 def check_settings(mark: ExportWatermark | None, spec: ExportSpec, name: str) -> None:
@@ -358,7 +372,7 @@ def run_export(
             if fix is not None:
                 repairs.append(fix)
             plans.append(topic_plan(name, ledgers, start, offloaded_only=name in foreign))
-        repaired = repair(target, runner, repairs, listings)
+        repaired = repair(exports, target, runner, repairs, listings, marks)
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)
@@ -381,8 +395,8 @@ def run_export(
             )
             for plan in plans
         ]
-        return [_with_repairs(r, repaired.get(r.topic, 0), marks[r.topic], listings[r.topic])
-                for r in reports]  # fmt: skip
+        return [replace(r, repaired=repaired.get(r.topic, (0, 0))[0],
+                        missing=repaired.get(r.topic, (0, 0))[1]) for r in reports]  # fmt: skip
 
 
 def _pulsar_repair(
@@ -400,28 +414,6 @@ def _pulsar_repair(
     closed = [r.ledger_id for r in ledgers if r.state == "CLOSED" and r.entries > 0]
     ids = [i for i in closed if i <= end[0]] + [i for i in closed if i > end[0]][:FOLLOWING]
     return repair_plan(name, mark, committed, pulsar_spans(ledgers, end), ids)
-
-
-def _with_repairs(
-    report: TopicExportReport,
-    repaired: int,
-    mark: ExportWatermark | None,
-    listing: TargetListing,
-    only_ledger: int | None = None,
-) -> TopicExportReport:
-    """The report with the files written again, and those still missing below the
-    watermark the run started from (their source is gone: a warning)."""
-    if mark is None or not mark.files:
-        return replace(report, repaired=repaired)
-    there = [
-        f
-        for f in listing.of_generation(report.generation)
-        if f.last <= mark.position and (only_ledger is None or f.ledger_id == only_ledger)
-    ]
-    missing = max(0, mark.files - len(there))
-    if missing:
-        log.warning("export.files_still_missing", topic=report.topic, files=missing)
-    return replace(report, repaired=repaired, missing=missing)
 
 
 def commit(

@@ -217,3 +217,29 @@ def test_a_kafka_partitions_deleted_files_come_back(
         again = off.export_run(["orders"], spec, engine="local", kafka=True)
         assert [(r.repaired, r.rows) for r in again] == [(0, 0), (2, 0)]
         assert _files(lake) == before
+
+
+def test_files_whose_ledger_is_gone_are_reported_once(tmp_path: Path) -> None:
+    """A file gone with its ledger (trimmed by retention) cannot be written again: the run
+    reports it and the watermark stops counting it, so later runs do not look again."""
+    off, clock, values = _home_with_three_ledgers(tmp_path)
+    lake = tmp_path / "lake"
+    spec = ExportSpec(str(lake), max_file_size=4096)
+    with off:
+        (first,) = off.export_run([TOPIC], spec, engine="local")
+        produce_ledger(off, clock, TOPIC, 195, 5)  # the trim keeps the newest ledger
+        off.set_retention("public/default", 1, 1)
+        clock.now += 86_400_000
+        trimmed = off.apply_retention(TOPIC)
+        assert {0, 1, 2} <= set(trimmed)
+        gone = [*sorted(lake.rglob("g1-0-*.parquet")), sorted(lake.rglob("g1-1-*.parquet"))[0]]
+        for path in gone:
+            path.unlink()
+        status = off.export_status(TOPIC, str(lake))
+        assert status.missing_files == len(gone)
+        (second,) = off.export_run([TOPIC], spec, engine="local")
+        assert (second.repaired, second.missing) == (0, len(gone))
+        assert off.export_status(TOPIC, str(lake)).missing_files == 0
+        (third,) = off.export_run([TOPIC], spec, engine="local")
+        assert (third.repaired, third.missing) == (0, 0)
+        assert first.rows == len(values)
