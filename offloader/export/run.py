@@ -2,10 +2,15 @@
 
 For each topic, under its export lock (:mod:`offloader.export.lock`):
 
-1. read the watermark; refuse settings that changed at the same generation;
+1. read the watermark (keyed by the target's canonical spelling; one stored under another
+   spelling of the same target is found and stored under it); refuse settings that changed at
+   the same generation;
 2. remove what an earlier, crashed run left past the watermark (complete files whose range
    ends after it, temporary files, unfinished S3 uploads): a file past the watermark was never
-   committed, and the re-run writes the same names again;
+   committed, and the re-run writes the same names again; then count the files at or before
+   it against the watermark's count: files gone from the target (deleted by hand) are written
+   again first (:func:`repair`: the engine's tasks write only the rows no file there holds,
+   with the same names and bytes), those whose ledger is gone reported and no longer counted;
 3. plan ``(watermark, last closed entry]`` (cut before the first message published at or after
    ``--until``, when given);
 
