@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from offloader.errors import ConfigError
 from offloader.export.iceberg_target import SCHEME, is_iceberg_url, parse_table_name
 from offloader.export.naming import Partitioning
+from offloader.location import is_s3_url
 
 __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
@@ -149,7 +150,7 @@ class ExportSpec:
 
     @property
     def is_s3(self) -> bool:
-        return self.target.startswith("s3://")
+        return is_s3_url(self.target)
 
     @property
     def is_iceberg(self) -> bool:
