@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from formats.kafka.spans import ObjectChecksums
 from offloader.policies import TransformPolicy
 
 RemoteSegmentState = Literal[
@@ -73,6 +74,24 @@ class NewRemoteSegment:
     keys: Mapping[str, str]
 
 
+#: the pinned transform of a segment stored as Kafka wrote it
+PLAIN_TRANSFORM = "none"
+
+
+@dataclass(frozen=True)
+class SegmentChecks:
+    """What a segment's record pins of the objects it uploaded (spec/kafka-segments.md §6):
+    each object's size and span CRC32Cs, by kind (``log``, ``index``, ``timeindex``,
+    ``chunks``...), and the transform of its ``.log`` (``none``, or the chunk table's
+    ``zstd``/``aes-256-gcm``/``zstd+aes-256-gcm``). A transformed segment's ``log`` entry is
+    absent: its stored chunks are checked by the pinned ``.chunks``. ``next_chunks``: the
+    ``.chunks`` a re-key is writing, accepted beside ``objects["chunks"]`` until it is done."""
+
+    objects: Mapping[str, ObjectChecksums]
+    transform: str = PLAIN_TRANSFORM
+    next_chunks: ObjectChecksums | None = None
+
+
 @dataclass(frozen=True)
 class RemoteSegmentRecord:
     segment_id: str
@@ -90,6 +109,9 @@ class RemoteSegmentRecord:
     updated_ms: int
     log_crc32c: int | None = None
     error: str | None = None
+    #: pinned at COPY_SEGMENT_FINISHED; None on a row from before checksums were recorded
+    #: (verified only by Kafka's batch CRC32Cs and the offset checks)
+    checks: SegmentChecks | None = None
 
 
 @dataclass(frozen=True)
@@ -145,9 +167,22 @@ class KafkaMetadataStore(Protocol):
     def start_copy(self, segment: NewRemoteSegment, now_ms: int) -> RemoteSegmentRecord: ...
 
     def finish_copy(
-        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+        self,
+        segment_id: str,
+        now_ms: int,
+        *,
+        log_crc32c: int | None = None,
+        checks: SegmentChecks | None = None,
     ) -> RemoteSegmentRecord:
-        """STARTED -> FINISHED, and the partition watermark up to the segment's end offset."""
+        """STARTED -> FINISHED, and the partition watermark up to the segment's end offset;
+        ``checks`` pinned in the same transaction."""
+        ...
+
+    def set_segment_checks(
+        self, segment_id: str, checks: SegmentChecks, now_ms: int
+    ) -> RemoteSegmentRecord:
+        """Replace the pinned checks of a COPY_SEGMENT_FINISHED segment (a re-key rewrote its
+        ``.chunks``); ``InvalidLedgerState`` in any other state."""
         ...
 
     def start_delete(

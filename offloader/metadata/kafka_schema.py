@@ -1,5 +1,5 @@
-"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database, and the
-per-topic transform policies of version 7).
+"""The SQLite tables of the Kafka tier (schema version 5 of the metadata database, the
+per-topic transform policies of version 7 and the segments' pinned checks of version 8).
 
 Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
 :data:`KAFKA_TRANSFORM_TABLES` to its migrations, and :mod:`offloader.metadata.kafka_sqlite`
@@ -67,3 +67,8 @@ KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
         key_id TEXT
     )""",
 )
+
+#: schema version 8: what a segment's record pins of its objects (span CRC32Cs, sizes, the
+#: transform; spec/kafka-segments.md §6), NULL on rows from before; the same text is
+#: PostgreSQL's version 5 (offloader/metadata/pg_schema.py)
+KAFKA_CHECKS_COLUMNS: tuple[str, ...] = ("ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",)

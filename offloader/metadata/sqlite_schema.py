@@ -24,7 +24,11 @@ from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
 from offloader.metadata.export_schema import EXPORT_TABLES
-from offloader.metadata.kafka_schema import KAFKA_TABLES, KAFKA_TRANSFORM_TABLES
+from offloader.metadata.kafka_schema import (
+    KAFKA_CHECKS_COLUMNS,
+    KAFKA_TABLES,
+    KAFKA_TRANSFORM_TABLES,
+)
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
@@ -129,6 +133,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     KAFKA_TABLES,
     EXPORT_TABLES,
     KAFKA_TRANSFORM_TABLES,
+    KAFKA_CHECKS_COLUMNS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
