@@ -108,7 +108,7 @@ def test_sqlite_migrates_a_version_5_database(tmp_path: Path) -> None:
     with SqliteMetadataStore(path) as meta:
         meta.create_namespace("t/ns", 1)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
     conn.close()
     with SqliteExportMetadataStore(path) as exports:
         exports.advance(_mark(1, 2), None)
@@ -156,7 +156,7 @@ def test_postgresql_migrates_a_version_2_schema(pg_url: str) -> None:
         meta.create_namespace("t/ns", 1)
     with psycopg.connect(pg_url) as conn:
         row = conn.execute("SELECT version FROM offloader_schema").fetchone()
-    assert row is not None and row[0] == PG_SCHEMA_VERSION == 4
+    assert row is not None and row[0] == PG_SCHEMA_VERSION == len(PG_MIGRATIONS)
     exports = open_export_metadata_store(pg_url, read_only=True)  # not read-only: shared
     try:
         assert isinstance(exports, PgExportMetadataStore)
