@@ -6,8 +6,9 @@ CRC32Cs of every object it uploaded and the transform of its ``.log``
 (:class:`~offloader.metadata.kafka_base.SegmentChecks`). This module owns the checks every read
 path makes with them:
 
-* :func:`verified_object` (:func:`check_object`): a whole small object (``.index``, ``.timeindex``, ``.chunks``...),
-  its size and every span checked; a ``.chunks`` may also be the one a re-key is writing;
+* :func:`verified_object` (:func:`check_object`): a whole small object (``.index``,
+  ``.timeindex``, ``.chunks``...), its size and every span checked; a ``.chunks`` may also be
+  the one a re-key is writing;
 * :class:`VerifiedLog`: ranges of a plain ``.log`` fetched as whole spans (one ranged GET),
   each span checked, then sliced; the last spans fetched are kept for the next read;
 * :func:`check_transform`: the ``.chunks`` section's transform is the pinned one, and a plain

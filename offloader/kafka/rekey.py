@@ -115,4 +115,3 @@ def _pin(ctx: KafkaContext, record: RemoteSegmentRecord, chunks: ObjectChecksums
         checks, objects={**checks.objects, CHUNKS: chunks}, next_chunks=None
     )
     ctx.meta.set_segment_checks(record.segment_id, pinned, ctx.now_ms())
-

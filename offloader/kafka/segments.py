@@ -5,8 +5,9 @@ how to read ``[start, end)`` of its ``.log``, and its indexes (remote ones fetch
 in an :class:`IndexCache`, with the chunk table of a transformed segment: its ``.log`` is then
 read through the decoding view of :mod:`offloader.kafka.transform_read`, still one ranged GET
 per read). Every remote object is checked against the segment's record before a byte of it is
-used (:mod:`offloader.kafka.integrity`). :func:`remote_views` builds them from the metadata (segments that are
-COPY_SEGMENT_FINISHED), :func:`local_views` from a broker log directory (read-only).
+used (:mod:`offloader.kafka.integrity`). :func:`remote_views` builds them from the metadata
+(segments that are COPY_SEGMENT_FINISHED), :func:`local_views` from a broker log directory
+(read-only).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ never modified.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait

@@ -71,4 +71,6 @@ KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
 #: schema version 8: what a segment's record pins of its objects (span CRC32Cs, sizes, the
 #: transform; spec/kafka-segments.md §6), NULL on rows from before; the same text is
 #: PostgreSQL's version 5 (offloader/metadata/pg_schema.py)
-KAFKA_CHECKS_COLUMNS: tuple[str, ...] = ("ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",)
+KAFKA_CHECKS_COLUMNS: tuple[str, ...] = (
+    "ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",
+)

@@ -170,8 +170,7 @@ class SqliteKafkaMetadataStore:
         with self._db.write() as conn:
             kr.check_checks_update(self._get(conn, segment_id))
             conn.execute(
-                "UPDATE kafka_remote_segments SET checks = ?, updated_ms = ? "
-                "WHERE segment_id = ?",
+                "UPDATE kafka_remote_segments SET checks = ?, updated_ms = ? WHERE segment_id = ?",
                 (kr.checks_json(checks), now_ms, segment_id),
             )
             return self._get(conn, segment_id)

@@ -167,13 +167,23 @@ def test_a_shifted_index_is_refused_and_an_unpinned_one_skips_nothing(uploaded: 
     with pytest.raises(RemoteSegmentMismatch, match=r"\.index: "):
         list(tier.read("orders", 0, from_offset=wanted, count=3))
     with pytest.raises(RemoteSegmentMismatch, match=r"\.index: "):
-        plan_scan(tier.ctx, tier.indexes, ["orders"], ScanFilter(frozenset({0}), offset_range=(wanted, wanted)))
+        plan_scan(
+            tier.ctx,
+            tier.indexes,
+            ["orders"],
+            ScanFilter(frozenset({0}), offset_range=(wanted, wanted)),
+        )
     # a row without checks: the batch at the wrong position starts after the wanted offset,
     # so the segment is read from its start instead (nothing skipped)
     _unpin(tier, uploaded.home)
     got = _rows(tier.read("orders", 0, from_offset=wanted, count=3))
     assert [r[0] for r in got] == [wanted, wanted + 1, wanted + 2]
-    tasks = plan_scan(tier.ctx, tier.indexes, ["orders"], ScanFilter(frozenset({0}), offset_range=(wanted, wanted)))
+    tasks = plan_scan(
+        tier.ctx,
+        tier.indexes,
+        ["orders"],
+        ScanFilter(frozenset({0}), offset_range=(wanted, wanted)),
+    )
     assert [r.offset for t in tasks for r in read_task(store, t)] == [wanted]
 
 
@@ -203,7 +213,9 @@ def _forge_plain(t: TransformedTier, record: RemoteSegmentRecord, local: bytes) 
     forged[at : at + 8] = b":FORGED!"
     for h in iter_batch_headers(bytes(forged), verify_crc=False):
         if h.position <= at < h.end:
-            struct.pack_into(">I", forged, h.position + 17, crc32c.crc32c(forged[h.position + 21 : h.end]))
+            struct.pack_into(
+                ">I", forged, h.position + 17, crc32c.crc32c(forged[h.position + 21 : h.end])
+            )
     size = 1024
     chunks = tuple(
         StoredChunk(0, len(forged[o : o + size]), crc32c.crc32c(forged[o : o + size]))
@@ -235,7 +247,9 @@ def test_forged_plaintext_of_an_encrypted_segment_is_refused_without_a_key(
     checks = record.checks
     meta.set_segment_checks(
         record.segment_id,
-        dataclasses.replace(checks, objects={**checks.objects, "chunks": ObjectChecksums.of(table)}),
+        dataclasses.replace(
+            checks, objects={**checks.objects, "chunks": ObjectChecksums.of(table)}
+        ),
         1,
     )
     t.tier.indexes = type(t.tier.indexes)(t.tier.ctx.store)

@@ -12,10 +12,7 @@ from pathlib import Path
 import pytest
 
 from formats.errors import (
-    BadMagicError,
-    ChecksumMismatchError,
     ChunkAuthenticationError,
-    IndexInconsistentError,
 )
 from formats.kafka.names import kafka_uuid_to_uuid
 from formats.transform import chunks as chunks_mod
@@ -234,7 +231,7 @@ def test_a_chunk_table_of_another_segment_is_refused(
     other = tier.ctx.store.get(second.keys["chunks"])
     tier.ctx.store.delete(first.keys["chunks"])
     tier.ctx.store.put(first.keys["chunks"], other.data, other.metadata)
-    with pytest.raises(RemoteSegmentMismatch, match="bytes, the record pins|span 0"):
+    with pytest.raises(RemoteSegmentMismatch, match=r"bytes, the record pins|span 0"):
         list(tier.read("orders", 0, from_offset=first.base_offset, count=1))
 
 

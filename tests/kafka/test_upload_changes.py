@@ -85,7 +85,9 @@ def test_a_segment_truncated_while_it_uploads_fails_alone_and_the_next_pass_copi
     assert again.ok and len(again.of("uploaded")) == len(first.segments) - 1
     kept = [r.offset for h, r in iter_records(path.read_bytes()) if not h.is_control]
     got = [r.offset for r in tier.read("t", 0, from_offset=0, count=len(kept))]
-    assert got == kept and got[-1] == batches[[h.position for h in batches].index(cut) - 1].last_offset
+    assert (
+        got == kept and got[-1] == batches[[h.position for h in batches].index(cut) - 1].last_offset
+    )
 
 
 def test_a_segment_modified_in_place_while_it_uploads_never_finishes(

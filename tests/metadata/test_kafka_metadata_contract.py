@@ -164,7 +164,9 @@ def test_pinned_checks_round_trip_and_are_replaced_only_when_finished(
     with pytest.raises(InvalidLedgerState):  # not finished yet
         store.set_segment_checks("a", _checks(b"x"), 3)
     pinned = _checks(b"abc", "zstd+aes-256-gcm")
-    finished = store.finish_copy("a", 4, log_crc32c=pinned.objects["log"].whole_crc32c, checks=pinned)
+    finished = store.finish_copy(
+        "a", 4, log_crc32c=pinned.objects["log"].whole_crc32c, checks=pinned
+    )
     assert finished.checks == pinned and store.get_segment("a").checks == pinned
     assert len(pinned.objects["log"].crcs) == 3  # 2100 bytes in 1 KiB spans
     # a re-key: the next .chunks accepted beside the old, then pinned alone
