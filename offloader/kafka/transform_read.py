@@ -5,9 +5,9 @@ fetches and checks that small object (one GET; callers cache it; its size, CRC32
 transform against the ones pinned in the record, :mod:`offloader.kafka.integrity`), and
 :func:`segment_view` returns the :class:`~offloader.read.transformed.TransformedObjectView`
 in which the ``.log`` key answers in original coordinates, so a fetch by offset, a Spark task
-or an export reads it with **one** ranged GET of the chunks covering the wanted bytes. The data key is unwrapped with
-the key ring (``MissingKeyError`` naming the key id, ``WrongKeyError``); a tampered chunk is a
-``ChunkAuthenticationError``.
+or an export reads it with **one** ranged GET of the chunks covering the wanted bytes. The data
+key is unwrapped with the key ring (``MissingKeyError`` naming the key id, ``WrongKeyError``); a
+tampered chunk is a ``ChunkAuthenticationError``.
 """
 
 from __future__ import annotations
