@@ -140,7 +140,8 @@ class VerifiedLog:
             why = (
                 f"{len(data)} bytes at {a}, {b - a} expected"
                 if len(data) != b - a
-                else f"span {bad} (bytes {bad * spans.span}..) does not match its recorded CRC32C"
+                else f"span {bad} (bytes {bad * spans.span}.."
+                f"{min(spans.size, (bad + 1) * spans.span) - 1}) does not match its recorded CRC32C"
             )
             raise mismatch(self._record, self._key, why)
         self._held_at, self._held = a, data
