@@ -7,6 +7,7 @@ objects swapped between partitions or segments, a shifted ``.index``, a forged p
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -150,8 +151,6 @@ def _shift_index(data: bytearray) -> None:
 
 def _unpin(tier: KafkaTier, home: Path) -> None:
     """Make every segment a row from before checks were recorded."""
-    import sqlite3
-
     conn = sqlite3.connect(home / "metadata.db")
     conn.execute("UPDATE kafka_remote_segments SET checks = NULL")
     conn.commit()
