@@ -13,6 +13,9 @@ path makes with them:
   each span checked, then sliced; the last spans fetched are kept for the next read;
 * :func:`check_transform`: the ``.chunks`` section's transform is the pinned one, and a plain
   segment has no ``.chunks`` (a forged "no encryption" table is refused, key ring or not);
+* :func:`check_binding`: an object's user metadata (``kafka-segment-id``, topic, partition,
+  base offset) names this segment, and a ``.log``'s size is the record's (rows without checks
+  too);
 * :class:`BatchGuard`: every batch read lies inside the segment's offsets, after the previous
   one, and the first batch found through the ``.index`` can hold the wanted offset.
 
@@ -29,11 +32,12 @@ from formats.kafka.spans import ObjectChecksums
 from formats.transform import TransformSection
 from offloader.errors import RemoteSegmentMismatch
 from offloader.metadata.kafka_base import PLAIN_TRANSFORM, RemoteSegmentRecord
-from offloader.store.base import ObjectStore
+from offloader.store.base import GetResult, ObjectStore
 
 __all__ = [
     "BatchGuard",
     "VerifiedLog",
+    "check_binding",
     "check_object",
     "check_transform",
     "mismatch",
@@ -63,9 +67,24 @@ def _accepted(record: RemoteSegmentRecord, kind: str) -> list[ObjectChecksums]:
 
 def verified_object(store: ObjectStore, record: RemoteSegmentRecord, kind: str) -> bytes:
     """The whole ``kind`` object of the segment, checked against the record's checks."""
-    data = store.get(record.keys[kind]).data
-    check_object(record, kind, data)
-    return data
+    got = store.get(record.keys[kind])
+    check_binding(record, record.keys[kind], got)
+    check_object(record, kind, got.data)
+    return got.data
+
+
+def check_binding(record: RemoteSegmentRecord, key: str, got: GetResult) -> None:
+    """The object's user metadata names this segment (when it names one): an object of
+    another segment or partition put under this key is refused, on rows without checks too."""
+    for field, want in (
+        ("kafka-segment-id", record.segment_id),
+        ("kafka-topic", record.topic),
+        ("kafka-partition", str(record.partition)),
+        ("kafka-base-offset", str(record.base_offset)),
+    ):
+        found = got.metadata.get(field)
+        if found is not None and found != want:
+            raise mismatch(record, key, f"the object's {field} is {found}, not {want}")
 
 
 def check_object(record: RemoteSegmentRecord, kind: str, data: bytes) -> None:
@@ -126,7 +145,9 @@ class VerifiedLog:
         """Bytes ``[start, end)`` of the ``.log`` (shorter at its end)."""
         spans = self._spans
         if spans is None:
-            return self._store.get_range(self._key, start, end).data
+            got = self._store.get_range(self._key, start, end)
+            self._check_whole(got)
+            return got.data
         end = min(end, spans.size)
         if end <= start:
             return b""
@@ -134,7 +155,9 @@ class VerifiedLog:
         if self._held_at <= start and end <= held_end:
             return self._held[start - self._held_at : end - self._held_at]
         a, b = spans.covering(start, end)
-        data = self._store.get_range(self._key, a, b).data
+        got = self._store.get_range(self._key, a, b)
+        self._check_whole(got)
+        data = got.data
         bad = spans.first_bad_span(data, a)
         if bad is not None:
             why = (
@@ -146,6 +169,15 @@ class VerifiedLog:
             raise mismatch(self._record, self._key, why)
         self._held_at, self._held = a, data
         return data[start - a : end - a]
+
+    def _check_whole(self, got: GetResult) -> None:
+        check_binding(self._record, self._key, got)
+        if got.size != self._record.size_bytes:
+            raise mismatch(
+                self._record,
+                self._key,
+                f"the object has {got.size} bytes, the segment {self._record.size_bytes}",
+            )
 
 
 class BatchGuard:

@@ -121,25 +121,38 @@ def test_a_flipped_base_offset_is_refused_and_the_export_does_not_pass_it(
     assert sum(r.rows for r in reports) == len(uploaded.expected(0)) + len(uploaded.expected(1))
 
 
+def _swap(store: ObjectStore, first: str, second: str) -> None:
+    """Exchange two objects, each with its own user metadata (as a mix-up in the store would)."""
+    a, b = store.get(first), store.get(second)
+    for key, got in ((first, b), (second, a)):
+        store.delete(key)
+        store.put(key, got.data, got.metadata)
+
+
 def test_swapped_log_objects_are_refused(uploaded: Uploaded) -> None:
     tier, store = uploaded.tier, uploaded.tier.ctx.store
     a, b = uploaded.segment(0, 0), uploaded.segment(1, 0)  # same base offset, two partitions
-    data_a, data_b = store.get(a.keys["log"]).data, store.get(b.keys["log"]).data
-    _replace(store, a.keys["log"], data_b)
-    _replace(store, b.keys["log"], data_a)
+    _swap(store, a.keys["log"], b.keys["log"])
     with pytest.raises(RemoteSegmentMismatch, match=r"orders-0 at base offset 0 "):
         list(tier.read("orders", 0, from_offset=1, count=1))
     with pytest.raises(RemoteSegmentMismatch, match=r"orders-1 at base offset 0 "):
         _scan_rows(tier, 1)
-    _replace(store, a.keys["log"], data_a)
-    _replace(store, b.keys["log"], data_b)
+    _swap(store, a.keys["log"], b.keys["log"])
     # two segments of one partition
     c, d = uploaded.segment(0, 1), uploaded.segment(0, 2)
-    data_c, data_d = store.get(c.keys["log"]).data, store.get(d.keys["log"]).data
-    _replace(store, c.keys["log"], data_d)
-    _replace(store, d.keys["log"], data_c)
+    _swap(store, c.keys["log"], d.keys["log"])
     with pytest.raises(RemoteSegmentMismatch, match=rf"orders-0 at base offset {c.base_offset} "):
         list(tier.read("orders", 0, from_offset=c.base_offset, count=1))
+    # rows without checks: the objects' user metadata still binds them to their segment
+    _unpin(tier, uploaded.home)
+    with pytest.raises(RemoteSegmentMismatch, match="kafka-segment-id is"):
+        list(tier.read("orders", 0, from_offset=c.base_offset, count=1))
+    _swap(store, c.keys["log"], d.keys["log"])
+    _swap(store, a.keys["log"], b.keys["log"])
+    with pytest.raises(RemoteSegmentMismatch, match="kafka-segment-id is"):
+        _scan_rows(tier, 0)
+    _swap(store, a.keys["log"], b.keys["log"])
+    assert _rows(tier.read("orders", 0, from_offset=0)) == uploaded.expected(0)
 
 
 def _shift_index(data: bytearray) -> None:
