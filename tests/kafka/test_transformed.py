@@ -231,7 +231,7 @@ def test_a_chunk_table_of_another_segment_is_refused(
     other = tier.ctx.store.get(second.keys["chunks"])
     tier.ctx.store.delete(first.keys["chunks"])
     tier.ctx.store.put(first.keys["chunks"], other.data, other.metadata)
-    with pytest.raises(RemoteSegmentMismatch, match=r"kafka-segment-id is|bytes, the record pins|span 0"):
+    with pytest.raises(RemoteSegmentMismatch, match="kafka-segment-id is"):
         list(tier.read("orders", 0, from_offset=first.base_offset, count=1))
 
 
