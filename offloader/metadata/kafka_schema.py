@@ -1,10 +1,10 @@
 """The SQLite tables of the Kafka tier (schema version 5 of the metadata database, the
-per-topic transform policies of version 7, and version 8's one copy per offset range and key
-scheme).
+per-topic transform policies of version 7, version 8's one copy per offset range and key
+scheme, and the segments' pinned checks of version 9).
 
 Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
-:data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations, and
-:mod:`offloader.metadata.kafka_sqlite` queries the tables.
+:data:`KAFKA_TRANSFORM_TABLES`, :data:`KAFKA_ONE_COPY_TABLES` and :data:`KAFKA_CHECKS_COLUMNS`
+to its migrations, and :mod:`offloader.metadata.kafka_sqlite` queries the tables.
 """
 
 from __future__ import annotations
@@ -103,4 +103,11 @@ KAFKA_ONE_COPY_TABLES: tuple[str, ...] = (
         cluster TEXT,
         entropy_bits INTEGER NOT NULL
     )""",
+)
+
+#: schema version 9: what a segment's record pins of its objects (span CRC32Cs, sizes, the
+#: transform; spec/kafka-segments.md §6), NULL on rows from before; the same text is
+#: PostgreSQL's version 6 (offloader/metadata/pg_schema.py)
+KAFKA_CHECKS_COLUMNS: tuple[str, ...] = (
+    "ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",
 )

@@ -33,6 +33,7 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     RemoteSegmentRecord,
     RemoteSegmentState,
+    SegmentChecks,
 )
 from offloader.metadata.rules import SQLITE
 from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
@@ -170,11 +171,21 @@ class SqliteKafkaMetadataStore:
         return self._get(conn, segment_id)
 
     def finish_copy(
-        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+        self,
+        segment_id: str,
+        now_ms: int,
+        *,
+        log_crc32c: int | None = None,
+        checks: SegmentChecks | None = None,
     ) -> RemoteSegmentRecord:
         with self._db.write() as conn:
             record = self._move(
-                conn, segment_id, COPY_FINISHED, now_ms, ", log_crc32c = ?", (log_crc32c,)
+                conn,
+                segment_id,
+                COPY_FINISHED,
+                now_ms,
+                ", log_crc32c = ?, checks = ?",
+                (log_crc32c, kr.checks_json(checks)),
             )
             conn.execute(
                 "UPDATE kafka_partitions SET watermark = max(watermark, ?), updated_ms = ?, "
@@ -182,6 +193,17 @@ class SqliteKafkaMetadataStore:
                 (record.end_offset, now_ms, record.topic, record.partition),
             )
             return record
+
+    def set_segment_checks(
+        self, segment_id: str, checks: SegmentChecks, now_ms: int
+    ) -> RemoteSegmentRecord:
+        with self._db.write() as conn:
+            kr.check_checks_update(self._get(conn, segment_id))
+            conn.execute(
+                "UPDATE kafka_remote_segments SET checks = ?, updated_ms = ? WHERE segment_id = ?",
+                (kr.checks_json(checks), now_ms, segment_id),
+            )
+            return self._get(conn, segment_id)
 
     def start_delete(
         self, segment_id: str, now_ms: int, *, error: str | None = None

@@ -30,6 +30,7 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     RemoteSegmentRecord,
     RemoteSegmentState,
+    SegmentChecks,
 )
 from offloader.metadata.pg_db import DEFAULT_BUSY_TIMEOUT_S, Cursor, PgDatabase
 from offloader.metadata.rules import POSTGRES
@@ -161,11 +162,21 @@ class PgKafkaMetadataStore:
         return self._get(cur, segment_id)
 
     def finish_copy(
-        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+        self,
+        segment_id: str,
+        now_ms: int,
+        *,
+        log_crc32c: int | None = None,
+        checks: SegmentChecks | None = None,
     ) -> RemoteSegmentRecord:
         with self._db.write() as cur:
             record = self._move(
-                cur, segment_id, COPY_FINISHED, now_ms, ", log_crc32c = %s", (log_crc32c,)
+                cur,
+                segment_id,
+                COPY_FINISHED,
+                now_ms,
+                ", log_crc32c = %s, checks = %s",
+                (log_crc32c, kr.checks_json(checks)),
             )
             cur.execute(
                 "UPDATE kafka_partitions SET watermark = greatest(watermark, %s), "
@@ -173,6 +184,18 @@ class PgKafkaMetadataStore:
                 (record.end_offset, now_ms, record.topic, record.partition),
             )
             return record
+
+    def set_segment_checks(
+        self, segment_id: str, checks: SegmentChecks, now_ms: int
+    ) -> RemoteSegmentRecord:
+        with self._db.write() as cur:
+            kr.check_checks_update(self._get(cur, segment_id, lock=True))
+            cur.execute(
+                "UPDATE kafka_remote_segments SET checks = %s, updated_ms = %s "
+                "WHERE segment_id = %s",
+                (kr.checks_json(checks), now_ms, segment_id),
+            )
+            return self._get(cur, segment_id)
 
     def start_delete(
         self, segment_id: str, now_ms: int, *, error: str | None = None

@@ -8,7 +8,8 @@ offload contexts, offload status and locks, topic policies, transforms, the Kafk
 step, version 2 adds the cluster tables (brokers, topic ownership, leases), version 3 the export
 watermarks (SQLite version 6, :mod:`offloader.metadata.export_schema`), version 4 a Kafka
 topic's transform policy (SQLite version 7, :mod:`offloader.metadata.kafka_schema`), version 5
-one copy per Kafka offset range and the Kafka key scheme (SQLite version 8). A new table
+one copy per Kafka offset range and the Kafka key scheme (SQLite version 8), version 6 a
+Kafka segment's pinned checks (SQLite version 9). A new table
 is one more tuple appended to :data:`PG_MIGRATIONS`; never edit a step that has shipped.
 
 Types: every integer is ``BIGINT`` (SQLite's integers are signed 64-bit too), flags are
@@ -17,7 +18,11 @@ Types: every integer is ``BIGINT`` (SQLite's integers are signed 64-bit too), fl
 
 from __future__ import annotations
 
-from offloader.metadata.kafka_schema import KAFKA_ONE_COPY_TABLES, KAFKA_TRANSFORM_TABLES
+from offloader.metadata.kafka_schema import (
+    KAFKA_CHECKS_COLUMNS,
+    KAFKA_ONE_COPY_TABLES,
+    KAFKA_TRANSFORM_TABLES,
+)
 
 #: the application name recorded in ``offloader_schema`` (to tell our schema from others)
 APPLICATION = "ledger-offloader"
@@ -218,6 +223,7 @@ PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _EXPORT,
     KAFKA_TRANSFORM_TABLES,  # PostgreSQL v4 (SQLite v7): a Kafka topic's transform policy
     KAFKA_ONE_COPY_TABLES,  # PostgreSQL v5 (SQLite v8): one copy per Kafka range, key scheme
+    KAFKA_CHECKS_COLUMNS,  # PostgreSQL v6 (SQLite v9): a Kafka segment's pinned checks
 )
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 

@@ -25,6 +25,7 @@ from urllib.parse import quote
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
 from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
+    KAFKA_CHECKS_COLUMNS,
     KAFKA_ONE_COPY_TABLES,
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
@@ -134,6 +135,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     EXPORT_TABLES,
     KAFKA_TRANSFORM_TABLES,
     KAFKA_ONE_COPY_TABLES,
+    KAFKA_CHECKS_COLUMNS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
