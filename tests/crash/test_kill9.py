@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader import crashpoints
 from tests.crash.harness import (
     SUMMARIES,
@@ -25,7 +26,6 @@ from tests.crash.harness import (
     random_kills,
     run_scenario,
 )
-from tests.servers.endpoint import S3Endpoint
 
 SEED = int(os.environ.get("LEDGER_OFFLOADER_CRASH_SEED", "20261123"))
 PER_POINT = int(os.environ.get("LEDGER_OFFLOADER_CRASH_PER_POINT", "4"))

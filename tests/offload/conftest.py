@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.block import iter_block_entries
 from formats.index import OffloadIndex, decode_index
 from formats.keys import FORMAT_VERSION_KEY, ROLE_KEY
@@ -28,7 +29,6 @@ from formats.ledger_metadata import LedgerMetadata
 from offloader.config import MIN_S3_BLOCK_SIZE, OffloadSettings
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
-from tests.servers.endpoint import S3Endpoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 STORE_KINDS = [
