@@ -137,14 +137,14 @@ class Demo:
 
     def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` from the repository root in this home's environment (output captured,
-        at most five minutes)."""
+        at most fifteen minutes: a Spark job on a busy machine)."""
         return subprocess.run(
             argv,
             cwd=REPO_ROOT,
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=900,
             check=False,
         )
 
