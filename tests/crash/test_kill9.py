@@ -110,6 +110,7 @@ def test_crash_point_parsing() -> None:
     assert crashpoints._parse("a:b") == ("a:b", 1)
 
 
+@pytest.mark.slow  # the crash harness: one worker killed per phase
 def test_one_kill_per_phase(tmp_path: Path) -> None:
     """A quick sample (one kill in each phase) outside the slow sweep."""
     kills = [
