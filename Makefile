@@ -61,10 +61,10 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format $(LINTED)
 	$(VENV)/bin/ruff check --fix $(LINTED)
 
-demo: install ## The main job end to end in a minute or two: Pulsar messages, offload to S3, read back, Spark, Iceberg, DuckDB (`make demo S3=ceph` for Ceph RGW)
+demo: install ## The main job in a minute or two, one line per stage: produce, offload to S3, read back, Spark, Iceberg + DuckDB (`make demo S3=ceph`: Ceph RGW)
 	$(PY) -m examples.demo --s3 $(S3)
 
-tour: install pg-deps ## The tour of every capability, each command and its output (`make tour S3=ceph` for Ceph RGW)
+tour: install pg-deps ## The tour of every capability, each command and its output (`make tour S3=ceph`: Ceph RGW)
 	$(PY) -m examples.tour --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)
