@@ -26,11 +26,14 @@ JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
 def _forward(source: int, target: int) -> None:
-    """Copy lines from fd ``source`` to fd ``target`` until EOF, without :data:`JVM_NOISE`."""
+    """Copy lines from fd ``source`` to fd ``target`` until EOF, without :data:`JVM_NOISE`.
+    It reads to the end whatever happens to ``target``: a pipe nobody drains would block the
+    JVM's next write to its standard error."""
     with os.fdopen(source, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
         for line in lines:
             if not line.startswith(JVM_NOISE):
-                out.write(line)
+                with contextlib.suppress(OSError, ValueError):
+                    out.write(line)
 
 
 @contextlib.contextmanager
