@@ -15,6 +15,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.kafka.batch import iter_batch_headers
 from formats.kafka.names import kafka_uuid_to_uuid
 from formats.kafka.spans import ObjectChecksums
@@ -29,7 +30,6 @@ from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.conftest import TransformedTier
 from tests.kafka.logdir import PartitionLayout, write_partition
 from tests.kafka.test_fetch import _expected, _rows
-from tests.servers.endpoint import S3Endpoint
 
 SETTINGS = KafkaSettings(part_size=4096, enforce_min_part_size=False, stale_attempt_ms=0)
 
