@@ -2,7 +2,7 @@
 per-topic transform policies of version 7, and version 8's one copy per offset range and key
 scheme).
 
-Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
+Only SQL text: :mod:`offloader.metadata.sqlite.db` appends :data:`KAFKA_TABLES` and
 :data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations, and
 :mod:`offloader.metadata.kafka_sqlite` queries the tables.
 """
@@ -58,7 +58,7 @@ KAFKA_TABLES: tuple[str, ...] = (
 )
 
 #: schema version 7: a Kafka topic's transform policy (spec/transforms.md §8); the same text is
-#: PostgreSQL's version 4 (offloader/metadata/pg_schema.py)
+#: PostgreSQL's version 4 (offloader/metadata/postgres/schema.py)
 KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
     """CREATE TABLE kafka_topic_transforms (
         topic TEXT PRIMARY KEY,

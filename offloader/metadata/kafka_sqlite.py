@@ -35,7 +35,7 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentState,
 )
 from offloader.metadata.rules import SQLITE
-from offloader.metadata.sqlite_schema import DEFAULT_BUSY_TIMEOUT_S, Database
+from offloader.metadata.sqlite.db import DEFAULT_BUSY_TIMEOUT_S, Database
 from offloader.policies import TransformPolicy
 
 _INSERT_SEGMENT = (

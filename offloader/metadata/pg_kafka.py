@@ -19,7 +19,6 @@ from contextlib import contextmanager
 
 from formats.kafka.names import KafkaKeyScheme
 from offloader.metadata import kafka_rules as kr
-from offloader.metadata import pg_rows as pg
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
     DELETE_FINISHED,
@@ -31,7 +30,8 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentRecord,
     RemoteSegmentState,
 )
-from offloader.metadata.pg_db import DEFAULT_BUSY_TIMEOUT_S, Cursor, PgDatabase
+from offloader.metadata.postgres import db as pg
+from offloader.metadata.postgres.db import DEFAULT_BUSY_TIMEOUT_S, Cursor, PgDatabase
 from offloader.metadata.rules import POSTGRES
 from offloader.policies import TransformPolicy
 

@@ -45,14 +45,26 @@ class Row(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
-# --- the SQL dialect (only what the shared filter needs) ----------------------------------
+# --- the SQL dialect ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Dialect:
-    """How a backend writes a parameter: SQLite's ``?`` and ``IN (?, ...)``, PostgreSQL's
-    ``%s`` and ``= ANY(%s)`` (one array parameter)."""
+    """How a backend's SQL differs from the other's, for the statements written once
+    (:mod:`offloader.metadata.statements`): the parameter mark (SQLite's ``?``, PostgreSQL's
+    ``%s``; shared statements are written with ``?`` and :meth:`sql` turns them into the
+    backend's), list membership (``IN (?, ...)`` or ``= ANY(%s)`` with one array parameter),
+    the larger of two values (``max`` or ``greatest``), and whether row locks exist
+    (PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the whole
+    database's write lock, so it drops them)."""
 
     mark: str
     array_any: bool
+    greatest: str = "max"
+    row_locks: bool = False
+
+    def sql(self, text: str) -> str:
+        """``text``, written with ``?`` marks, in this dialect (no ``?`` may stand in a
+        literal of a shared statement)."""
+        return text if self.mark == "?" else text.replace("?", self.mark)
 
     def marks(self, count: int) -> str:
         """``count`` placeholders separated by commas."""
@@ -68,9 +80,13 @@ class Dialect:
             return f"{column} = ANY({self.mark})", [list(values)]
         return f"{column} IN ({self.marks(len(values))})", list(values)
 
+    def lock(self, clause: str) -> str:
+        """`` FOR UPDATE`` (or another locking ``clause``) where rows are locked, else ``""``."""
+        return f" {clause}" if self.row_locks else ""
+
 
 SQLITE = Dialect("?", array_any=False)
-POSTGRES = Dialect("%s", array_any=True)
+POSTGRES = Dialect("%s", array_any=True, greatest="greatest", row_locks=True)
 
 
 # --- lookups and inserts --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 from offloader.api import KafkaTier, UploadReport
 from offloader.metadata.kafka_base import COPY_FINISHED, DELETE_FINISHED, DELETE_STARTED
 from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, Database
+from offloader.metadata.sqlite.db import MIGRATIONS, Database
 from tests.kafka.logdir import PartitionLayout, write_partition
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from offloader.errors import MetadataUnavailable
-from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.pg_store import PgMetadataStore
+from offloader.metadata.postgres.db import PgDatabase
+from offloader.metadata.postgres.store import PgMetadataStore
 from tests.cli.helpers import one_line_error, run
 from tests.servers.postgres import PgServer, start_postgres
 

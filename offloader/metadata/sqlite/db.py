@@ -5,7 +5,8 @@ statements per version, recorded in ``PRAGMA user_version``), how a connection i
 ``synchronous=FULL``, foreign keys, a busy timeout), the transaction helpers (``BEGIN IMMEDIATE``
 for every change, so read-modify-write is atomic across processes), and the translation of
 ``sqlite3`` exceptions (and of the ``OverflowError`` sqlite3 raises for an integer beyond signed
-64 bits) into :class:`~offloader.errors.MetadataError` subclasses. Together with
+64 bits) into :class:`~offloader.errors.MetadataError` subclasses. It also gives
+the shared statements their executor (:class:`SqliteExecutor`). With the other modules of
 :mod:`offloader.metadata.sqlite` it is the only code that imports ``sqlite3``.
 
 Migrations only ever append: opening an older database applies the missing steps in one
@@ -29,6 +30,7 @@ from offloader.metadata.kafka_schema import (
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
 )
+from offloader.metadata.rules import SQLITE, Dialect, Row
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
@@ -179,6 +181,25 @@ def value_error(exc: BaseException, where: str, *, writing: bool) -> MetadataErr
     )
 
 
+class SqliteExecutor:
+    """The :class:`~offloader.metadata.statements.Executor` of one SQLite transaction."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def one(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.conn.execute(sql, tuple(args)).fetchone()
+        return row
+
+    def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        return self.conn.execute(sql, tuple(args)).fetchall()
+
+    def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        return self.conn.execute(sql, tuple(args)).rowcount
+
+
 class Database:
     """One connection to the metadata file, shared by the threads of one process."""
 
@@ -301,6 +322,18 @@ class Database:
         """A read transaction: several SELECTs see one snapshot."""
         with self._transaction("BEGIN") as conn:
             yield conn
+
+    @contextmanager
+    def writing(self) -> Iterator[SqliteExecutor]:
+        """:meth:`write`, as the executor the shared statements run on."""
+        with self.write() as conn:
+            yield SqliteExecutor(conn)
+
+    @contextmanager
+    def reading(self) -> Iterator[SqliteExecutor]:
+        """:meth:`read`, as the executor the shared statements run on."""
+        with self.read() as conn:
+            yield SqliteExecutor(conn)
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:

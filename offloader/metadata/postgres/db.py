@@ -5,10 +5,10 @@ store instance (autocommit mode; every operation is one explicit ``BEGIN ... COM
 :meth:`PgDatabase.write` or :meth:`PgDatabase.read`), reconnecting when a connection the server
 dropped fails at ``BEGIN`` (nothing was sent: safe to redo on a new connection) or at the next
 transaction after any failure; the schema migrations of
-:mod:`offloader.metadata.pg_schema` (serialized across processes by a transaction-scoped
+:mod:`offloader.metadata.postgres.schema` (serialized across processes by a transaction-scoped
 advisory lock); and the translation of every ``psycopg`` exception into the
-:class:`~offloader.errors.MetadataError` tree. Together with the other ``pg_*`` modules it is
-the only code that imports ``psycopg``.
+:class:`~offloader.errors.MetadataError` tree. Together with the other modules of
+:mod:`offloader.metadata.postgres` it is the only code that imports ``psycopg``.
 
 Isolation levels (ARCHITECTURE.md says why): changes run at READ COMMITTED and make their
 read-modify-write atomic with row locks (``SELECT ... FOR UPDATE``) or single-statement
@@ -40,12 +40,13 @@ from offloader.errors import (
     MetadataUnavailable,
     SchemaVersionError,
 )
-from offloader.metadata.pg_schema import (
+from offloader.metadata.postgres.schema import (
     APPLICATION,
     OUR_TABLES,
     PG_MIGRATIONS,
     VERSION_TABLE,
 )
+from offloader.metadata.rules import POSTGRES, Dialect, Row
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -116,6 +117,39 @@ def translate_error(
             f"metadata server {where} is unreachable ({detail}): retry when the server is back"
         )
     return MetadataError(f"metadata database {where}: {detail}")
+
+
+def one(cur: Cursor, sql: str, args: Sequence[object] = ()) -> dict[str, Any] | None:
+    """The first row of ``sql`` (``%s`` marks) on ``cur``, or None."""
+    return PgExecutor(cur).one(sql, args)
+
+
+def all_rows(cur: Cursor, sql: str, args: Sequence[object] = ()) -> list[dict[str, Any]]:
+    """Every row of ``sql`` (``%s`` marks) on ``cur``."""
+    cur.execute(sql.encode(), tuple(args))
+    return cur.fetchall()
+
+
+class PgExecutor:
+    """The :class:`~offloader.metadata.statements.Executor` of one PostgreSQL transaction:
+    the shared statements' ``?`` marks become ``%s``."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, cur: Cursor) -> None:
+        self.cur = cur
+
+    def one(self, sql: str, args: Sequence[object] = ()) -> dict[str, Any] | None:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return self.cur.fetchone()
+
+    def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return list(self.cur.fetchall())
+
+    def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return self.cur.rowcount
 
 
 class PgDatabase:
@@ -203,6 +237,18 @@ class PgDatabase:
         """A REPEATABLE READ, READ ONLY transaction: several SELECTs see one snapshot."""
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as cur:
             yield cur
+
+    @contextmanager
+    def writing(self) -> Iterator[PgExecutor]:
+        """:meth:`write`, as the executor the shared statements run on."""
+        with self.write() as cur:
+            yield PgExecutor(cur)
+
+    @contextmanager
+    def reading(self) -> Iterator[PgExecutor]:
+        """:meth:`read`, as the executor the shared statements run on."""
+        with self.read() as cur:
+            yield PgExecutor(cur)
 
     def _begin(self, begin: str) -> Connection:
         """The connection, in a new transaction. A connection the server dropped while it was
