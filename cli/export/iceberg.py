@@ -19,6 +19,7 @@ from offloader.api import (
     IcebergTopicReport,
     Offloader,
 )
+from offloader.errors import ExportError
 from offloader.units import format_size
 
 __all__ = ["iceberg_target", "run_iceberg", "status_iceberg"]
@@ -87,6 +88,12 @@ def status_iceberg(
             topic, iceberg_target(offloader, cli, table, catalog, warehouse)
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
+    if st.missing_data_files:
+        raise ExportError(
+            f"{len(st.missing_data_files)} data files of {st.table}'s current snapshot are "
+            f"missing from the warehouse (first: {st.missing_data_files[0]}): readers of the "
+            "table fail; put them back from a copy"
+        )
 
 
 def _status(s: IcebergStatus) -> dict[str, Any]:
@@ -104,6 +111,7 @@ def _status(s: IcebergStatus) -> dict[str, Any]:
         "last_closed": list(s.last_closed),
         "lag_entries": s.lag_entries,
         "lag_ms": s.lag_ms,
+        "missing_data_files": list(s.missing_data_files),
     }
 
 
@@ -119,4 +127,5 @@ def _status_text(s: IcebergStatus) -> str:
             f"  lag           {s.lag_entries} entries"
             + (f", {s.lag_ms / 1000:.0f} s" if s.lag_ms is not None else ""),
         ]
+        + [f"  MISSING       {u}" for u in s.missing_data_files]
     )

@@ -21,6 +21,7 @@ from offloader.api import (
     TopicExportReport,
     parse_time_ms,
 )
+from offloader.errors import ExportError
 from offloader.units import format_size
 
 _TARGET = click.option(
@@ -131,7 +132,8 @@ def run(
     catalog: str | None,
     warehouse: str | None,
 ) -> None:
-    """Export TOPICS' messages after their watermark, up to the last closed ledger.
+    """Export TOPICS' messages after their watermark, up to the last closed ledger. Files
+    gone from the target below the watermark are written again first (same names and bytes).
 
     With --to iceberg://NAMESPACE.TABLE the files of a run are committed to the Iceberg table
     in one transaction that also carries the watermark (the table is created on first use).
@@ -181,6 +183,8 @@ def _report(r: TopicExportReport) -> dict[str, Any]:
         "bytes": r.bytes,
         "removed_leftovers": r.removed_leftovers,
         "markers_written": r.markers_written,
+        "repaired_files": r.repaired,
+        "missing_files": r.missing,
         "publish_time": _time(r.publish_time_ms),
     }
 
@@ -190,6 +194,12 @@ def _report_text(r: TopicExportReport) -> str:
         f"{r.topic}: {r.rows} messages in {r.files} files ({format_size(r.bytes)}), "
         f"watermark {r.previous[0]}:{r.previous[1]} -> {r.watermark[0]}:{r.watermark[1]}"
         + (f", {r.invalid_rows} in __invalid__" if r.invalid_rows else "")
+        + (f"; {r.repaired} missing files written again" if r.repaired else "")
+        + (
+            f"; {r.missing} files below the watermark still missing (their source is gone)"
+            if r.missing
+            else ""
+        )
     )
 
 
@@ -211,9 +221,11 @@ def status(
     warehouse: str | None,
     json_output: bool,
 ) -> None:
-    """Show TOPIC's export watermark, its files and the lag (entries and time). For an
-    iceberg:// table: its current snapshot, its metadata_location (what other engines open)
-    and the watermark the table carries."""
+    """Show TOPIC's export watermark, its files and the lag (entries and time). Files gone
+    from the target below the watermark are reported (how many, and the ranges no file
+    covers) and the command exits 1: `export run` writes them again. For an iceberg:// table:
+    its current snapshot, its metadata_location (what other engines open) and the watermark
+    the table carries."""
     if target.strip().lower().startswith("iceberg://"):
         from cli.export.iceberg import status_iceberg
 
@@ -224,6 +236,18 @@ def status(
             topic, target, generation=generation, endpoint_url=target_endpoint or cli.endpoint_url
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
+    if st.missing_files:
+        raise ExportError(
+            f"{st.missing_files} files below the watermark of {st.topic} are missing from "
+            f"{st.target} ({_ranges_text(st)}): `offloader export run` writes them again"
+        )
+
+
+def _ranges_text(s: ExportStatus, most: int = 5) -> str:
+    shown = [f"{a[0]}:{a[1]}-{b[0]}:{b[1]}" for a, b in s.missing_ranges[:most]]
+    if len(s.missing_ranges) > most:
+        shown.append(f"{len(s.missing_ranges) - most} more ranges")
+    return "no file covers " + ", ".join(shown) if shown else "their ranges are covered"
 
 
 def _status(s: ExportStatus) -> dict[str, Any]:
@@ -247,6 +271,8 @@ def _status(s: ExportStatus) -> dict[str, Any]:
             for f in s.files
         ],
         "uncommitted_files": s.uncommitted_files,
+        "missing_files": s.missing_files,
+        "missing_ranges": [[list(a), list(b)] for a, b in s.missing_ranges],
         "success_markers": s.markers,
         "last_closed": list(s.last_closed),
         "lag_entries": s.lag_entries,
@@ -267,6 +293,11 @@ def _status_text(s: ExportStatus) -> str:
     ]
     if s.uncommitted_files:
         lines.append(f"  uncommitted   {s.uncommitted_files} files (removed by the next run)")
+    if s.missing_files:
+        lines.append(
+            f"  MISSING       {s.missing_files} files below the watermark ({_ranges_text(s)}); "
+            "the next run writes them again"
+        )
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ from offloader.export.iceberg_target import (
     TableWatermark,
     watermarks_from,
 )
+from offloader.location import s3_endpoint
 from offloader.logs import get_logger
 
 __all__ = [
@@ -111,7 +112,7 @@ def open_catalog(target: IcebergTarget) -> IcebergCatalog:
         "warehouse": target.warehouse,
         "py-io-impl": "offloader.export.iceberg_fileio.StoreFileIO",
     }
-    endpoint = target.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = s3_endpoint(target.endpoint_url)
     region = target.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     if endpoint:
         props[ENDPOINT] = endpoint

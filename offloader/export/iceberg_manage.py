@@ -1,6 +1,6 @@
 """Upkeep and status of an export's Iceberg table: ``export status`` (the table's snapshot, its
-``metadata_location`` and a topic's watermark and lag), ``export expire-snapshots`` and
-``export clean-orphans``.
+``metadata_location``, a topic's watermark and lag, and the current snapshot's data files gone
+from the warehouse), ``export expire-snapshots`` and ``export clean-orphans``.
 
 Expiring keeps the current snapshot (which carries every topic's watermark) and the newest
 ``retain_last``. Cleaning lists the files under the table's location and removes those that no
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from offloader.errors import ConfigError, NotFound, StoreError
 from offloader.export.iceberg_target import IcebergTarget, path_of
+from offloader.export.kafka import split_key
 from offloader.export.manage import lag_time_ms, pulsar_lag
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
@@ -55,6 +56,8 @@ class IcebergStatus:
     last_closed: Position
     lag_entries: int
     lag_ms: int | None
+    #: data files the current snapshot refers to that are not in the warehouse (full URIs)
+    missing_data_files: tuple[str, ...] = ()
 
 
 def _load(target: IcebergTarget) -> tuple[IcebergCatalog, IcebergTable]:
@@ -79,13 +82,18 @@ def iceberg_status(
     (``kafka``: the Kafka tier's metadata)."""
     is_kafka = kafka is not None and topic.startswith("kafka:")
     name = topic if is_kafka else str(TopicName.parse(topic))
+    if is_kafka:
+        split_key(name)  # kafka:<topic>:<partition>, checked before the table is loaded
     catalog, table = _load(target)
     try:
         mark = table.watermarks().get(name)
         summary = table.current_summary()
         snapshots = len(table.snapshots())
+        data_files = table.data_file_paths()
+        data_url = table.data_url
     finally:
         catalog.close()
+    missing = _missing(target, data_url, data_files)
     position = mark.position if mark is not None else (-1, -1)
     publish = mark.publish_time_ms if mark is not None else None
     if is_kafka:
@@ -108,13 +116,30 @@ def iceberg_status(
         last_closed,
         lag,
         lag_ms,
+        missing,
     )
+
+
+def _missing(target: IcebergTarget, data_url: str, uris: list[str]) -> tuple[str, ...]:
+    """The ``uris`` (data files of the current snapshot) that one listing of the table's
+    ``data/`` directory does not show."""
+    if not uris:
+        return ()
+    import pyarrow.fs as pafs
+
+    from offloader.export.target import TargetSpec, open_filesystem
+
+    spec = TargetSpec(data_url, target.endpoint_url, target.region)
+    selector = pafs.FileSelector(spec.root, recursive=True, allow_not_found=True)
+    try:
+        there = {i.path for i in open_filesystem(spec).get_file_info(selector)}
+    except OSError as exc:
+        raise StoreError(f"{target.url}: cannot list {data_url}: {exc}") from None
+    return tuple(sorted(u for u in uris if path_of(u) not in there))
 
 
 def _kafka_lag(kafka: KafkaMetadataStore, key: str, position: Position) -> tuple[Position, int]:
     """The partition's remote watermark as a position, and the offsets after ``position``."""
-    from offloader.export.kafka import split_key
-
     name, partition = split_key(key)
     found = [p for p in kafka.list_partitions(name) if p.partition == partition]
     if not found:

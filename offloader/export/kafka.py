@@ -6,24 +6,29 @@ watermark]`` (only segments already copied to the store: the Kafka tier's upload
 what is closed). Files are under ``topic=<topic>/`` named ``g<gen>-<partition>-<first
 offset>-<last offset>-<value>.parquet``; time partitions use the record timestamp (or a field
 of the JSON value). ``_SUCCESS`` is written once every partition of the topic has passed the
-partition's end. Cleanup, the write and the compare-and-set are those of
-:mod:`offloader.export.run`.
+partition's end. Cleanup, the repair of files gone below a watermark, the write and the
+compare-and-set are those of :mod:`offloader.export.run`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
+from formats.kafka.names import check_topic
 from offloader.errors import ConfigError, NotFound
 from offloader.export.lock import export_lock
 from offloader.export.plan import ExportRunner, TopicPlan, before, hold_back
 from offloader.export.run import (
     TopicExportReport,
     _cleanup,
+    adopt_watermark,
     check_settings,
     commit,
     prepare_topic,
+    repair,
+    repair_plan,
     target_spec,
     write_markers,
 )
@@ -42,8 +47,33 @@ def kafka_key(topic: str, partition: int) -> str:
 
 
 def split_key(key: str) -> tuple[str, int]:
+    """``(topic, partition)`` of ``kafka:<topic>:<partition>``; ConfigError for anything else."""
     topic, _, partition = key[len(PREFIX) :].rpartition(":")
-    return topic, int(partition)
+    if (
+        not key.startswith(PREFIX)
+        or not topic
+        or not partition.isascii()
+        or not partition.isdigit()
+    ):
+        raise ConfigError(f"{key!r}: a Kafka export is named kafka:<topic>:<partition>")
+    return check_topic(topic), int(partition)
+
+
+def _repair_plan(
+    key: str, mark: ExportWatermark | None, listing: TargetListing, generation: int
+) -> TopicPlan | None:
+    """A partition's :func:`~offloader.export.run.repair_plan` (its offsets from 0 up to the
+    watermark: the ranges no file covers include those retention removed from the log)."""
+    if mark is None:
+        return None
+    partition = split_key(key)[1]
+    committed = [
+        f
+        for f in listing.of_generation(generation)
+        if f.ledger_id == partition and f.last <= mark.position
+    ]
+    spans = [(partition, 0, mark.entry_id)] if mark.entry_id >= 0 else []
+    return repair_plan(key, mark, committed, spans, (partition,))
 
 
 def run_kafka_export(
@@ -59,7 +89,7 @@ def run_kafka_export(
 
     if spec.time_field == "event_time":
         raise ConfigError("Kafka records have no event time: use publish_time (the timestamp)")
-    names = sorted(set(topics))
+    names = sorted({check_topic(t) for t in topics})
     if not names:
         raise ConfigError("export run: name at least one topic")
     target = ExportTarget(target_spec(spec))
@@ -74,13 +104,14 @@ def run_kafka_export(
         marks: dict[str, ExportWatermark | None] = {}
         listings: dict[str, TargetListing] = {}
         removed: dict[str, int] = {}
+        repairs: list[TopicPlan] = []
         for name in names:
             partitions = kmeta.list_partitions(name)
             if not partitions:
                 raise NotFound(f"Kafka topic {name} has no partition in the metadata")
             got = {
-                p.partition: exports.get_watermark(
-                    spec.target, kafka_key(name, p.partition), spec.generation
+                p.partition: adopt_watermark(
+                    exports, spec.target, kafka_key(name, p.partition), spec.generation
                 )
                 for p in partitions
             }
@@ -97,10 +128,16 @@ def run_kafka_export(
                 gone += more
                 end = max(start, (p.partition, p.watermark))
                 plans.append(TopicPlan(key, start, end, (p.partition,)))
+                fix = _repair_plan(key, mark, listing, spec.generation)
+                if fix is not None:
+                    repairs.append(fix)
                 marks[key] = mark
                 removed[key] = 0
             listings[name] = listing
             removed[kafka_key(name, partitions[0].partition)] = gone
+        repaired = repair(
+            exports, target, runner, repairs, listings, marks, lambda key: split_key(key)[0]
+        )
         todo = [p for p in plans if not p.empty]
         if todo and spec.until_ms is not None:
             cuts = runner.first_at_or_after(todo, spec.until_ms)
@@ -115,6 +152,8 @@ def run_kafka_export(
                 commit(exports, target, spec, spec.fingerprint(), plan, marks[plan.topic],
                        listings[name], removed[plan.topic], files, now_ms(), markers=False)
             )  # fmt: skip
+        reports = [replace(r, repaired=repaired.get(r.topic, (0, 0))[0],
+                           missing=repaired.get(r.topic, (0, 0))[1]) for r in reports]  # fmt: skip
         for name in names:  # a partition directory is final once every partition passed it
             times = [r.publish_time_ms for r in reports if split_key(r.topic)[0] == name]
             if times and all(t is not None for t in times):

@@ -1,5 +1,10 @@
 """``export status`` and ``export reset``: the watermark, the files and the lag; moving back.
 
+Status also checks the files against the watermark: the count of files it committed (kept by
+every run and reset) against the files at or before it in the target; when some are gone it
+says how many and which ranges of the stream no file covers (``export run`` writes them again,
+:func:`offloader.export.run.repair`).
+
 Reset (Secor's reprocessing after a parser bug) picks the new watermark from the point given:
 a message id (``ledger:entry[:batch]``: that entry and everything after it is exported again)
 or a time (every file holding a message published at or after it, read from the Parquet
@@ -17,9 +22,11 @@ from pathlib import Path
 
 from offloader.crashpoints import crash_point
 from offloader.errors import ConfigError, NotFound
+from offloader.export.kafka import split_key
 from offloader.export.lock import export_lock
 from offloader.export.naming import ExportFile
 from offloader.export.plan import Position, before
+from offloader.export.run import adopt_watermark, find_watermark, missing_below, pulsar_spans
 from offloader.export.settings import parse_time_ms
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.metadata.base import MetadataStore
@@ -55,6 +62,10 @@ class ExportStatus:
     lag_entries: int
     lag_ms: int | None
     updated_ms: int
+    #: files the watermark counts that are not in the target (deleted), and the position
+    #: ranges no file there covers (where they were): ``export run`` writes them again
+    missing_files: int = 0
+    missing_ranges: tuple[tuple[Position, Position], ...] = ()
 
 
 def export_status(
@@ -67,7 +78,7 @@ def export_status(
     kafka_meta: KafkaMetadataStore | None = None,
 ) -> ExportStatus:
     name, directory, partition = _names(topic)
-    mark = exports.get_watermark(target_spec.url, name, generation) or ExportWatermark(
+    mark = find_watermark(exports, target_spec.url, name, generation) or ExportWatermark(
         target_spec.url, name, generation
     )
     if partition is not None:  # a Kafka partition: its remote watermark is the end
@@ -79,8 +90,10 @@ def export_status(
             remote = rec.watermark if rec is not None else -1
         last_closed = (partition, remote)
         lag = max(0, remote - mark.entry_id)
+        spans = [(partition, 0, mark.entry_id)] if mark.entry_id >= 0 else []
     else:
         last_closed, lag = pulsar_lag(meta, name, mark.position)
+        spans = pulsar_spans(meta.list_ledgers(name), mark.position)
     listing = ExportTarget(target_spec).list_topic(directory)
     mine = [
         f
@@ -89,6 +102,7 @@ def export_status(
     ]
     done = tuple(f for f in mine if f.last <= mark.position)
     lag_ms = lag_time_ms(lag, mark.publish_time_ms, now_ms)
+    missing = missing_below(mark, done, spans)
     return ExportStatus(
         name,
         target_spec.url,
@@ -105,6 +119,8 @@ def export_status(
         lag,
         lag_ms,
         mark.updated_ms,
+        missing.count,
+        missing.ranges,
     )
 
 
@@ -150,10 +166,8 @@ def _names(topic: str) -> tuple[str, str, int | None]:
     """``(watermark key, directory topic, Kafka partition or None)`` of a topic argument:
     a Pulsar topic name, or ``kafka:<topic>:<partition>``."""
     if topic.startswith("kafka:"):
-        directory, _, partition = topic[6:].rpartition(":")
-        if not directory or not partition.isdigit():
-            raise ConfigError(f"{topic!r}: a Kafka export is named kafka:<topic>:<partition>")
-        return topic, directory, int(partition)
+        directory, partition = split_key(topic)
+        return topic, directory, partition
     name = str(TopicName.parse(topic))
     return name, name, None
 
@@ -182,7 +196,7 @@ def reset_export(
     target = ExportTarget(target_spec)
     lock_key = f"kafka:{directory}" if partition is not None else name
     with export_lock(home, target_spec.url, lock_key, generation, shared=exports):
-        mark = exports.get_watermark(target_spec.url, name, generation)
+        mark = adopt_watermark(exports, target_spec.url, name, generation)
         if mark is None:
             raise NotFound(
                 f"{name} was never exported to {target_spec.url} (generation {generation})"

@@ -1,6 +1,7 @@
 """Names in an export target: Hive-style directories and deterministic file names.
 
-A topic's files live under ``topic=<topic, percent-encoded>/`` then one directory per time
+A topic's files live under ``topic=<topic, percent-encoded>/`` (shortened with a hash when
+longer than a file name may be) then one directory per time
 partition, ``dt=YYYY-MM-DD/`` or ``dt=YYYY-MM-DD/hr=HH/`` (UTC), and ``dt=__invalid__/`` (with
 ``hr=__invalid__/``) for messages whose time field is missing or unparsable. A file's name is a
 pure function of what it holds::
@@ -15,6 +16,7 @@ after a position, and a new generation writes beside the old files. Files being 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -23,11 +25,14 @@ from offloader.errors import ConfigError
 
 __all__ = [
     "INVALID",
+    "MAX_DIR_BYTES",
     "PARTITIONINGS",
     "SUCCESS",
+    "TOPIC_KEY",
     "ExportFile",
     "Partitioning",
     "file_name",
+    "is_shortened",
     "parse_file_name",
     "topic_dir",
 ]
@@ -35,6 +40,12 @@ __all__ = [
 #: the partition value of messages without a usable time
 INVALID = "__invalid__"
 SUCCESS = "_SUCCESS"
+#: the longest ``topic=`` directory name (NAME_MAX of ext4, XFS, APFS: 255 bytes)
+MAX_DIR_BYTES = 255
+_HASH_DIGITS = 32
+#: the Parquet key-value metadata key of a file's full topic name, set in the files under a
+#: shortened directory (:func:`topic_dir`)
+TOPIC_KEY = "offloader.topic"
 PARTITIONINGS = ("dt", "dt,hr")
 _DAY_MS = 86_400_000
 _HOUR_MS = 3_600_000
@@ -45,14 +56,33 @@ _NAME = re.compile(
 
 
 def topic_dir(topic: str) -> str:
-    """``topic=<topic>`` with every character but letters, digits, ``-``, ``_``, ``.`` escaped
-    (as Hive escapes partition values)."""
-    return "topic=" + quote(topic, safe="-_.")
+    """``topic=<topic>`` with every character but letters, digits, ``-``, ``_``, ``.``, ``~``
+    escaped (as Hive escapes partition values). A name longer than a file name may be
+    (:data:`MAX_DIR_BYTES`) is shortened: the escaped name's first bytes (never half an
+    escape), ``+`` (which escaping never yields, so no full name looks like it), and 32 hex
+    digits of the SHA-256 of the topic's UTF-8 bytes; the files keep the full name in their
+    ``topic`` column and in the key-value metadata :data:`TOPIC_KEY` (spec/export.md §1)."""
+    full = "topic=" + quote(topic, safe="-_.")
+    if len(full) <= MAX_DIR_BYTES:
+        return full
+    digest = hashlib.sha256(topic.encode("utf-8")).hexdigest()[:_HASH_DIGITS]
+    cut = MAX_DIR_BYTES - 1 - _HASH_DIGITS
+    if "%" in full[cut - 2 : cut]:  # never cut an escape %XX in two
+        cut = full.rindex("%", cut - 2, cut)
+    return f"{full[:cut]}+{digest}"
+
+
+def is_shortened(directory: str) -> bool:
+    """Whether a ``topic=`` directory name is a shortened one (:func:`topic_dir`)."""
+    return "+" in directory
 
 
 def topic_of_dir(name: str) -> str | None:
-    """The topic of a ``topic=...`` directory name, or None."""
-    return unquote(name[6:]) if name.startswith("topic=") else None
+    """The topic of a ``topic=...`` directory name, or None (a shortened name: None, the
+    topic is in its files)."""
+    if not name.startswith("topic=") or is_shortened(name):
+        return None
+    return unquote(name[6:])
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,16 @@ plan (its watermark) before its first held message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from offloader.export.naming import ExportFile
 from offloader.metadata.base import LedgerRecord
 
 __all__ = [
     "ExportRunner",
     "Held",
+    "Present",
     "RangeTask",
     "TopicPlan",
     "WrittenFile",
@@ -37,14 +39,25 @@ def before(position: Position) -> Position:
     return (position[0], position[1] - 1)
 
 
+#: a file that is there, as a repair sees it: (partition value, first, last entry) of its ledger
+Present = tuple[str, int, int]
+
+
 @dataclass(frozen=True)
 class TopicPlan:
-    """Export ``topic``'s entries in ``(start, end]``; nothing when ``end <= start``."""
+    """Export ``topic``'s entries in ``(start, end]``; nothing when ``end <= start``.
+
+    A repair (``present`` not None: the committed files still there, below the watermark)
+    writes only the rows no present file holds (files deleted from the target), reading only
+    the tasks that meet ``ranges`` (inclusive position ranges; empty: all of ``(start, end]``).
+    """
 
     topic: str
     start: Position
     end: Position
     ledger_ids: tuple[int, ...]
+    present: tuple[ExportFile, ...] | None = None
+    ranges: tuple[tuple[Position, Position], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -55,14 +68,25 @@ class TopicPlan:
         """The plan cut at ``end`` (``--until``)."""
         end = min(self.end, end)
         ids = tuple(i for i in self.ledger_ids if i <= end[0])
-        return TopicPlan(self.topic, self.start, max(end, self.start), ids)
+        return replace(self, end=max(end, self.start), ledger_ids=ids)
 
     def contains(self, ledger_id: int, first: int, last: int) -> bool:
         """Can entries ``first..last`` of ``ledger_id`` hold a row of the plan?"""
-        return (
+        inside = (
             self.start < self.end
             and (ledger_id, last) > self.start
             and (ledger_id, first) <= self.end
+        )
+        if not inside or not self.ranges:
+            return inside
+        return any(a <= (ledger_id, last) and (ledger_id, first) <= b for a, b in self.ranges)
+
+    def present_of(self, ledger_id: int) -> tuple[Present, ...] | None:
+        """What a repair's task of ``ledger_id`` must not write again (None: not a repair)."""
+        if self.present is None:
+            return None
+        return tuple(
+            (f.value, f.first_entry, f.last_entry) for f in self.present if f.ledger_id == ledger_id
         )
 
 
@@ -100,7 +124,10 @@ class RangeTask:
     chunked message whose first chunk it holds (:func:`offloader.spark.message_chunks.
     following_ledgers`, as the ``pulsar-messages`` source gives them); ``chunks_wait``: they
     reach the run's last closed ledger, so a message still incomplete after them may finish
-    in a ledger not closed yet (the task reports it :class:`Held`, not dropped)."""
+    in a ledger not closed yet (the task reports it :class:`Held`, not dropped).
+    ``present``: a repair's task writes only rows no file of ``present`` holds (each file holds
+    every row of its partition value in its range), cut as a run cuts them from the first row
+    after a present file, so a deleted file comes back with its name and bytes."""
 
     task: Any
     topic: str
@@ -110,6 +137,8 @@ class RangeTask:
     directory_topic: str | None = None
     following: tuple[Any, ...] = ()
     chunks_wait: bool = False
+    #: a repair's task (:meth:`TopicPlan.present_of`): the files of its ledger that are there
+    present: tuple[Present, ...] | None = None
 
     @property
     def dir_topic(self) -> str:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from offloader.errors import ConfigError
 from offloader.export.iceberg_target import SCHEME, is_iceberg_url, parse_table_name
 from offloader.export.naming import Partitioning
+from offloader.location import is_s3_url
 
 __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
@@ -24,6 +25,7 @@ __all__ = [
     "ExportSpec",
     "normalize_target",
     "parse_time_ms",
+    "same_target",
 ]
 
 DEFAULT_MAX_FILE_SIZE = 128 << 20
@@ -49,10 +51,20 @@ def parse_time_ms(text: str) -> int:
 
 
 def normalize_target(url: str) -> str:
-    """``s3://bucket/prefix`` (no trailing slash) or an absolute local directory path."""
+    """The canonical spelling of a target, which keys its watermarks and its lock: ``s3://bucket/
+    prefix`` (``s3a://`` as ``s3://``, no empty segment, no trailing slash) or a local directory
+    as :func:`os.path.realpath` gives it (symlinks, ``..`` and trailing slashes resolved), so
+    two spellings of one directory are one target. Text that is not UTF-8 is refused."""
     text = str(url).strip()
     if not text:
         raise ConfigError("--to: give a local directory or s3://bucket/prefix")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"--to {text.encode('utf-8', 'surrogateescape')!r}: the target is not valid UTF-8 "
+            "(its watermark and lock are keyed by its name): give a UTF-8 path"
+        ) from None
     if is_iceberg_url(text):
         namespace, table = parse_table_name(text)
         return SCHEME + ".".join((*namespace, table))
@@ -60,8 +72,12 @@ def normalize_target(url: str) -> str:
     if parts.scheme in ("s3", "s3a"):
         if not parts.netloc or "@" in parts.netloc:
             raise ConfigError(f"--to {text!r}: expected s3://bucket/prefix (no credentials)")
-        prefix = parts.path.strip("/")
-        return f"s3://{parts.netloc}" + (f"/{prefix}" if prefix else "")
+        segments = [s for s in parts.path.split("/") if s]
+        if any(s in (".", "..") for s in segments) or parts.query or parts.fragment:
+            raise ConfigError(
+                f"--to {text!r}: an s3:// prefix has no '.' or '..' segments, '?' or '#'"
+            )
+        return f"s3://{parts.netloc}" + "".join(f"/{s}" for s in segments)
     if parts.scheme == "file":
         text = parts.path
     elif parts.scheme and len(parts.scheme) > 1:
@@ -69,7 +85,18 @@ def normalize_target(url: str) -> str:
             f"--to {text!r}: give a local directory, s3://bucket/prefix or "
             "iceberg://NAMESPACE.TABLE"
         )
-    return os.path.abspath(os.path.expanduser(text))
+    return os.path.realpath(os.path.expanduser(text))
+
+
+def same_target(stored: str, target: str) -> bool:
+    """Whether a watermark's ``stored`` target (perhaps written under another spelling before
+    targets were canonical) is the canonical ``target``."""
+    if stored == target:
+        return True
+    try:
+        return normalize_target(stored) == target
+    except ConfigError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -123,7 +150,7 @@ class ExportSpec:
 
     @property
     def is_s3(self) -> bool:
-        return self.target.startswith("s3://")
+        return is_s3_url(self.target)
 
     @property
     def is_iceberg(self) -> bool:

@@ -14,6 +14,9 @@ reset --to TIME`` needs. Executors write files themselves (:mod:`offloader.spark
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -23,6 +26,7 @@ import pyarrow.parquet as pq
 
 from offloader.errors import ConfigError, StoreError
 from offloader.export.naming import SUCCESS, ExportFile, is_temp_name, parse_file_name, topic_dir
+from offloader.location import is_s3_url, s3_endpoint
 from offloader.logs import get_logger
 from offloader.store.base import ObjectStore
 
@@ -41,7 +45,7 @@ class TargetSpec:
 
     @property
     def is_s3(self) -> bool:
-        return self.url.startswith("s3://")
+        return is_s3_url(self.url)
 
     @property
     def root(self) -> str:
@@ -72,12 +76,32 @@ CHECKSUM_ENV = {
 }
 
 
+_ENVIRONMENT_LOCK = threading.Lock()
+
+
+@contextmanager
+def sdk_checksum_defaults() -> Iterator[None]:
+    """:data:`CHECKSUM_ENV` in the environment (where the user has not set them) while the
+    SDK builds a client, then the environment as it was: building a target leaves no lasting
+    change in the process (one lock: two threads building clients see the same values)."""
+    with _ENVIRONMENT_LOCK:
+        saved = {key: os.environ.get(key) for key in CHECKSUM_ENV}
+        for key, value in CHECKSUM_ENV.items():
+            os.environ.setdefault(key, value)
+        try:
+            yield
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = old
+
+
 def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
     if not spec.is_s3:
         return pafs.LocalFileSystem()
-    for key, value in CHECKSUM_ENV.items():
-        os.environ.setdefault(key, value)
-    endpoint = spec.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+    endpoint = s3_endpoint(spec.endpoint_url)
     kwargs: dict[str, object] = {
         "region": spec.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         # a file smaller than a part goes in one PutObject, not a one-part multipart upload
@@ -88,7 +112,8 @@ def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
         kwargs["endpoint_override"] = parts.netloc
         kwargs["scheme"] = parts.scheme or "https"
     try:
-        return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
+        with sdk_checksum_defaults():
+            return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
         raise ConfigError(f"export target {spec.url}: {exc}") from None
 

@@ -153,6 +153,7 @@ class SparkRunner:
                         plan.end,
                         following=following,
                         chunks_wait=later <= MAX_FOLLOWING_LEDGERS,
+                        present=plan.present_of(task.ledger_id),
                     )
                 )
         return out

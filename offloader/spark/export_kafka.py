@@ -92,7 +92,15 @@ class KafkaRunner:
             plan = by_key.get((task.topic, task.partition))
             if plan is not None and plan.contains(task.partition, task.base_offset, 1 << 62):
                 out.append(
-                    RangeTask(part, plan.topic, plan.start, plan.end, task.partition, task.topic)
+                    RangeTask(
+                        part,
+                        plan.topic,
+                        plan.start,
+                        plan.end,
+                        task.partition,
+                        task.topic,
+                        present=plan.present_of(task.partition),
+                    )
                 )
         return reader, out
 

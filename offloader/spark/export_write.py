@@ -20,6 +20,7 @@ footer as pyarrow wrote it (what an Iceberg commit needs to describe the file: n
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as dt
 import json
@@ -36,8 +37,8 @@ from pyspark.sql.datasource import InputPartition
 
 from offloader.crashpoints import crash_point
 from offloader.errors import StoreError
-from offloader.export.naming import Partitioning, file_name, topic_dir
-from offloader.export.plan import Held, RangeTask, WrittenFile
+from offloader.export.naming import TOPIC_KEY, Partitioning, file_name, is_shortened, topic_dir
+from offloader.export.plan import Held, Present, RangeTask, WrittenFile
 from offloader.export.target import TargetSpec
 from offloader.spark.message_chunks import ChunkFollower
 from offloader.spark.message_columns import FIRST_ENTRY_COLUMN
@@ -336,9 +337,41 @@ def write_range_task(
     decoded = _decoded(table, conf)
     buckets = _buckets(table, conf, decoded)
     table = _with_decoded(table, conf, decoded)
+    runs: list[int] | None = None
+    if rt.present is not None:  # a repair: only the rows no file that is there holds
+        table, buckets, runs = _not_present(table, buckets, rt.present, conf)
+        if not table.num_rows:
+            return [*held]
     if fs is None and conf.target.is_s3:
         fs = conf.target.open()
-    return [*_write_groups(rt, conf, table, buckets, fs), *held]
+    return [*_write_groups(rt, conf, table, buckets, fs, runs), *held]
+
+
+def _not_present(
+    table: pa.Table, buckets: pa.Array, present: Sequence[Present], conf: WriteConfig
+) -> tuple[pa.Table, pa.Array, list[int]]:
+    """The rows no present file holds (a file holds every row of its partition value whose
+    position is in its range), and per row kept its run: how many present files of its value
+    begin at or before it (a run is cut into files from its first row, as the run that wrote
+    the missing files cut them after the file before)."""
+    parts = Partitioning(conf.partition_by)
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for value, first, last in present:
+        spans.setdefault(value, []).append((first, last))
+    for found in spans.values():
+        found.sort()
+    positions = table.column(_position_column(table, conf)).to_pylist()
+    keep: list[int] = []
+    runs: list[int] = []
+    for i, (position, bucket) in enumerate(zip(positions, buckets.to_pylist(), strict=True)):
+        found = spans.get(parts.value(bucket), [])
+        k = bisect.bisect_right(found, (position, 1 << 62))
+        if k and found[k - 1][1] >= position:
+            continue
+        keep.append(i)
+        runs.append(k)
+    rows = pa.array(keep, pa.int64())
+    return table.take(rows), buckets.take(rows), runs
 
 
 def _file_rows(piece: pa.Table, ledger_id: int) -> pa.Table:
@@ -359,20 +392,38 @@ def _file_rows(piece: pa.Table, ledger_id: int) -> pa.Table:
     return piece
 
 
+def _by_run(rows: pa.Table, runs: list[int] | None) -> list[pa.Table]:
+    """A group's rows as runs (:func:`_not_present`; all of them when not a repair)."""
+    if runs is None:
+        return [rows]
+    run = pa.array(runs, pa.int64())
+    return [rows.filter(pc.equal(run, r)) for r in sorted(set(runs))]
+
+
 def _write_groups(
-    rt: RangeTask, conf: WriteConfig, table: pa.Table, buckets: pa.Array, fs: Any
+    rt: RangeTask,
+    conf: WriteConfig,
+    table: pa.Table,
+    buckets: pa.Array,
+    fs: Any,
+    runs: list[int] | None = None,
 ) -> list[WrittenFile]:
     parts = Partitioning(conf.partition_by)
     ledger_id = _ledger_of(rt)
     out: list[WrittenFile] = []
     values = [v for v in pc.unique(buckets).to_pylist() if v is not None]
-    groups: list[tuple[int | None, pa.Table]] = [
-        (int(v), table.filter(pc.equal(buckets, v))) for v in sorted(values)
-    ]
+    masks: list[tuple[int | None, Any]] = [(int(v), pc.equal(buckets, v)) for v in sorted(values)]
     if buckets.null_count:
-        groups.append((None, table.filter(pc.is_null(buckets))))
+        masks.append((None, pc.is_null(buckets)))
+    groups: list[tuple[int | None, pa.Table]] = []
+    for bucket, mask in masks:
+        group_runs = None
+        if runs is not None:
+            group_runs = [r for r, m in zip(runs, mask.to_pylist(), strict=True) if m]
+        groups += [(bucket, t) for t in _by_run(table.filter(mask), group_runs)]
+    directory_of_topic = topic_dir(rt.dir_topic)
     for bucket, rows in groups:
-        directory = f"{topic_dir(rt.dir_topic)}/{parts.directory(bucket)}"
+        directory = f"{directory_of_topic}/{parts.directory(bucket)}"
         column = _position_column(rows, conf)
         for piece in _splits(rows, conf.max_file_size, column):
             entries = piece.column(column)
@@ -380,6 +431,9 @@ def _write_groups(
             name = file_name(conf.generation, ledger_id, first, last, parts.value(bucket))
             relative = f"{directory}/{name}"
             piece = _file_rows(piece, ledger_id)
+            if is_shortened(directory_of_topic):  # the full name, beside the rows' column
+                meta = {**(piece.schema.metadata or {}), TOPIC_KEY.encode(): rt.dir_topic.encode()}
+                piece = piece.replace_schema_metadata(meta)
             size, footer = _write(conf, fs, relative, piece)
             top = pc.max(piece.column(conf.publish_column)).value
             out.append(
