@@ -104,10 +104,10 @@ def open_kafka_metadata_store(location: str | Path) -> KafkaMetadataStore:
     """The Kafka tier's metadata in the same store as :func:`open_metadata_store` (a
     ``postgresql://`` URL or ``<home>/metadata.db``), over its own connection."""
     if is_postgres_url(location):
-        from offloader.metadata.pg_kafka import PgKafkaMetadataStore
+        from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
 
         return PgKafkaMetadataStore(str(location))
-    from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+    from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
 
     home = Path(location)
     home.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,9 @@ per-topic transform policies of version 7, and version 8's one copy per offset r
 scheme).
 
 Only SQL text: :mod:`offloader.metadata.sqlite.db` appends :data:`KAFKA_TABLES` and
-:data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations, and
-:mod:`offloader.metadata.kafka_sqlite` queries the tables.
+:data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations; the last two
+are PostgreSQL's DDL too (:mod:`offloader.metadata.postgres.schema` appends them), so they stay
+here, beside both backends; :mod:`offloader.metadata.kafka` queries the tables.
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@ This module owns what the two ``MetadataStore`` backends decide alike, apart fro
 reads and writes its rows: the state checks of ledgers and of the offload lifecycle and the
 errors (types and messages) they raise, the NotFound and AlreadyExists of lookups and inserts,
 argument validation (ledger ids, attempt states, offload statuses), the tenant filter, the
-policy values to store, and the ``list_attempts`` filter, written in a tiny
-:class:`Dialect` (placeholder mark, list membership) so both SQL modules build the same WHERE.
-Pure: no I/O and no database module; each backend keeps its own SQL (``sqlite*.py``,
-``pg_*.py``) and calls these between its statements, inside its own transaction.
+policy values to store, and the ``list_attempts`` filter, and the :class:`Dialect` in which
+the statements written once (:mod:`offloader.metadata.store`, :mod:`~offloader.metadata.offload`,
+:mod:`~offloader.metadata.export`, :mod:`~offloader.metadata.kafka`) differ per backend
+(placeholder mark, list membership, ``max``/``greatest``, row locks). Pure: no I/O and no
+database module; the shared stores call these between their statements, inside the backend's
+transaction.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ import pytest
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.export_base import ExportMetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
-from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
-from offloader.metadata.pg_kafka import PgKafkaMetadataStore
 from offloader.metadata.postgres.export import PgExportMetadataStore
+from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
 from offloader.metadata.postgres.store import PgMetadataStore
 from offloader.metadata.sqlite.export import SqliteExportMetadataStore
+from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
 from offloader.metadata.sqlite.store import SqliteMetadataStore
 
 

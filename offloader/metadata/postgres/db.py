@@ -119,17 +119,6 @@ def translate_error(
     return MetadataError(f"metadata database {where}: {detail}")
 
 
-def one(cur: Cursor, sql: str, args: Sequence[object] = ()) -> dict[str, Any] | None:
-    """The first row of ``sql`` (``%s`` marks) on ``cur``, or None."""
-    return PgExecutor(cur).one(sql, args)
-
-
-def all_rows(cur: Cursor, sql: str, args: Sequence[object] = ()) -> list[dict[str, Any]]:
-    """Every row of ``sql`` (``%s`` marks) on ``cur``."""
-    cur.execute(sql.encode(), tuple(args))
-    return cur.fetchall()
-
-
 class PgExecutor:
     """The :class:`~offloader.metadata.statements.Executor` of one PostgreSQL transaction:
     the shared statements' ``?`` marks become ``%s``."""

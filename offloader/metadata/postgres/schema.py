@@ -5,11 +5,12 @@ Only SQL text. :data:`PG_MIGRATIONS` is the schema history of a PostgreSQL metad
 :class:`~offloader.metadata.postgres.db.PgDatabase`. It is numbered on its own, apart from the
 SQLite ``PRAGMA user_version``: PostgreSQL version 1 is the port of SQLite versions 1 to 5
 (ledgers and offload contexts, offload status and locks, topic policies, transforms, the Kafka
-tier) in one step, version 2 adds the cluster tables (brokers, topic ownership, leases), version 3 the export
-watermarks (SQLite version 6, :mod:`offloader.metadata.export_schema`), version 4 a Kafka
-topic's transform policy (SQLite version 7, :mod:`offloader.metadata.kafka_schema`), version 5
-one copy per Kafka offset range and the Kafka key scheme (SQLite version 8). A new table
-is one more tuple appended to :data:`PG_MIGRATIONS`; never edit a step that has shipped.
+tier) in one step, version 2 adds the cluster tables (brokers, topic ownership, leases),
+version 3 the export watermarks (SQLite version 6,
+:mod:`offloader.metadata.sqlite.export_schema`), version 4 a Kafka topic's transform policy
+(SQLite version 7, :mod:`offloader.metadata.kafka_schema`), version 5 one copy per Kafka offset
+range and the Kafka key scheme (SQLite version 8). A new table is one more tuple appended to
+:data:`PG_MIGRATIONS`; never edit a step that has shipped.
 
 Types: every integer is ``BIGINT`` (SQLite's integers are signed 64-bit too), flags are
 ``BOOLEAN``, JSON payloads stay ``TEXT`` (the row mapping is shared with SQLite).

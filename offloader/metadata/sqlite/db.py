@@ -24,13 +24,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
-from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
     KAFKA_ONE_COPY_TABLES,
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
 )
 from offloader.metadata.rules import SQLITE, Dialect, Row
+from offloader.metadata.sqlite.export_schema import EXPORT_TABLES
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646

@@ -2,7 +2,7 @@
 
 Its own connection to ``<home>/metadata.db`` (schema, WAL, busy timeout and error translation
 of :mod:`offloader.metadata.sqlite.db`; the table's DDL in
-:mod:`offloader.metadata.export_schema`); the methods are the shared ones of
+:mod:`offloader.metadata.sqlite.export_schema`); the methods are the shared ones of
 :class:`~offloader.metadata.export.SqlExportMetadataStore`. Each change is one
 ``BEGIN IMMEDIATE`` transaction.
 """
