@@ -18,7 +18,7 @@ from __future__ import annotations
 from offloader.errors import InvalidLedgerState, OffloadConflict
 from offloader.metadata.export_base import ExportWatermark
 from offloader.metadata.rules import Row
-from offloader.metadata.statements import Executor, Transactions
+from offloader.metadata.statements import Executor, SqlStore, Transactions
 
 _KEY = "target = ? AND topic = ? AND generation = ?"
 _SELECT_ONE = f"SELECT * FROM export_watermarks WHERE {_KEY}"
@@ -86,7 +86,7 @@ def _insert(ex: Executor, w: ExportWatermark) -> bool:
     return ex.one(_INSERT, (*_key(w), *watermark_values(w))) is not None
 
 
-class SqlExportMetadataStore:
+class SqlExportMetadataStore(SqlStore):
     """The :class:`~offloader.metadata.export_base.ExportMetadataStore` methods over ``_db``
     (see the module docstring)."""
 

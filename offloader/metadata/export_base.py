@@ -14,7 +14,7 @@ The rules every backend follows (``tests/metadata/test_export_metadata_contract.
 * ``reset`` moves it back only (or keeps it), never forward;
 * the store never reads a clock (callers pass ``updated_ms``).
 
-The SQL is in :mod:`offloader.metadata.sqlite.export_schema` (schema version 6) and
+The SQL is in :mod:`offloader.metadata.export_schema` (schema version 6) and
 :mod:`offloader.metadata.export`.
 """
 

@@ -33,7 +33,7 @@ from offloader.metadata.kafka_base import (
     RemoteSegmentRecord,
     RemoteSegmentState,
 )
-from offloader.metadata.statements import Executor, Transactions, marks
+from offloader.metadata.statements import Executor, SqlStore, Transactions, marks
 from offloader.policies import TransformPolicy
 
 _INSERT_SEGMENT = (
@@ -43,7 +43,7 @@ _INSERT_SEGMENT = (
 )
 
 
-class SqlKafkaMetadataStore:
+class SqlKafkaMetadataStore(SqlStore):
     """The :class:`~offloader.metadata.kafka_base.KafkaMetadataStore` methods over ``_db``
     (see the module docstring); a backend adds ``partition_lock``."""
 

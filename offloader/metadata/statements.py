@@ -11,13 +11,15 @@ lock), so the caller's read-modify-write is atomic on both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Generic, Protocol, Self, TypeVar
 
 from offloader.metadata import rows
 from offloader.metadata.base import LedgerRecord, OffloadAttempt
 from offloader.metadata.rules import Dialect, Row, need, need_namespace
+
+H = TypeVar("H")
 
 
 class Executor(Protocol):
@@ -42,6 +44,10 @@ class Executor(Protocol):
 class Transactions(Protocol):
     """What a backend's database object gives the shared stores: its transactions."""
 
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        ...
+
     def writing(self) -> AbstractContextManager[Executor]:
         """A transaction that changes (committed on success, rolled back on any error)."""
         ...
@@ -49,6 +55,48 @@ class Transactions(Protocol):
     def reading(self) -> AbstractContextManager[Executor]:
         """A transaction that only reads: its SELECTs see one snapshot."""
         ...
+
+
+class Transacting(Generic[H]):
+    """A backend database's :class:`Transactions`, from its own ``write``/``read`` (which yield
+    its driver's handle: a connection, a cursor) and the :meth:`executor` over that handle."""
+
+    def write(self) -> AbstractContextManager[H]:
+        raise NotImplementedError
+
+    def read(self) -> AbstractContextManager[H]:
+        raise NotImplementedError
+
+    def executor(self, handle: H) -> Executor:
+        """The executor over ``handle`` (inside one transaction)."""
+        raise NotImplementedError
+
+    @contextmanager
+    def writing(self) -> Iterator[Executor]:
+        """:meth:`write`, as the executor the shared statements run on."""
+        with self.write() as handle:
+            yield self.executor(handle)
+
+    @contextmanager
+    def reading(self) -> Iterator[Executor]:
+        """:meth:`read`, as the executor the shared statements run on."""
+        with self.read() as handle:
+            yield self.executor(handle)
+
+
+class SqlStore:
+    """What every store over one backend database has: ``close`` and the ``with`` form."""
+
+    _db: Transactions
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 LEDGER_SELECT = """

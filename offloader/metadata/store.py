@@ -21,13 +21,13 @@ from offloader.metadata import rows, rules
 from offloader.metadata import statements as sql
 from offloader.metadata.base import LedgerRecord, NamespaceRecord, TopicRecord, namespace_of_topic
 from offloader.metadata.offload import OffloadTables
-from offloader.metadata.statements import Transactions
+from offloader.metadata.statements import SqlStore, Transactions
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
 
 _POLICY_ASSIGNMENTS = sql.assignments(rows.POLICY_COLUMNS)
 
 
-class SqlMetadataStore(OffloadTables):
+class SqlMetadataStore(SqlStore, OffloadTables):
     """The :class:`~offloader.metadata.base.MetadataStore` methods over ``_db``, the
     backend's :class:`~offloader.metadata.statements.Transactions` (see the module docstring)."""
 

@@ -47,6 +47,7 @@ from offloader.metadata.postgres.schema import (
     VERSION_TABLE,
 )
 from offloader.metadata.rules import POSTGRES, Dialect, Row
+from offloader.metadata.statements import Transacting
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -141,7 +142,7 @@ class PgExecutor:
         return self.cur.rowcount
 
 
-class PgDatabase:
+class PgDatabase(Transacting[Cursor]):
     """One connection to the PostgreSQL metadata database, shared by the threads of a process.
 
     The URL is any libpq URL (``postgresql://user:pass@host:port/db?options=...``); a schema
@@ -227,17 +228,8 @@ class PgDatabase:
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as cur:
             yield cur
 
-    @contextmanager
-    def writing(self) -> Iterator[PgExecutor]:
-        """:meth:`write`, as the executor the shared statements run on."""
-        with self.write() as cur:
-            yield PgExecutor(cur)
-
-    @contextmanager
-    def reading(self) -> Iterator[PgExecutor]:
-        """:meth:`read`, as the executor the shared statements run on."""
-        with self.read() as cur:
-            yield PgExecutor(cur)
+    def executor(self, handle: Cursor) -> PgExecutor:
+        return PgExecutor(handle)
 
     def _begin(self, begin: str) -> Connection:
         """The connection, in a new transaction. A connection the server dropped while it was

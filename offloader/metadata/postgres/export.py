@@ -30,15 +30,6 @@ class PgExportMetadataStore(SqlExportMetadataStore):
         self.url = url
         self._db = PgDatabase(url, busy_timeout_s=busy_timeout_s)
 
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> PgExportMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     @contextmanager
     def export_lock(
         self, target: str, topic: str, generation: int, *, timeout: float

@@ -26,15 +26,6 @@ class PgKafkaMetadataStore(SqlKafkaMetadataStore):
         self.url = url
         self._db = PgDatabase(url, busy_timeout_s=busy_timeout_s)
 
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> PgKafkaMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     @contextmanager
     def partition_lock(self, topic: str, partition: int) -> Iterator[bool]:
         """A session advisory lock on a connection of its own (the server releases it when that

@@ -28,14 +28,5 @@ class PgMetadataStore(SqlMetadataStore, ClusterTables):
         self.url = url
         self._db = PgDatabase(url, busy_timeout_s=busy_timeout_s)
 
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> PgMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"PgMetadataStore({self._db.where!r})"

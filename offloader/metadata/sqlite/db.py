@@ -24,114 +24,26 @@ from pathlib import Path
 from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
+from offloader.metadata import ledger_schema as ledgers
+from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
     KAFKA_ONE_COPY_TABLES,
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
 )
 from offloader.metadata.rules import SQLITE, Dialect, Row
-from offloader.metadata.sqlite.export_schema import EXPORT_TABLES
+from offloader.metadata.statements import Transacting
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 
-_V1 = (
-    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    "INSERT INTO counters (name, value) VALUES ('next_ledger_id', 0)",
-    """CREATE TABLE namespaces (
-        name TEXT PRIMARY KEY,
-        created_ms INTEGER NOT NULL,
-        offload_threshold_bytes INTEGER NOT NULL DEFAULT -1,
-        offload_threshold_seconds INTEGER NOT NULL DEFAULT -1,
-        offload_deletion_lag_ms INTEGER,
-        retention_size_bytes INTEGER NOT NULL DEFAULT 0,
-        retention_time_seconds INTEGER NOT NULL DEFAULT 0,
-        read_priority TEXT NOT NULL DEFAULT 'tiered-storage-first'
-    )""",
-    """CREATE TABLE topics (
-        name TEXT PRIMARY KEY,
-        namespace TEXT NOT NULL REFERENCES namespaces(name),
-        created_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX topics_by_namespace ON topics(namespace)",
-    """CREATE TABLE offload_attempts (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        uuid TEXT NOT NULL UNIQUE,
-        ledger_id INTEGER NOT NULL,
-        topic TEXT NOT NULL,
-        state TEXT NOT NULL
-            CHECK (state IN ('STARTED', 'COMPLETED', 'FAILED', 'SUPERSEDED', 'CLEANED')),
-        started_ms INTEGER NOT NULL,
-        finished_ms INTEGER,
-        error TEXT,
-        driver_name TEXT NOT NULL,
-        driver_properties TEXT NOT NULL,
-        data_key TEXT NOT NULL,
-        index_key TEXT NOT NULL,
-        data_size INTEGER,
-        index_size INTEGER,
-        block_crc32c TEXT,
-        index_crc32c INTEGER
-    )""",
-    "CREATE INDEX attempts_by_ledger ON offload_attempts(ledger_id)",
-    """CREATE TABLE ledgers (
-        ledger_id INTEGER PRIMARY KEY,
-        topic TEXT NOT NULL REFERENCES topics(name) ON DELETE CASCADE,
-        entries INTEGER NOT NULL DEFAULT 0 CHECK (entries >= 0),
-        size_bytes INTEGER NOT NULL DEFAULT 0 CHECK (size_bytes >= 0),
-        created_ms INTEGER NOT NULL,
-        closed_ms INTEGER,
-        state TEXT NOT NULL CHECK (state IN ('OPEN', 'CLOSED', 'DELETED')),
-        offload_uuid TEXT REFERENCES offload_attempts(uuid),
-        offload_complete INTEGER NOT NULL DEFAULT 0,
-        offload_local_deleted INTEGER NOT NULL DEFAULT 0,
-        offload_timestamp_ms INTEGER
-    )""",
-    "CREATE INDEX ledgers_by_topic ON ledgers(topic, ledger_id)",
-)
-
-_V2 = (
-    """CREATE TABLE topic_offload_status (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        status TEXT NOT NULL CHECK (status IN ('NOT_RUN', 'RUNNING', 'SUCCESS', 'ERROR')),
-        last_error TEXT,
-        updated_ms INTEGER NOT NULL
-    )""",
-    """CREATE TABLE offload_locks (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        owner TEXT NOT NULL,
-        acquired_ms INTEGER NOT NULL,
-        heartbeat_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX attempts_by_state ON offload_attempts(state)",
-)
-
-_V3 = (
-    # a topic's own offload policies (NULL: not set on the topic, its namespace's apply)
-    """CREATE TABLE topic_offload_policies (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        offload_threshold_bytes INTEGER,
-        offload_threshold_seconds INTEGER,
-        offload_deletion_lag_ms INTEGER,
-        read_priority TEXT
-    )""",
-)
-
-#: the offload transform policy of a namespace (spec/transforms.md)
-_V4 = (
-    "ALTER TABLE namespaces ADD COLUMN transform_compression TEXT NOT NULL DEFAULT 'none'",
-    "ALTER TABLE namespaces ADD COLUMN transform_level INTEGER",
-    "ALTER TABLE namespaces ADD COLUMN transform_encryption TEXT NOT NULL DEFAULT 'none'",
-    "ALTER TABLE namespaces ADD COLUMN transform_key_id TEXT",
-)
-
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    _V1,
-    _V2,
-    _V3,
-    _V4,
+    ledgers.LEDGER_TABLES,
+    ledgers.STATUS_AND_LOCK_TABLES,
+    ledgers.TOPIC_POLICY_TABLES,
+    ledgers.TRANSFORM_COLUMNS,
     KAFKA_TABLES,
     EXPORT_TABLES,
     KAFKA_TRANSFORM_TABLES,
@@ -200,7 +112,7 @@ class SqliteExecutor:
         return self.conn.execute(sql, tuple(args)).rowcount
 
 
-class Database:
+class Database(Transacting[sqlite3.Connection]):
     """One connection to the metadata file, shared by the threads of one process."""
 
     def __init__(
@@ -323,17 +235,8 @@ class Database:
         with self._transaction("BEGIN") as conn:
             yield conn
 
-    @contextmanager
-    def writing(self) -> Iterator[SqliteExecutor]:
-        """:meth:`write`, as the executor the shared statements run on."""
-        with self.write() as conn:
-            yield SqliteExecutor(conn)
-
-    @contextmanager
-    def reading(self) -> Iterator[SqliteExecutor]:
-        """:meth:`read`, as the executor the shared statements run on."""
-        with self.read() as conn:
-            yield SqliteExecutor(conn)
+    def executor(self, handle: sqlite3.Connection) -> SqliteExecutor:
+        return SqliteExecutor(handle)
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:

@@ -2,7 +2,7 @@
 
 Its own connection to ``<home>/metadata.db`` (schema, WAL, busy timeout and error translation
 of :mod:`offloader.metadata.sqlite.db`; the table's DDL in
-:mod:`offloader.metadata.sqlite.export_schema`); the methods are the shared ones of
+:mod:`offloader.metadata.export_schema`); the methods are the shared ones of
 :class:`~offloader.metadata.export.SqlExportMetadataStore`. Each change is one
 ``BEGIN IMMEDIATE`` transaction.
 """
@@ -29,12 +29,3 @@ class SqliteExportMetadataStore(SqlExportMetadataStore):
     ) -> None:
         self.path = Path(path)
         self._db = Database(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
-
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> SqliteExportMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -31,15 +31,6 @@ class SqliteKafkaMetadataStore(SqlKafkaMetadataStore):
         self.path = Path(path)
         self._db = Database(self.path, busy_timeout_s=busy_timeout_s)
 
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> SqliteKafkaMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     @contextmanager
     def partition_lock(self, topic: str, partition: int) -> Iterator[bool]:
         """An ``fcntl.flock`` on ``<home>/locks/kafka-upload-<sha256>.lock`` beside the database:

@@ -37,14 +37,5 @@ class SqliteMetadataStore(SqlMetadataStore):
         self.path = Path(path)
         self._db = Database(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
 
-    def close(self) -> None:
-        self._db.close()
-
-    def __enter__(self) -> SqliteMetadataStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"SqliteMetadataStore({str(self.path)!r})"
