@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 S3 ?= moto
+LINTED := formats offloader cli tests bench docsgen examples devservers
 
 .DEFAULT_GOAL := help
 
@@ -44,17 +45,27 @@ pg-deps: ## Install PostgreSQL from Debian when running as root, for the Postgre
 test: install rgw-deps pg-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# the fast tier: unit and contract tests on the file store; no S3 server, PostgreSQL or Spark
+# (tests/conftest.py marks the tests that use them from their fixtures), nothing marked slow
+FAST_TIER := not s3 and not rgw and not postgres and not spark and not slow
+
+check: install ## The fast tier for the edit loop: unit and contract tests on the file store (a few minutes)
+	$(PY) -m pytest -q -p no:cacheprovider -m "$(FAST_TIER)"
+
 lint: install ## ruff and mypy
-	$(VENV)/bin/ruff check formats offloader cli tests bench docsgen
-	$(VENV)/bin/ruff format --check formats offloader cli tests bench docsgen
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy
 
 fmt: install ## Format the code with ruff
-	$(VENV)/bin/ruff format formats offloader cli tests bench docsgen
-	$(VENV)/bin/ruff check --fix formats offloader cli tests bench docsgen
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)
 
-demo: install pg-deps ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
+demo: install ## The main job in a minute or two, one line per stage: produce, offload to S3, read back, Spark, Iceberg + DuckDB (`make demo S3=ceph`: Ceph RGW)
 	$(PY) -m examples.demo --s3 $(S3)
+
+tour: install pg-deps ## The tour of every capability, each command and its output (`make tour S3=ceph`: Ceph RGW)
+	$(PY) -m examples.tour --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)
 	$(PY) -m bench all
@@ -62,7 +73,7 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps pg-deps test lint fmt demo bench clean
+.PHONY: help install rgw-deps pg-deps test check lint fmt demo tour bench clean
 
 # --- the documentation site (docs/, mkdocs.yml, docsgen/) -------------------------------------
 # The generated pages (CLI and configuration references, performance) are made at build time by

@@ -1,6 +1,6 @@
 """Shared pieces of the offload and read benchmarks: servers, synthetic ledgers, workers.
 
-* Servers: Ceph RGW (``tests/servers/ceph_rgw.py``) by default and moto's server as a second
+* Servers: Ceph RGW (``devservers/ceph_rgw.py``) by default and moto's server as a second
   column. moto runs as a separate ``moto_server`` process (never in the benchmark's process,
   whose GIL it would share). When RGW cannot start, the run falls back to moto and every JSON
   line says so (``server_note``).
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from devservers.endpoint import S3Endpoint
 from formats.ledger_metadata import LedgerMetadata
 from formats.spans import EntrySpans
 from offloader.config import OffloadSettings
-from tests.servers.endpoint import S3Endpoint
 
 POOL_SIZE = 16 * 1024 * 1024
 #: payload ``i`` of a SyntheticLedger starts at pool offset ``(i * POOL_STRIDE) % POOL_SIZE``
@@ -114,7 +114,7 @@ def moto_process() -> Iterator[tuple[S3Endpoint, int]]:
 def server(name: str) -> Iterator[Server]:
     """Start one server by name; ``rgw`` falls back to moto (with a note) if it cannot run."""
     if name == "rgw":
-        from tests.servers import ceph_rgw
+        from devservers import ceph_rgw
 
         reason = ceph_rgw.unavailable_reason()
         if reason is None:

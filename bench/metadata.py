@@ -7,7 +7,7 @@ ledger, close it, ``begin_offload``, ``complete_offload`` (the UUID compare-and-
 ``mark_local_deleted``, plus one ``list_ledgers`` read: seven transactions. The benchmark runs
 that for N ledgers in each of P processes at once (one topic per process) against a fresh
 SQLite file (the embedded baseline, ``synchronous=FULL``) and a throwaway local PostgreSQL
-server (``tests/servers/postgres.py``; ``fsync`` off there, so the figures are of the
+server (``devservers/postgres.py``; ``fsync`` off there, so the figures are of the
 protocol and the round trips, not of the disk), and reports ledgers per second (higher is
 better) with the client processes' CPU seconds beside them. Skipped, with a note, where
 PostgreSQL cannot run.
@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ledgers", type=int, default=200, help="ledgers per process (200)")
     parser.add_argument("--processes", type=int, default=2, help="concurrent processes (2)")
     args = parser.parse_args(argv)
-    from tests.servers import postgres
+    from devservers import postgres
 
     reason = postgres.unavailable_reason()
     if reason is not None:

@@ -1,6 +1,6 @@
 """moto's S3 server in a child process, for the benchmarks that split CPU by role.
 
-The tests run moto in-process (``tests/servers/moto_server.py``), where its CPU is the driver's:
+The tests run moto in-process (``devservers/moto_server.py``), where its CPU is the driver's:
 a scan's and a download's server work could not be told from their clients'. Here the server
 is a child of the bench (so still in the measured process tree), and :mod:`bench.cpu_roles`
 counts it as ``s3_server``, as it counts Ceph's ``radosgw``. The child stops when its stdin
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bench import cpu_roles
-from tests.servers.endpoint import S3Endpoint
-from tests.servers.moto_server import TEST_PART_MIN_SIZE
+from devservers.endpoint import S3Endpoint
+from devservers.moto_server import TEST_PART_MIN_SIZE
 
 _SERVE = """
 import logging, sys

@@ -42,10 +42,10 @@ from bench.common import (
     take_turns,
 )
 from bench.placement import Placement, add_run_arguments, parse_placements, pin_worker, placed
+from devservers.endpoint import S3Endpoint
 from formats.layout import plan_blocks
 from offloader.config import OffloadSettings
 from offloader.units import parse_size
-from tests.servers.endpoint import S3Endpoint
 
 GOAL_RATIO = 0.9
 RSS_SLACK_MB = 150.0

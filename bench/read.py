@@ -62,10 +62,10 @@ from bench.common import (
     take_turns,
 )
 from bench.placement import Placement, add_run_arguments, parse_placements, pin_worker, placed
+from devservers.endpoint import S3Endpoint
 from formats.keys import data_key
 from offloader.config import OffloadSettings
 from offloader.units import parse_size
-from tests.servers.endpoint import S3Endpoint
 
 GOAL_RATIO = 0.9
 CHUNK = 1024 * 1024

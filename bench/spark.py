@@ -71,7 +71,7 @@ def _server(kind: str) -> Iterator[Any]:
         with start_moto_process() as endpoint:
             yield endpoint
     else:
-        from tests.servers.ceph_rgw import start_rgw
+        from devservers.ceph_rgw import start_rgw
 
         with (
             tempfile.TemporaryDirectory(prefix="bench-rgw-") as tmp,

@@ -1,7 +1,7 @@
-"""The two-broker part of ``make demo``: two homes on one PostgreSQL metadata store.
+"""The two-broker part of ``make tour``: two homes on one PostgreSQL metadata store.
 
-:func:`cluster_part` starts a throwaway PostgreSQL (``tests/servers/postgres.py``, Debian's
-``postgresql`` package; ``make demo`` installs it as root, as ``make test`` does), gives two
+:func:`cluster_part` starts a throwaway PostgreSQL (``devservers/postgres.py``, Debian's
+``postgresql`` package; ``make tour`` installs it as root, as ``make test`` does), gives two
 homes (broker a and broker b) the same ``metadata = "postgresql://..."`` and object store in
 their ``offloader.toml``, and drives the real ``offloader`` command: a produces a topic and owns
 it, b sees it (``topics info`` names the owner) but is refused producing to it, a offloads and
@@ -17,15 +17,14 @@ import shlex
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from examples.harness import CLI, Demo, S3Target, StepFailed
 
 TOPIC = "persistent://demo/cluster/orders"
 
 
-def _fails(demo: Any, args: list[str], expect: str) -> str:
+def _fails(demo: Demo, args: list[str], expect: str) -> str:
     """Run ``offloader ARGS`` in ``demo``'s home, expecting exit 1 with ``expect`` in stderr."""
-    from examples.demo import CLI, StepFailed
-
     print(f"$ offloader {shlex.join(args)}", flush=True)
     proc: subprocess.CompletedProcess[str] = demo.run([*CLI, *args])
     print(f"  {proc.stderr.strip()}")
@@ -34,10 +33,9 @@ def _fails(demo: Any, args: list[str], expect: str) -> str:
     return proc.stderr
 
 
-def cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None]) -> None:
+def cluster_part(demo: Demo, work: Path, check: Callable[[bool, str], None]) -> None:
     """Two brokers sharing a PostgreSQL metadata store (see the module docstring)."""
-    from examples.demo import Demo, S3Target
-    from tests.servers import postgres
+    from devservers import postgres
 
     demo.step("Two brokers on one PostgreSQL metadata store: ownership, a cluster-wide read")
     reason = postgres.unavailable_reason()

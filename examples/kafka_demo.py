@@ -1,4 +1,4 @@
-"""The Kafka part of ``make demo``: a broker log directory, an upload, reads, Spark.
+"""The Kafka part of ``make tour``: a broker log directory, an upload, reads, Spark.
 
 :func:`write_log_dir` lays out a small Kafka log directory the way a broker does (two
 partitions of ``demo-orders``, segments rolled at 64 KiB with their ``.index`` and
@@ -11,9 +11,10 @@ print.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from examples.harness import Demo, spark_unavailable
 from formats.kafka.batch import iter_batch_headers
 from formats.kafka.encode import NewRecord, encode_batch
 from formats.kafka.index import build_indexes
@@ -78,9 +79,9 @@ def write_log_dir(root: Path) -> dict[int, list[tuple[int, int]]]:
     return layout
 
 
-def kafka_part(demo: Any, work: Path, check: Any) -> None:
-    """Upload, status, read by offset and by time, and a Spark query (``demo``: examples.demo's
-    Demo; ``check``: its check function)."""
+def kafka_part(demo: Demo, work: Path, check: Callable[[bool, str], None]) -> None:
+    """Upload, status, read by offset and by time, and a Spark query (``check``: the
+    harness's check function)."""
     log_dir = work / "kafka-logs"
     layout = write_log_dir(log_dir)
     closed = sum(len(s) - 1 for s in layout.values())
@@ -148,17 +149,15 @@ def kafka_part(demo: Any, work: Path, check: Any) -> None:
     check(rows[0]["tier"] == "remote" and rows[-1]["tier"] == "local", "remote, then local")
 
     demo.step("Kafka: count records per partition with Spark (kafka-segments source)")
-    from examples.demo import spark_unavailable
-
     why_not = spark_unavailable()
     if why_not is not None:
         print(f"  skipped: {why_not}")
         return
     args = ["--home", str(demo.home), "--store", demo.target.store_url]
-    out = demo.example("kafka_spark", args, "the Kafka Spark job")
+    counted = demo.example("kafka_spark", args, "the Kafka Spark job")
     expected = {p: segs[-1][0] for p, segs in layout.items()}  # records in closed segments
     for partition, count in expected.items():
         check(
-            f"{TOPIC}  {partition}  {count}" in out,
+            f"{TOPIC}  {partition}  {count}" in counted,
             f"Spark counted {count} remote records in partition {partition}",
         )

@@ -75,7 +75,9 @@ __all__ = [
     "PreconditionFailed",
     "ProtobufError",
     "ReadError",
+    "RemoteSegmentMismatch",
     "SchemaVersionError",
+    "SegmentChangedError",
     "StoreError",
     "StoreUnavailable",
     "TopicBusy",
@@ -254,6 +256,18 @@ class VerificationError(OffloadError):
 
 class ReadError(OffloaderError):
     """Reading entries failed."""
+
+
+class RemoteSegmentMismatch(ReadError):
+    """A remote Kafka segment's object does not match what its record pinned at upload (a span
+    CRC32C, its size, its transform), or holds batches outside the segment's offsets or the
+    request's: nothing read from it is returned. The message names the topic, partition, base
+    offset and object key."""
+
+
+class SegmentChangedError(OffloadError):
+    """A local Kafka segment shrank or changed (Kafka truncated or rewrote it) while it was being
+    copied: the attempt is cleaned up and a later pass copies the segment as it is then."""
 
 
 class EntryOutOfRange(ReadError):

@@ -1,11 +1,11 @@
 """Session fixtures shared by every test tier.
 
 ``s3_endpoint`` is parametrized over the S3 servers that can run here: moto's
-ThreadedMotoServer always, and a throwaway Ceph RADOS Gateway (``tests/servers/ceph_rgw.py``)
+ThreadedMotoServer always, and a throwaway Ceph RADOS Gateway (``devservers/ceph_rgw.py``)
 when its daemons are installed. When RGW cannot run, its parameter is deselected and the
 terminal summary says so in one line, with the command that enables it (never silently).
 
-``pg_server`` is a throwaway PostgreSQL (``tests/servers/postgres.py``), started once per
+``pg_server`` is a throwaway PostgreSQL (``devservers/postgres.py``), started once per
 session when a test needs it; tests parametrized with ``"postgresql"`` or marked ``postgres``
 are deselected when it cannot run, with a one-line notice in the summary, as for RGW.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.endpoint import S3Endpoint
-from tests.servers.moto_server import start_moto
-from tests.servers.postgres import PgServer, start_postgres
-from tests.servers.postgres import unavailable_reason as _pg_unavailable_reason
+from devservers.endpoint import S3Endpoint
+from devservers.moto_server import start_moto
+from devservers.postgres import PgServer, start_postgres
+from devservers.postgres import unavailable_reason as _pg_unavailable_reason
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -30,9 +30,9 @@ S3_SERVERS = ["moto", "rgw"]
 
 def _rgw_unavailable_reason() -> str | None:
     try:
-        from tests.servers import ceph_rgw
+        from devservers import ceph_rgw
     except ImportError as exc:  # pragma: no cover - the helper module is part of the repo
-        return f"tests/servers/ceph_rgw.py not importable: {exc}"
+        return f"devservers/ceph_rgw.py not importable: {exc}"
     return ceph_rgw.unavailable_reason()
 
 
@@ -42,7 +42,39 @@ def _needs_postgres(item: pytest.Item) -> bool:
     return on_pg or item.get_closest_marker("postgres") is not None
 
 
+#: the markers of tests that use a server or a JVM, from the fixtures they use and their
+#: parameters, so that ``make check`` (``-m "not s3 and not rgw and not postgres and not spark
+#: and not slow"``) selects the fast tier without relying on each file's ``pytestmark``
+FIXTURE_MARKS = {
+    "moto_endpoint": ("s3",),
+    "rgw_endpoint": ("s3", "rgw"),
+    "s3_endpoint": ("s3",),
+    "s3_bucket": ("s3",),
+    "pg_server": ("postgres",),
+    "pg_url": ("postgres",),
+    "spark": ("spark",),
+}
+PARAM_MARKS = {"moto": ("s3",), "rgw": ("s3", "rgw"), "postgresql": ("postgres",)}
+
+
+def implied_marks(item: pytest.Item) -> set[str]:
+    """The tier markers ``item`` needs by its fixtures and parameters (see FIXTURE_MARKS)."""
+    names: set[str] = set()
+    for fixture in getattr(item, "fixturenames", ()):
+        names.update(FIXTURE_MARKS.get(fixture, ()))
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec is not None else ():
+        if isinstance(value, str):
+            names.update(PARAM_MARKS.get(value, ()))
+    return names
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in sorted(implied_marks(item)):
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)
     pg_reason = _pg_unavailable_reason()
     config._pg_skip_reason = pg_reason  # type: ignore[attr-defined]
     if pg_reason is not None:
@@ -70,7 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     pg_reason = getattr(terminalreporter.config, "_pg_skip_reason", None)
     if pg_reason:
-        from tests.servers.postgres import DISABLE_ENV
+        from devservers.postgres import DISABLE_ENV
 
         enable = f"unset {DISABLE_ENV}" if DISABLE_ENV in pg_reason else "sudo make pg-deps"
         terminalreporter.write_line(
@@ -79,7 +111,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
     reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
     if reason:
-        disable_env = "LEDGER_OFFLOADER_NO_RGW"  # tests/servers/ceph_rgw.py's escape hatch
+        disable_env = "LEDGER_OFFLOADER_NO_RGW"  # devservers/ceph_rgw.py's escape hatch
         enable = (
             f"unset {disable_env}" if disable_env in reason else "sudo make rgw-deps && make test"
         )
@@ -110,7 +142,7 @@ def pg_url(pg_server: PgServer) -> str:
 
 @pytest.fixture(scope="session")
 def rgw_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
-    from tests.servers import ceph_rgw
+    from devservers import ceph_rgw
 
     with ceph_rgw.start_rgw(tmp_path_factory.mktemp("rgw")) as endpoint:
         yield endpoint

@@ -1,6 +1,6 @@
 """The Ceph RGW fixture gives a real S3 server, and stopping it really stops it.
 
-These tests talk to the session's ``rgw_endpoint`` (see ``tests/servers/ceph_rgw.py``); they are
+These tests talk to the session's ``rgw_endpoint`` (see ``devservers/ceph_rgw.py``); they are
 deselected, with one line in the summary, when Ceph is not installed or
 ``LEDGER_OFFLOADER_NO_RGW`` is set.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.servers import ceph_rgw
-from tests.servers.endpoint import S3Endpoint
+from devservers import ceph_rgw
+from devservers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

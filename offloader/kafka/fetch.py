@@ -7,7 +7,11 @@ short). A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. R
 wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
 so are the records of a remote copy below its effective start (a segment that straddled the
 watermark when it was copied: the copy before answers for them); control batches (transaction
-markers) are not returned.
+markers) are not returned. Every batch must lie inside its segment's
+offsets, after the one before, and the first one found through the ``.index`` must not start
+after the offset looked up (else the segment is read from its start): a flipped base offset or a
+wrong index entry never shifts or skips records (:class:`~offloader.kafka.integrity.BatchGuard`);
+remote bytes are checked against the record's span CRC32Cs before they are parsed.
 
 Modes (Pinterest's): ``kafka-only`` and ``remote-only`` read one tier; ``kafka-preferred`` reads a
 segment from the local log when it has it, else from the remote tier; ``remote-preferred`` the
@@ -18,21 +22,24 @@ deletes before we open it is read from the remote tier instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from formats.kafka.batch import BatchHeader, Record, decode_records, iter_batch_headers
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.integrity import BatchGuard
 from offloader.kafka.segments import (
     IndexCache,
+    Reader,
     SegmentGone,
     SegmentView,
     local_views,
     remote_views,
 )
 from offloader.kafka.types import KafkaRecordRow
+from offloader.logs import get_logger
 
 READ_MODES = ("kafka-only", "kafka-preferred", "remote-preferred", "remote-only")
 #: a read without a count streams the segment in GETs of this size
@@ -40,6 +47,8 @@ MAX_WINDOW = 16 * 1024 * 1024
 MIN_WINDOW = 16 * 1024
 
 __all__ = ["READ_MODES", "IndexCache", "read_records"]
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -60,13 +69,16 @@ class _Start:
         return record.timestamp >= self.timestamp
 
 
-def _start_position(view: SegmentView, start: _Start) -> int:
+def _start_position(view: SegmentView, start: _Start) -> tuple[int, int]:
+    """The ``.index`` position to read from and the offset it was looked up for (the first
+    batch there must not start after it)."""
     index = view.offset_index()
     if start.offset is not None:
-        return index.lookup(max(start.offset, view.base))[1]
+        anchor = max(start.offset, view.base)
+        return index.lookup(anchor)[1], anchor
     assert start.timestamp is not None
     _, offset = view.time_index().lookup(start.timestamp)
-    return index.lookup(offset)[1]
+    return index.lookup(offset)[1], offset
 
 
 def _window(view: SegmentView, position: int, start: _Start, count: int | None) -> int:
@@ -92,47 +104,82 @@ def _segment_rows(
     read, close, local_size = view.open_reader()
     size = local_size if local_size >= 0 else view.size
     try:
-        position = _start_position(view, start)
-        window = _window(view, position, start, count)
-        started = False
-        while position < size:
-            end = min(size, position + window)
-            data = read(position, end)
-            consumed = 0
-            for header in iter_batch_headers(data, source=view.source, stop_at_partial=True):
-                consumed = header.end
-                if header.is_control or (not started and not start.batch_may_hold(header)):
-                    continue
-                for record in decode_records(data, header, source=view.source):
-                    if record.offset < view.base:
-                        continue  # below a straddling copy's start: the copy before has it
-                    if not started:
-                        if not start.record_ok(record):
-                            continue
-                        started = True
-                    yield KafkaRecordRow(
-                        topic,
-                        partition,
-                        record.offset,
-                        record.timestamp,
-                        header.timestamp_type,
-                        record.key,
-                        record.value,
-                        record.headers,
-                        view.tier,
-                    )
-            if consumed == 0:
-                if end >= size:
-                    if view.end is None:
-                        return  # the active segment's last batch is still being written
-                    list(iter_batch_headers(data, source=view.source))  # raises: truncated
-                    return
-                window = min(max(window * 2, MIN_WINDOW), MAX_WINDOW * 4)
-                continue
-            position += consumed
-            window = min(max(window, MIN_WINDOW), MAX_WINDOW)
+        position, anchor = _start_position(view, start)
+        missed = yield from _rows_from(
+            view, read, size, position, anchor, topic, partition, start, count
+        )
+        if missed is not None:
+            log.warning(
+                "the .index pointed past the wanted offset; reading the segment from its start",
+                segment=view.source,
+                position=position,
+                anchor=anchor,
+                first_batch=missed,
+            )
+            yield from _rows_from(view, read, size, 0, anchor, topic, partition, start, count)
     finally:
         close()
+
+
+def _rows_from(
+    view: SegmentView,
+    read: Reader,
+    size: int,
+    position: int,
+    anchor: int,
+    topic: str,
+    partition: int,
+    start: _Start,
+    count: int | None,
+) -> Generator[KafkaRecordRow, None, int | None]:
+    """Records of the segment read from byte ``position`` (see :func:`_segment_rows`). Returns
+    the base offset of the first batch when it starts after ``anchor`` (the ``.index`` was
+    wrong: nothing was yielded, the caller starts over from byte 0), else None."""
+    guard = BatchGuard(view.source, view.segment_base, view.end, view.record)
+    first = position > 0
+    window = _window(view, position, start, count)
+    started = False
+    while position < size:
+        end = min(size, position + window)
+        data = read(position, end)
+        consumed = 0
+        for header in iter_batch_headers(data, source=view.source, stop_at_partial=True):
+            if first and header.base_offset > anchor:
+                return header.base_offset  # nothing yielded yet: start over
+            first = False
+            guard.check(header)
+            consumed = header.end
+            if header.is_control or (not started and not start.batch_may_hold(header)):
+                continue
+            for record in decode_records(data, header, source=view.source):
+                if record.offset < view.base:
+                    continue  # below a straddling copy's start: the copy before has it
+                if not started:
+                    if not start.record_ok(record):
+                        continue
+                    started = True
+                yield KafkaRecordRow(
+                    topic,
+                    partition,
+                    record.offset,
+                    record.timestamp,
+                    header.timestamp_type,
+                    record.key,
+                    record.value,
+                    record.headers,
+                    view.tier,
+                )
+        if consumed == 0:
+            if end >= size:
+                if view.end is None:
+                    return None  # the active segment's last batch is still being written
+                list(iter_batch_headers(data, source=view.source))  # raises: truncated
+                return None
+            window = min(max(window * 2, MIN_WINDOW), MAX_WINDOW * 4)
+            continue
+        position += consumed
+        window = min(max(window, MIN_WINDOW), MAX_WINDOW)
+    return None
 
 
 def _pick(

@@ -7,6 +7,12 @@ another key, the data key is unwrapped (with that key from the ring) and wrapped
 its chunks do not change, since the data key does not). Safe to interrupt and re-run: each
 ``.chunks`` object is either old or new, both readable, and a re-run skips those already under
 ``ID`` (after checking that ``ID`` unwraps them). Key bytes never reach a log.
+
+The segment's record pins its ``.chunks`` object's CRC32Cs (spec/kafka-segments.md §6), so a
+re-key moves the pin in three steps: the new object's checksums are recorded as
+``next_chunks`` (accepted beside the old), the object is replaced, then they become the pinned
+ones. Interrupted anywhere, the object in the store is one the record accepts; the re-run
+finishes the move.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import dataclasses
 
 from formats.kafka.names import kafka_uuid_to_uuid
+from formats.kafka.spans import ObjectChecksums
 from formats.transform import encode_segment_table, unwrap_data_key, wrap_data_key
 from offloader.crashpoints import crash_point
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.integrity import check_object
 from offloader.kafka.transform_read import CHUNKS, decode_table, is_transformed
 from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
@@ -49,6 +57,7 @@ def _rekey_one(
 ) -> RekeyOutcome:
     key = record.keys[CHUNKS]
     got = ctx.store.get(key)
+    check_object(record, CHUNKS, got.data)  # the pinned (or the next) checksum
     section = decode_table(got.data, record)
 
     def outcome(action: str) -> RekeyOutcome:
@@ -65,6 +74,8 @@ def _rekey_one(
         return outcome(PLAIN)
     if section.key_id == to_key:
         unwrap_data_key(new_kek, section.wrapped_key, to_key)  # WrongKeyError if not ours
+        if not dry_run:
+            _pin(ctx, record, ObjectChecksums.of(got.data))  # an interrupted re-key's last step
         return outcome(UNCHANGED)
     data_key = unwrap_data_key(ring.key(section.key_id), section.wrapped_key, section.key_id)
     rewrapped = dataclasses.replace(
@@ -75,8 +86,14 @@ def _rekey_one(
     )
     if dry_run:
         return outcome(REKEYED)
+    new = ObjectChecksums.of(body)
+    if record.checks is not None:
+        ctx.meta.set_segment_checks(
+            record.segment_id, dataclasses.replace(record.checks, next_chunks=new), ctx.now_ms()
+        )
     ctx.store.put(key, body, got.metadata)
     crash_point("kafka.rekey.after_put")
+    _pin(ctx, record, new)
     log.info(
         "Kafka segment rekeyed",
         topic=record.topic,
@@ -87,3 +104,14 @@ def _rekey_one(
         to_key=to_key,
     )
     return outcome(REKEYED)
+
+
+def _pin(ctx: KafkaContext, record: RemoteSegmentRecord, chunks: ObjectChecksums) -> None:
+    """Make ``chunks`` the pinned checksums of the segment's ``.chunks`` (no next one)."""
+    checks = record.checks
+    if checks is None or (checks.objects.get(CHUNKS) == chunks and checks.next_chunks is None):
+        return
+    pinned = dataclasses.replace(
+        checks, objects={**checks.objects, CHUNKS: chunks}, next_chunks=None
+    )
+    ctx.meta.set_segment_checks(record.segment_id, pinned, ctx.now_ms())

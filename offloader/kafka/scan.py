@@ -8,7 +8,9 @@ from each copy's effective start: :func:`~offloader.kafka.segments.live_copies`)
 max timestamp, starts a segment's first task at the index position of its first wanted offset
 and, with a lower time bound, no earlier than the batch the ``.timeindex`` names for that time
 (``.timeindex`` -> offset -> ``.index`` -> position, as a fetch by time does), and filters the
-records exactly. :func:`read_task` reads one task with one ranged GET. A transformed segment's
+records exactly. :func:`read_task` reads one task with one ranged GET (a plain ``.log``'s bytes
+checked against the span CRC32Cs pinned in the segment's record, every batch inside the
+segment's offsets; spec/kafka-segments.md §6). A transformed segment's
 task carries its chunk table (loaded once, on the driver) and the key ring's path: the executor
 reads the task's bytes through the decoding view, still one ranged GET (of the chunks covering
 them).
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,11 +28,15 @@ from formats.kafka.batch import decode_records, iter_batch_headers
 from formats.transform import TransformSection
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.integrity import BatchGuard, VerifiedLog, check_transform
 from offloader.kafka.segments import IndexCache, live_copies
 from offloader.kafka.transform_read import is_transformed, segment_view
 from offloader.kafka.types import KafkaRecordRow
+from offloader.logs import get_logger
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
 from offloader.store.base import ObjectStore
+
+log = get_logger(__name__)
 
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 FILTER_COLUMNS = ("partition", "offset", "timestamp")
@@ -112,6 +118,11 @@ class ScanTask:
     cache_bytes: int = 0
     #: the copy's effective start: its records below it are another copy's (not returned)
     start_offset: int = 0
+    #: the segment's record: its pinned checks (a plain ``.log``'s spans checked before its
+    #: bytes are parsed) and its offsets (every batch checked inside them)
+    record: RemoteSegmentRecord | None = None
+    #: the offset the first task's ``.index`` position was looked up for (None: no lookup)
+    anchor: int | None = None
 
 
 def _cuts(positions: Iterable[int], start: int, size: int, split: int) -> list[int]:
@@ -141,18 +152,22 @@ def plan_scan(
         lo = max(scan_filter.offset_range[0], seg.first_offset)
         since = scan_filter.time_range[0]
         start = 0
+        anchor: int | None = None
         index = None
         if lo > seg.base_offset or since > -math.inf or seg.size_bytes > split_bytes:
             index = cache.offset_index(seg)
             if lo > seg.base_offset:
-                start = index.lookup(int(lo))[1]
+                start, anchor = index.lookup(int(lo))[1], int(lo)
             if since > -math.inf:
                 # batches before the one holding the time entry's offset are all older
                 _, at = cache.time_index(seg).lookup(math.floor(since))
-                start = max(start, index.lookup(at)[1])
+                if index.lookup(at)[1] > start:
+                    start, anchor = index.lookup(at)[1], at
         positions = index.positions if index is not None else ()
         bounds = _cuts(positions, start, seg.size_bytes, split_bytes)
         section = cache.section(seg) if is_transformed(seg) else None
+        if section is None:
+            check_transform(seg, None)
         for a, b in itertools.pairwise(bounds):
             tasks.append(
                 ScanTask(
@@ -168,27 +183,39 @@ def plan_scan(
                     cache.key_ring,
                     cache.cache_bytes,
                     seg.first_offset,
+                    seg,
+                    anchor if a == start and start > 0 else None,
                 )
             )
     return tasks
 
 
 def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
-    """The task's records (filtered), from one ranged GET."""
-    if task.transform is not None:
-        store = segment_view(
-            store,
-            task.key,
-            task.segment_id,
-            task.base_offset,
-            task.transform,
-            key_ring=task.key_ring,
-            cache_bytes=task.cache_bytes,
-        )
-    data = store.get_range(task.key, task.start, task.end).data
+    """The task's records (filtered), from one ranged GET: a plain ``.log``'s bytes checked
+    against the record's span CRC32Cs, a transformed one's chunks against its chunk table,
+    every batch inside the segment's offsets (:mod:`offloader.kafka.integrity`)."""
+    read = _reader(store, task)
+    data = read(task.start, task.end)
     flt = task.scan_filter
     hi = flt.offset_range[1]
-    for header in iter_batch_headers(data, source=task.key):
+    record = task.record
+    end_offset = record.end_offset if record is not None else None
+    guard = BatchGuard(task.key, task.base_offset, end_offset, record)
+    headers = iter_batch_headers(data, source=task.key)
+    if task.anchor is not None:
+        listed = list(headers)
+        if listed and listed[0].base_offset > task.anchor:
+            log.warning(
+                "the .index pointed past the wanted offset; reading the segment from its start",
+                segment=task.key,
+                anchor=task.anchor,
+                first_batch=listed[0].base_offset,
+            )
+            data = read(0, task.end)
+            listed = list(iter_batch_headers(data, source=task.key))
+        headers = iter(listed)
+    for header in headers:
+        guard.check(header)
         if header.is_control or header.last_offset < flt.offset_range[0]:
             continue
         if header.base_offset > hi:
@@ -208,3 +235,20 @@ def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
                     r.headers,
                 )
                 yield row
+
+
+def _reader(store: ObjectStore, task: ScanTask) -> Callable[[int, int], bytes]:
+    if task.transform is not None:
+        view = segment_view(
+            store,
+            task.key,
+            task.segment_id,
+            task.base_offset,
+            task.transform,
+            key_ring=task.key_ring,
+            cache_bytes=task.cache_bytes,
+        )
+        return lambda a, b: view.get_range(task.key, a, b).data
+    if task.record is not None:
+        return VerifiedLog(store, task.record).read
+    return lambda a, b: store.get_range(task.key, a, b).data

@@ -4,9 +4,10 @@ A :class:`SegmentView` knows its offsets (``end`` is None for the active local s
 how to read ``[start, end)`` of its ``.log``, and its indexes (remote ones fetched once and kept
 in an :class:`IndexCache`, with the chunk table of a transformed segment: its ``.log`` is then
 read through the decoding view of :mod:`offloader.kafka.transform_read`, still one ranged GET
-per read). :func:`remote_views` builds them from the metadata (segments that are
-COPY_SEGMENT_FINISHED, through :func:`live_copies`: one copy per offset, from each copy's
-effective start), :func:`local_views` from a broker log directory (read-only).
+per read). Every remote object is checked against the segment's record before a byte of it is
+used (:mod:`offloader.kafka.integrity`). :func:`remote_views` builds them from the metadata
+(segments that are COPY_SEGMENT_FINISHED, through :func:`live_copies`: one copy per offset, from
+each copy's effective start), :func:`local_views` from a broker log directory (read-only).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from formats.kafka.index import (
 from formats.kafka.names import partition_dir_name
 from formats.transform import TransformSection
 from offloader.errors import ObjectNotFound
+from offloader.kafka.integrity import VerifiedLog, check_transform, verified_object
 from offloader.kafka.logdir import LocalSegment, open_segment_file, scan_partition
 from offloader.kafka.transform_read import is_transformed, load_section, segment_view
 from offloader.metadata.kafka_base import COPY_FINISHED, KafkaMetadataStore, RemoteSegmentRecord
@@ -51,6 +53,14 @@ class SegmentView:
     open_reader: Callable[[], tuple[Reader, Callable[[], None], int]]
     offset_index: Callable[[], OffsetIndex]
     time_index: Callable[[], TimeIndex]
+    #: a remote segment's record (its checks), None for a local file
+    record: RemoteSegmentRecord | None = None
+
+    @property
+    def segment_base(self) -> int:
+        """The segment's own base offset: where its ``.log`` and indexes begin (below
+        :attr:`base` for a copy that straddled the watermark)."""
+        return self.record.base_offset if self.record is not None else self.base
 
     def holds(self, offset: int) -> bool:
         return self.base <= offset and (self.end is None or offset <= self.end)
@@ -115,7 +125,7 @@ class IndexCache:
         if found is not None:
             self._cache.move_to_end(key)
             return found
-        data = self._store.get(record.keys[kind]).data
+        data = verified_object(self._store, record, kind)
         source = record.keys[kind]
         value: OffsetIndex | TimeIndex
         if kind == "index":
@@ -169,12 +179,15 @@ def remote_views(
         def opener(
             key: str = key, record: RemoteSegmentRecord = record
         ) -> tuple[Reader, Callable[[], None], int]:
-            source = cache.log_store(record) if is_transformed(record) else store
+            if is_transformed(record):
+                source = cache.log_store(record)  # the .chunks checked, transform included
 
-            def read(start: int, end: int) -> bytes:
-                return source.get_range(key, start, end).data
+                def read(start: int, end: int) -> bytes:
+                    return source.get_range(key, start, end).data
 
-            return read, lambda: None, -1
+                return read, lambda: None, -1
+            check_transform(record, None)
+            return VerifiedLog(store, record).read, lambda: None, -1
 
         views.append(
             SegmentView(
@@ -187,6 +200,7 @@ def remote_views(
                 opener,
                 lambda r=record: cache.offset_index(r),  # type: ignore[misc]
                 lambda r=record: cache.time_index(r),  # type: ignore[misc]
+                record,
             )
         )
     return views

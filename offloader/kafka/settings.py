@@ -28,7 +28,7 @@ class KafkaSettings:
     entropy_bits: int | None = None
     #: multipart part size of the .log upload (a .log of at most this size is one PUT)
     part_size: int = 64 * MiB
-    #: parts in flight at once (memory: parts are slices of the mmapped segment, not copies)
+    #: parts in flight at once (memory: each holds one part of the segment, read with pread)
     concurrency: int = 4
     #: a COPY_SEGMENT_STARTED attempt older than this is abandoned (a crashed uploader) and
     #: cleaned up by the next upload run

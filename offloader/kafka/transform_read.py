@@ -1,12 +1,13 @@
 """Reading a transformed Kafka segment (spec/transforms.md §8) as if it were the plain ``.log``.
 
 A segment whose record names a ``chunks`` object was stored chunked: :func:`load_section`
-fetches and checks that small object (one GET; callers cache it), and :func:`segment_view`
-returns the :class:`~offloader.read.transformed.TransformedObjectView` in which the ``.log``
-key answers in original coordinates, so a fetch by offset, a Spark task or an export reads it
-with **one** ranged GET of the chunks covering the wanted bytes. The data key is unwrapped with
-the key ring (``MissingKeyError`` naming the key id, ``WrongKeyError``); a tampered chunk is a
-``ChunkAuthenticationError``.
+fetches and checks that small object (one GET; callers cache it; its size, CRC32C and
+transform against the ones pinned in the record, :mod:`offloader.kafka.integrity`), and
+:func:`segment_view` returns the :class:`~offloader.read.transformed.TransformedObjectView`
+in which the ``.log`` key answers in original coordinates, so a fetch by offset, a Spark task
+or an export reads it with **one** ranged GET of the chunks covering the wanted bytes. The data
+key is unwrapped with the key ring (``MissingKeyError`` naming the key id, ``WrongKeyError``); a
+tampered chunk is a ``ChunkAuthenticationError``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from formats.transform import (
     decode_segment_table,
 )
 from offloader.errors import IndexInconsistentError
+from offloader.kafka.integrity import check_transform, verified_object
 from offloader.metadata.kafka_base import RemoteSegmentRecord
 from offloader.read.transformed import TransformedObjectView, data_key_of, shared_chunk_cache
 from offloader.store.base import ObjectStore
@@ -52,8 +54,11 @@ def decode_table(data: bytes, record: RemoteSegmentRecord) -> TransformSection:
 
 
 def load_section(store: ObjectStore, record: RemoteSegmentRecord) -> TransformSection:
-    """The transform section of a transformed segment (one GET of its ``.chunks``)."""
-    return decode_table(store.get(record.keys[CHUNKS]).data, record)
+    """The transform section of a transformed segment (one GET of its ``.chunks``), checked
+    against the record's pinned checksum and transform before it is decoded."""
+    section = decode_table(verified_object(store, record, CHUNKS), record)
+    check_transform(record, section)
+    return section
 
 
 def segment_view(

@@ -14,7 +14,6 @@ chunks' associated data binds them to the segment id and base offset (``LOTK``).
 
 from __future__ import annotations
 
-import mmap
 import secrets
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import crc32c as crc32c_lib
 
+from formats.kafka.spans import join_crcs
 from formats.transform import (
     ChunkEncoder,
     ObjectIdentity,
@@ -43,6 +43,8 @@ TRANSFORM_METADATA_KEY = "kafka-transform"
 TRANSFORM_METADATA_VALUE = "ledger-offloader-chunked-1"
 
 Blocks = tuple[list[bytes], list[StoredChunk]]
+#: reads ``length`` original bytes of the ``.log`` from ``start`` (a short file is an error)
+ReadAt = Callable[[int, int], bytes]
 
 
 def topic_transform(ctx: KafkaContext, topic: str) -> TransformPolicy:
@@ -70,14 +72,16 @@ def block_length(part_size: int, chunk_size: int) -> int:
 def upload_transformed_log(
     ctx: KafkaContext,
     key: str,
-    data: mmap.mmap,
+    read_at: ReadAt,
     size: int,
     metadata: Mapping[str, str],
     transform: WriteTransform,
     identity: ObjectIdentity,
     compressed_spans: Sequence[tuple[int, int]],
-) -> TransformSection:
-    """Upload the ``.log`` (``size`` bytes of ``data``) transformed; its transform section."""
+) -> tuple[TransformSection, int]:
+    """Upload the ``.log`` (``size`` bytes read with ``read_at``) transformed; its transform
+    section and the CRC32C of the original bytes it read (joined from each block's, computed
+    on the encoding threads)."""
     data_key = secrets.token_bytes(32) if transform.encrypted else None
     encoder = ChunkEncoder(
         identity,
@@ -88,13 +92,16 @@ def upload_transformed_log(
     block_len = block_length(ctx.settings.part_size, transform.chunk_size)
     starts = list(range(0, size, block_len))
     lengths = [min(block_len, size - s) for s in starts]
+    block_crcs = [0] * len(starts)
 
     def encode(n: int) -> Blocks:
         start, length = starts[n], lengths[n]
         hints = None
         if transform.zstd_level is not None:
             hints = kafka_compress_hints(compressed_spans, start, length, transform.chunk_size)
-        return encoder.encode_block_chunks(n, data[start : start + length], hints)
+        block = read_at(start, length)
+        block_crcs[n] = crc32c_lib.crc32c(block)
+        return encoder.encode_block_chunks(n, block, hints)
 
     if size <= ctx.settings.part_size:
         # one PUT, but maybe two blocks: a block is a whole number of chunks, so a part_size
@@ -118,7 +125,7 @@ def upload_transformed_log(
         stored_size=stored_size,
         chunks=len(rows),
     )
-    return section
+    return section, join_crcs(block_crcs, lengths)
 
 
 def _multipart(

@@ -9,8 +9,10 @@ watermark + 1, recorded: reads answer from there); a range no local segment hold
 
 1. open its files (live name, else ``.deleted``; an open file survives Kafka's rename/delete);
    a segment gone under both names is recorded as a **gap** (never skipped silently);
-2. check every batch's CRC32C over the mmapped ``.log`` (a corrupt segment is refused and
-   reported; nothing is recorded or uploaded) and learn its end offset and max timestamp;
+2. check every batch's CRC32C, reading the ``.log`` with positioned reads (never ``mmap``: a
+   segment Kafka truncates meanwhile is an error for that segment, not a SIGBUS; a corrupt
+   segment is refused and reported; nothing is recorded or uploaded) and learn its end offset,
+   max timestamp and the CRC32C of the whole file;
 3. ``start_copy``: a new segment id and the object keys (in the tier's persisted key scheme,
    :mod:`offloader.kafka.keys`) are durable before any upload; the store refuses a second live
    copy of any offset (``busy``);
@@ -20,10 +22,16 @@ watermark + 1, recorded: reads answer from there); a range no local segment hold
    leader-epoch checkpoint cut at the segment's end. When the topic has a transform policy the
    ``.log`` is stored chunked, compressed and/or encrypted (:mod:`offloader.kafka.transform_write`)
    and its chunk table and wrapped data key go to one more object, ``.chunks``, whose key is
-   recorded with the others in step 3 (spec/transforms.md §8); the index files stay plain;
-5. ``finish_copy``: COPY_SEGMENT_FINISHED and the partition watermark, in one transaction.
+   recorded with the others in step 3 (spec/transforms.md §8); the index files stay plain.
+   Each object's span CRC32Cs are computed from the bytes uploaded, part by part;
+5. the file must not have changed meanwhile (its size and modification time, and the CRC32C of
+   the bytes uploaded against the scan's): else the attempt fails ("truncated" / "modified
+   while it was copied") and is cleaned up;
+6. ``finish_copy``: COPY_SEGMENT_FINISHED, the partition watermark and the segment's checks
+   (each object's size and span CRC32Cs, the ``.log``'s transform: what every read checks,
+   spec/kafka-segments.md §6), in one transaction.
 
-Any failure in 4-5 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FINISHED) and stops
+Any failure in 4-6 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FINISHED) and stops
 the partition (later segments wait: the watermark never skips a segment that is still local).
 Abandoned attempts of a crashed run are cleaned at the start of the next one (under the lock,
 whatever their age). Kafka's files are never modified.
@@ -31,18 +39,14 @@ whatever their age). Kafka's files are never modified.
 
 from __future__ import annotations
 
-import mmap
-import os
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO
 
-import crc32c as crc32c_lib
-
-from formats.kafka.batch import BatchHeader, iter_batch_headers
-from formats.kafka.errors import KafkaFormatError
+from formats.kafka.batch import BatchHeader
+from formats.kafka.errors import KafkaCorruptError, KafkaFormatError
 from formats.kafka.index import IndexBuilder
 from formats.kafka.names import (
     KafkaKeyScheme,
@@ -52,9 +56,10 @@ from formats.kafka.names import (
     segment_leader_epochs,
     uuid_to_kafka,
 )
+from formats.kafka.spans import ObjectChecksums, join_crcs, span_crcs, span_size_for
 from formats.transform import encode_segment_table
 from offloader.crashpoints import crash_point
-from offloader.errors import OffloadConflict, OffloaderError, StoreError
+from offloader.errors import OffloadConflict, OffloaderError, SegmentChangedError, StoreError
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.keys import resolve_key_scheme
 from offloader.kafka.logdir import (
@@ -65,6 +70,7 @@ from offloader.kafka.logdir import (
     scan_log_dir,
 )
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
+from offloader.kafka.segment_file import SegmentFile
 from offloader.kafka.transform_read import segment_identity
 from offloader.kafka.transform_write import (
     TRANSFORM_METADATA_KEY,
@@ -74,13 +80,16 @@ from offloader.kafka.transform_write import (
 )
 from offloader.kafka.types import SegmentOutcome, UploadReport
 from offloader.logs import get_logger
-from offloader.metadata.kafka_base import NewRemoteSegment
+from offloader.metadata.kafka_base import (
+    PLAIN_TRANSFORM,
+    NewRemoteSegment,
+    SegmentChecks,
+)
 from offloader.store.base import UploadedPart
 
 log = get_logger(__name__)
 
 _OPTIONAL_KINDS = ("index", "timeindex", "snapshot", "txnindex")
-_CRC_CHUNK = 8 * 1024 * 1024
 
 
 class _Scan:
@@ -94,58 +103,62 @@ class _Scan:
         #: byte ranges of the batches whose attributes carry a codec (already compressed)
         self.compressed: list[tuple[int, int]] = []
 
-    def add(self, header: BatchHeader) -> None:
-        self.builder.add(header)
-        if header.compression:
-            self.compressed.append((header.position, header.end))
-        self.end_offset = header.last_offset
-        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
-        self.batches += 1
-
-
-def _scan_log(data: mmap.mmap, segment: LocalSegment, source: str) -> _Scan:
-    scan = _Scan(segment.base_offset)
-    with memoryview(data) as view:
-        _scan_view(view, scan, segment, source)
-    return scan
-
-
-def _scan_view(view: memoryview, scan: _Scan, segment: LocalSegment, source: str) -> None:
-    for header in iter_batch_headers(view, source=source, verify_crc=True):
-        if scan.batches == 0 and header.base_offset < segment.base_offset:
+    def add(self, header: BatchHeader, shift: int, source: str) -> None:
+        if self.batches == 0 and header.base_offset < self.builder.base_offset:
             raise KafkaFormatError(
                 f"first batch at offset {header.base_offset} is below the segment's base offset",
                 offset=0,
                 source=source,
             )
-        scan.add(header)
+        if self.batches and header.base_offset <= self.end_offset:
+            raise KafkaCorruptError(
+                f"batch base offset {header.base_offset} goes back (previous batch ended at "
+                f"offset {self.end_offset})",
+                offset=header.position + shift,
+                source=source,
+            )
+        self.builder.add(header)
+        if header.compression:
+            self.compressed.append((header.position + shift, header.end + shift))
+        self.end_offset = header.last_offset
+        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self.batches += 1
 
 
-def _whole_crc(data: mmap.mmap, size: int) -> int:
-    value = 0
-    for start in range(0, size, _CRC_CHUNK):
-        value = crc32c_lib.crc32c(data[start : start + _CRC_CHUNK], value)
-    return int(value)
+def _scan_log(file: SegmentFile, segment: LocalSegment, source: str) -> tuple[_Scan, int]:
+    """What the scan learnt and the CRC32C of the whole ``.log``."""
+    scan = _Scan(segment.base_offset)
+    whole = file.scan(lambda header, shift: scan.add(header, shift, source))
+    return scan, whole
 
 
 def upload_log_object(
-    ctx: KafkaContext, key: str, data: mmap.mmap, size: int, metadata: Mapping[str, str]
-) -> None:
-    """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C."""
+    ctx: KafkaContext, key: str, file: SegmentFile, size: int, metadata: Mapping[str, str]
+) -> ObjectChecksums:
+    """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C;
+    the span CRC32Cs of the bytes uploaded, computed part by part (a part is a whole number
+    of spans; each part's CRC32C is joined from its spans')."""
     store = ctx.store
+    span = span_size_for(ctx.settings.part_size)
     part_size = max(ctx.settings.part_size, -(-size // 10_000))
+    part_size = -(-part_size // span) * span
     if size <= part_size:
-        store.put(key, data[:size], metadata)
-        return
+        body = file.read(0, size)
+        checks = ObjectChecksums.of(body, span)
+        store.put(key, body, metadata)
+        return checks
     upload_id = store.create_multipart_upload(key, metadata)
     parts: list[UploadedPart] = []
+    crcs: dict[int, tuple[int, ...]] = {}
     try:
         with ThreadPoolExecutor(ctx.settings.concurrency, "kafka-part") as pool:
             pending: set[Future[UploadedPart]] = set()
 
             def one(number: int, start: int) -> UploadedPart:
-                body = data[start : min(start + part_size, size)]
-                return store.upload_part(key, upload_id, number, body, crc32c_lib.crc32c(body))
+                body = file.read(start, min(part_size, size - start))
+                spans = crcs[number] = span_crcs(body, span)
+                lengths = [min(span, len(body) - p) for p in range(0, len(body), span)]
+                return store.upload_part(key, upload_id, number, body, join_crcs(spans, lengths))
 
             for number, start in enumerate(range(0, size, part_size), start=1):
                 if len(pending) >= ctx.settings.concurrency:
@@ -160,6 +173,7 @@ def upload_log_object(
         except StoreError as exc:
             log.warning("abort of a failed segment upload failed", key=key, error=str(exc))
         raise
+    return ObjectChecksums(size, span, tuple(c for n in sorted(crcs) for c in crcs[n]))
 
 
 def _open_files(segment: LocalSegment) -> dict[str, BinaryIO]:
@@ -200,31 +214,30 @@ def upload_segment(
             detail="segment deleted by Kafka before it was copied",
         )
     try:
-        size = os.fstat(files["log"].fileno()).st_size
-        if size == 0:
+        file = SegmentFile(files["log"], source)
+        if file.size == 0:
             return SegmentOutcome(topic, number, segment.base_offset, "empty")
-        with mmap.mmap(files["log"].fileno(), 0, access=mmap.ACCESS_READ) as data:
-            try:
-                scan = _scan_log(data, segment, source)
-                log_crc = _whole_crc(data, size)
-            except KafkaFormatError as exc:
-                log.error("corrupt Kafka segment refused", segment=source, error=str(exc))
-                return SegmentOutcome(
-                    topic, number, segment.base_offset, "corrupt", detail=str(exc)
-                )
-            start = segment.base_offset if start_offset is None else start_offset
-            if scan.end_offset < start:
-                return SegmentOutcome(
-                    topic,
-                    number,
-                    segment.base_offset,
-                    "empty",
-                    end_offset=scan.end_offset,
-                    detail=f"every offset is remote already (watermark {start - 1})",
-                )
-            if scheme is None:
-                scheme = resolve_key_scheme(ctx)
-            return _copy(ctx, partition, segment, files, data, size, scan, log_crc, start, scheme)
+        try:
+            scan, log_crc = _scan_log(file, segment, source)
+        except KafkaFormatError as exc:
+            log.error("corrupt Kafka segment refused", segment=source, error=str(exc))
+            return SegmentOutcome(topic, number, segment.base_offset, "corrupt", detail=str(exc))
+        except SegmentChangedError as exc:
+            log.error("Kafka segment changed while it was read", segment=source, error=str(exc))
+            return SegmentOutcome(topic, number, segment.base_offset, "failed", detail=str(exc))
+        start = segment.base_offset if start_offset is None else start_offset
+        if scan.end_offset < start:
+            return SegmentOutcome(
+                topic,
+                number,
+                segment.base_offset,
+                "empty",
+                end_offset=scan.end_offset,
+                detail=f"every offset is remote already (watermark {start - 1})",
+            )
+        if scheme is None:
+            scheme = resolve_key_scheme(ctx)
+        return _copy(ctx, partition, segment, files, file, scan, log_crc, start, scheme)
     finally:
         for handle in files.values():
             handle.close()
@@ -251,14 +264,14 @@ def _copy(
     partition: LocalPartition,
     segment: LocalSegment,
     files: dict[str, BinaryIO],
-    data: mmap.mmap,
-    size: int,
+    file: SegmentFile,
     scan: _Scan,
     log_crc: int,
     start: int,
     scheme: KafkaKeyScheme,
 ) -> SegmentOutcome:
     topic, number = partition.topic, partition.partition
+    size = file.size
     transform = write_transform_for(ctx, topic)  # a missing key fails before anything is done
     small = _small_files(partition, segment, files, scan)
     segment_id = uuid_to_kafka(uuid.uuid4())
@@ -305,14 +318,17 @@ def _copy(
         metadata["kafka-start-offset"] = str(start)
     crash_point("kafka.after_start_copy")
     try:
+        objects: dict[str, ObjectChecksums] = {}
         if transform is None:
-            upload_log_object(ctx, keys["log"], data, size, metadata)
+            objects["log"] = upload_log_object(ctx, keys["log"], file, size, metadata)
+            uploaded_crc = objects["log"].whole_crc32c
+            pinned = PLAIN_TRANSFORM
         else:
             chunked = {**metadata, TRANSFORM_METADATA_KEY: TRANSFORM_METADATA_VALUE}
-            section = upload_transformed_log(
+            section, uploaded_crc = upload_transformed_log(
                 ctx,
                 keys["log"],
-                data,
+                file.read,
                 size,
                 chunked,
                 transform,
@@ -323,11 +339,25 @@ def _copy(
                 str(kafka_uuid_to_uuid(segment_id)), segment.base_offset, section
             )
             ctx.store.put(keys["chunks"], table, chunked)
+            objects["chunks"] = ObjectChecksums.of(table)
+            pinned = section.describe()
         crash_point("kafka.after_log_upload")
         for kind, payload in small.items():
             ctx.store.put(keys[kind], payload, metadata)
+            objects[kind] = ObjectChecksums.of(payload)
+        file.check_unchanged()
+        if uploaded_crc != log_crc:
+            raise SegmentChangedError(
+                f"{file.source}: modified while it was copied (the bytes uploaded are not the "
+                "bytes checked before the upload)"
+            )
         crash_point("kafka.before_finish_copy")
-        ctx.meta.finish_copy(segment_id, ctx.now_ms(), log_crc32c=log_crc)
+        ctx.meta.finish_copy(
+            segment_id,
+            ctx.now_ms(),
+            log_crc32c=log_crc,
+            checks=SegmentChecks(objects, pinned),
+        )
     except OffloaderError as exc:
         log.error("Kafka segment copy failed", segment=str(segment.path("log")), error=str(exc))
         try:

@@ -32,6 +32,7 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     RemoteSegmentRecord,
     RemoteSegmentState,
+    SegmentChecks,
 )
 from offloader.metadata.statements import Executor, SqlStore, Transactions, marks
 from offloader.policies import TransformPolicy
@@ -143,11 +144,21 @@ class SqlKafkaMetadataStore(SqlStore):
         return self._get(ex, segment_id)
 
     def finish_copy(
-        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+        self,
+        segment_id: str,
+        now_ms: int,
+        *,
+        log_crc32c: int | None = None,
+        checks: SegmentChecks | None = None,
     ) -> RemoteSegmentRecord:
         with self._db.writing() as ex:
             record = self._move(
-                ex, segment_id, COPY_FINISHED, now_ms, ", log_crc32c = ?", (log_crc32c,)
+                ex,
+                segment_id,
+                COPY_FINISHED,
+                now_ms,
+                ", log_crc32c = ?, checks = ?",
+                (log_crc32c, kr.checks_json(checks)),
             )
             ex.run(
                 f"UPDATE kafka_partitions SET watermark = {ex.dialect.greatest}(watermark, ?), "
@@ -155,6 +166,17 @@ class SqlKafkaMetadataStore(SqlStore):
                 (record.end_offset, now_ms, record.topic, record.partition),
             )
             return record
+
+    def set_segment_checks(
+        self, segment_id: str, checks: SegmentChecks, now_ms: int
+    ) -> RemoteSegmentRecord:
+        with self._db.writing() as ex:
+            kr.check_checks_update(self._get(ex, segment_id, lock=True))
+            ex.run(
+                "UPDATE kafka_remote_segments SET checks = ?, updated_ms = ? WHERE segment_id = ?",
+                (kr.checks_json(checks), now_ms, segment_id),
+            )
+            return self._get(ex, segment_id)
 
     def start_delete(
         self, segment_id: str, now_ms: int, *, error: str | None = None

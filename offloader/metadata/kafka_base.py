@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from formats.kafka.names import KafkaKeyScheme
+from formats.kafka.spans import ObjectChecksums
 from offloader.policies import TransformPolicy
 
 RemoteSegmentState = Literal[
@@ -87,6 +88,24 @@ class NewRemoteSegment:
         return self.base_offset if self.start_offset is None else self.start_offset
 
 
+#: the pinned transform of a segment stored as Kafka wrote it
+PLAIN_TRANSFORM = "none"
+
+
+@dataclass(frozen=True)
+class SegmentChecks:
+    """What a segment's record pins of the objects it uploaded (spec/kafka-segments.md §6):
+    each object's size and span CRC32Cs, by kind (``log``, ``index``, ``timeindex``,
+    ``chunks``...), and the transform of its ``.log`` (``none``, or the chunk table's
+    ``zstd``/``aes-256-gcm``/``zstd+aes-256-gcm``). A transformed segment's ``log`` entry is
+    absent: its stored chunks are checked by the pinned ``.chunks``. ``next_chunks``: the
+    ``.chunks`` a re-key is writing, accepted beside ``objects["chunks"]`` until it is done."""
+
+    objects: Mapping[str, ObjectChecksums]
+    transform: str = PLAIN_TRANSFORM
+    next_chunks: ObjectChecksums | None = None
+
+
 @dataclass(frozen=True)
 class RemoteSegmentRecord:
     segment_id: str
@@ -107,6 +126,10 @@ class RemoteSegmentRecord:
     #: the first offset this copy answers for (None: ``base_offset``; see
     #: :attr:`NewRemoteSegment.start_offset`): reads and exports start there
     start_offset: int | None = None
+
+    #: pinned at COPY_SEGMENT_FINISHED; None on a row from before checksums were recorded
+    #: (verified only by Kafka's batch CRC32Cs and the offset checks)
+    checks: SegmentChecks | None = None
 
     @property
     def first_offset(self) -> int:
@@ -186,9 +209,22 @@ class KafkaMetadataStore(Protocol):
         ...
 
     def finish_copy(
-        self, segment_id: str, now_ms: int, *, log_crc32c: int | None = None
+        self,
+        segment_id: str,
+        now_ms: int,
+        *,
+        log_crc32c: int | None = None,
+        checks: SegmentChecks | None = None,
     ) -> RemoteSegmentRecord:
-        """STARTED -> FINISHED, and the partition watermark up to the segment's end offset."""
+        """STARTED -> FINISHED, and the partition watermark up to the segment's end offset;
+        ``checks`` pinned in the same transaction."""
+        ...
+
+    def set_segment_checks(
+        self, segment_id: str, checks: SegmentChecks, now_ms: int
+    ) -> RemoteSegmentRecord:
+        """Replace the pinned checks of a COPY_SEGMENT_FINISHED segment (a re-key rewrote its
+        ``.chunks``); ``InvalidLedgerState`` in any other state."""
         ...
 
     def start_delete(

@@ -17,7 +17,15 @@ import json
 from collections.abc import Sequence
 
 from formats.kafka.names import KafkaKeyScheme
-from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
+from formats.kafka.spans import ObjectChecksums
+from offloader.errors import (
+    AlreadyExists,
+    CorruptDataError,
+    InvalidLedgerState,
+    MetadataError,
+    NotFound,
+    OffloadConflict,
+)
 from offloader.metadata.kafka_base import (
     ALLOWED_TRANSITIONS,
     COPY_FINISHED,
@@ -28,6 +36,7 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     RemoteSegmentRecord,
     RemoteSegmentState,
+    SegmentChecks,
 )
 from offloader.metadata.rules import Dialect, Row, already_exists, need
 from offloader.policies import TransformPolicy
@@ -176,6 +185,56 @@ def segment_filter(
     return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), args
 
 
+def check_checks_update(current: RemoteSegmentRecord) -> None:
+    """``set_segment_checks`` is for a finished segment only."""
+    if current.state != COPY_FINISHED:
+        raise InvalidLedgerState(
+            f"remote segment {current.segment_id} is {current.state}; only a "
+            f"{COPY_FINISHED} segment's checks can be replaced"
+        )
+
+
+def checks_json(checks: SegmentChecks | None) -> str | None:
+    """The ``checks`` column of a segment (spec/kafka-segments.md §6): JSON with each
+    object's :meth:`~formats.kafka.spans.ObjectChecksums.encode` text."""
+    if checks is None:
+        return None
+    doc: dict[str, object] = {
+        "v": 1,
+        "transform": checks.transform,
+        "objects": {k: c.encode() for k, c in sorted(checks.objects.items())},
+    }
+    if checks.next_chunks is not None:
+        doc["next_chunks"] = checks.next_chunks.encode()
+    return json.dumps(doc, sort_keys=True)
+
+
+def checks_of(text: str | None, segment_id: str) -> SegmentChecks | None:
+    """The checks of a ``checks`` column (None: a row from before they were recorded)."""
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+        if doc.get("v") != 1:
+            raise ValueError(f"version {doc.get('v')!r}")
+        nxt = doc.get("next_chunks")
+        return SegmentChecks(
+            {str(k): ObjectChecksums.decode(v) for k, v in doc["objects"].items()},
+            str(doc["transform"]),
+            None if nxt is None else ObjectChecksums.decode(nxt),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, CorruptDataError) as exc:
+        raise MetadataError(f"remote segment {segment_id}: unreadable checks: {exc}") from exc
+
+
+def _column(row: Row, name: str) -> object:
+    """A column that rows of an older schema (or a hand-built row) may lack."""
+    try:
+        return row[name]
+    except (KeyError, IndexError):
+        return None
+
+
 # --- gaps, retention and transform policies -------------------------------------------------
 def check_gap(start_offset: int, end_offset: int) -> None:
     """A recorded gap holds at least one offset."""
@@ -212,6 +271,7 @@ def segment_record(row: Row) -> RemoteSegmentRecord:
         log_crc32c=row["log_crc32c"],
         error=row["error"],
         start_offset=row["start_offset"],
+        checks=checks_of(_column(row, "checks"), row["segment_id"]),  # type: ignore[arg-type]
     )
 
 

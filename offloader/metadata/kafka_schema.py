@@ -1,11 +1,12 @@
 """The SQLite tables of the Kafka tier (schema version 5 of the metadata database, the
-per-topic transform policies of version 7, and version 8's one copy per offset range and key
-scheme).
+per-topic transform policies of version 7, version 8's one copy per offset range and key
+scheme, and the segments' pinned checks of version 9).
 
-Only SQL text: :mod:`offloader.metadata.sqlite.db` appends :data:`KAFKA_TABLES` and
-:data:`KAFKA_TRANSFORM_TABLES` and :data:`KAFKA_ONE_COPY_TABLES` to its migrations; the last two
-are PostgreSQL's DDL too (:mod:`offloader.metadata.postgres.schema` appends them), so they stay
-here, beside both backends; :mod:`offloader.metadata.kafka` queries the tables.
+Only SQL text: :mod:`offloader.metadata.sqlite.db` appends :data:`KAFKA_TABLES`,
+:data:`KAFKA_TRANSFORM_TABLES`, :data:`KAFKA_ONE_COPY_TABLES` and :data:`KAFKA_CHECKS_COLUMNS`
+to its migrations; the last three are PostgreSQL's DDL too
+(:mod:`offloader.metadata.postgres.schema` appends them, and ports :data:`KAFKA_TABLES`), so they
+stay here, beside both backends; :mod:`offloader.metadata.kafka` queries the tables.
 """
 
 from __future__ import annotations
@@ -104,4 +105,11 @@ KAFKA_ONE_COPY_TABLES: tuple[str, ...] = (
         cluster TEXT,
         entropy_bits INTEGER NOT NULL
     )""",
+)
+
+#: schema version 9: what a segment's record pins of its objects (span CRC32Cs, sizes, the
+#: transform; spec/kafka-segments.md §6), NULL on rows from before; the same text is
+#: PostgreSQL's version 6 (offloader/metadata/postgres/schema.py)
+KAFKA_CHECKS_COLUMNS: tuple[str, ...] = (
+    "ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",
 )

@@ -30,6 +30,7 @@ def test_unknown_root_and_missing_samples() -> None:
     assert role_delta(None, {role: 1.0 for role in ROLES}) is None
 
 
+@pytest.mark.s3  # starts moto's server in a child process
 def test_moto_in_a_child_process_is_the_s3_server_role() -> None:
     """bench.moto_process: the server's CPU (a few hundred PUTs) lands in ``s3_server``, not
     in ``driver``, while it runs; it stops when the context ends."""

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from cli.topics.produce import synthetic_payloads
-from tests.servers.endpoint import S3Endpoint
+from devservers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

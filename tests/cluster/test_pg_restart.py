@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from devservers.postgres import PgServer, start_postgres
 from offloader.api import Offloader
 from offloader.errors import MetadataUnavailable
 from offloader.store.faulty import FaultyObjectStore
 from tests.cluster.conftest import NS, settings
-from tests.servers.postgres import PgServer, start_postgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

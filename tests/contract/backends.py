@@ -8,10 +8,10 @@ from typing import Any
 
 import crc32c
 
+from devservers.endpoint import S3Endpoint
 from offloader.config import OffloadSettings
 from offloader.store.base import ObjectStore, UploadedPart
 from offloader.store.s3 import S3ObjectStore
-from tests.servers.endpoint import S3Endpoint
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
 from tests.contract.backends import Backend, KiB, MiB, make_s3_store
-from tests.servers.endpoint import S3Endpoint
 
 
 @pytest.fixture(

@@ -22,6 +22,7 @@ import crc32c
 import pytest
 import structlog
 
+from devservers.endpoint import S3Endpoint
 from offloader.config import OffloadSettings
 from offloader.errors import (
     AccessDenied,
@@ -45,7 +46,6 @@ from tests.contract.backends import (
     payload,
     upload_parts,
 )
-from tests.servers.endpoint import S3Endpoint
 
 
 # --- whole objects ------------------------------------------------------------------------

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.errors import ObjectNotFound, PreconditionFailed, StoreError
 from offloader.store.base import ObjectStore
 from tests.contract.backends import make_s3_store, payload
-from tests.servers.endpoint import S3Endpoint
 
 
 def _read_all(reader_read: object, chunk: int) -> bytes:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader import crashpoints
 from tests.crash.launcher import spawn
-from tests.servers.endpoint import S3Endpoint
 
 SEED = int(os.environ.get("LEDGER_OFFLOADER_CRASH_SEED", "20261126"))
 #: issues 24 and 27: every export harness survives at least this many kills per store

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import Offloader
 from tests.crash.export_worker import TOPIC
 from tests.crash.harness import SUMMARIES
 from tests.crash.sweep import kill_run, sweep, use_endpoint
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import Clock, digest, duck_digest, new_home, produce_ledger
 
 pytestmark = [pytest.mark.slow]

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import Offloader
 from tests.crash.harness import SUMMARIES
 from tests.crash.iceberg_worker import TABLE, TOPIC
 from tests.crash.sweep import kill_run, sweep, use_endpoint
 from tests.iceberg.helpers import digest, table_digest
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import Clock, new_home, produce_ledger
 
 pytestmark = [pytest.mark.slow]

@@ -150,3 +150,44 @@ def test_kafka_upload_survives_kill9(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0 and "DONE" in out, name
         _check_complete(home, layouts, name)
+
+
+#: the upload's crash points, each killed at its 1st, 2nd or 3rd hit of a run
+_UPLOAD_POINTS = ("kafka.after_start_copy", "kafka.after_log_upload", "kafka.before_finish_copy")
+#: at least this many kill -9s of ``kafka upload`` (the hardening issue's bar)
+MIN_KILLS = 30
+
+
+@pytest.mark.slow
+def test_thirty_kills_in_a_row_lose_nothing(tmp_path: Path) -> None:
+    """``kafka upload`` killed again and again on one home, each run resuming what the one
+    before left (a stale attempt cleaned, the next segment copied, killed at another point):
+    after every kill the watermark is behind what is remote and each leftover is an orphan;
+    when a home is complete the chain goes on with a new one; at the end every record reads
+    back once, nothing is left over, and at least :data:`MIN_KILLS` kills happened."""
+    log_dir = tmp_path / "logs"
+    layouts = [
+        write_partition(log_dir, "orders", 0, records=1500, transactions=True),
+        write_partition(log_dir, "clicks", 0, records=900, segment_bytes=8 * 1024),
+    ]
+    rng = random.Random(34)
+    kills = runs = homes = 0
+    home = tmp_path / "home0"
+    while kills < MIN_KILLS:
+        runs += 1
+        assert runs <= 4 * MIN_KILLS, f"only {kills} kills in {runs} runs"
+        point = f"{rng.choice(_UPLOAD_POINTS)}:{rng.randint(1, 3)}"
+        proc = _worker(home, log_dir, point)
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode == 0 and "DONE" in out:  # fewer segments left than the count
+            _check_complete(home, layouts, f"home{homes} after {point}")
+            homes += 1
+            home = tmp_path / f"home{homes}"
+            continue
+        assert proc.returncode == -signal.SIGKILL, (point, proc.returncode)
+        kills += 1
+        _check_invariants(home, f"kill {kills} at {point}")
+    out, _ = _worker(home, log_dir, None).communicate(timeout=120)
+    assert "DONE" in out
+    _check_complete(home, layouts, "the last home")
+    assert kills >= MIN_KILLS

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader import crashpoints
 from tests.crash.harness import (
     SUMMARIES,
@@ -25,7 +26,6 @@ from tests.crash.harness import (
     random_kills,
     run_scenario,
 )
-from tests.servers.endpoint import S3Endpoint
 
 SEED = int(os.environ.get("LEDGER_OFFLOADER_CRASH_SEED", "20261123"))
 PER_POINT = int(os.environ.get("LEDGER_OFFLOADER_CRASH_PER_POINT", "4"))
@@ -110,6 +110,7 @@ def test_crash_point_parsing() -> None:
     assert crashpoints._parse("a:b") == ("a:b", 1)
 
 
+@pytest.mark.slow  # the crash harness: one worker killed per phase
 def test_one_kill_per_phase(tmp_path: Path) -> None:
     """A quick sample (one kill in each phase) outside the slow sweep."""
     kills = [

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from devservers import ceph_rgw
 from tests.cli.helpers import json_lines, ok, run
-from tests.servers import ceph_rgw
 
 pytestmark = [pytest.mark.rgw, pytest.mark.s3, pytest.mark.slow]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import ExportSpec, KafkaSettings, Offloader
 from offloader.export.naming import TOPIC_KEY, topic_dir
 from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import TOPIC, Clock, digest, duck_digest, new_home, produce_ledger
 
 

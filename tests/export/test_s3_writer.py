@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.export.target import CHECKSUM_ENV, TargetSpec
 from offloader.spark.export_write import _write_s3
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from tests.cli.helpers import json_lines, ok
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.keys import FORMAT_VERSION_KEY
 from tests.cli.helpers import json_lines, ok, one_line_error, run
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

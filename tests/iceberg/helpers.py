@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.servers.endpoint import S3Endpoint
+from devservers.endpoint import S3Endpoint
 
 
 def _extension(package: str, name: str) -> str:

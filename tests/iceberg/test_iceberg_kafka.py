@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.kafka.batch import iter_records
 from offloader.api import ExportSpec, KafkaSettings, Offloader
 from offloader.export.iceberg_target import WATERMARK_PREFIX
 from tests.iceberg.helpers import scan
 from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = [pytest.mark.s3]
 

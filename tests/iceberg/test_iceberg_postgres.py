@@ -1,5 +1,5 @@
 """The Iceberg catalog on PostgreSQL (``--catalog postgresql://...``: pyiceberg's SqlCatalog
-through psycopg 3), on the throwaway server of ``tests/servers/postgres.py`` (the PostgreSQL
+through psycopg 3), on the throwaway server of ``devservers/postgres.py`` (the PostgreSQL
 metadata store's fixture; deselected with the suite's one-line notice where PostgreSQL cannot
 run)."""
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import ExportSpec
 from tests.iceberg.helpers import digest, table_digest
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import TOPIC, Clock, new_home, offload_all, produce_ledger
 
 pytestmark = [pytest.mark.s3]

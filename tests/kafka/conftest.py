@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import KafkaSettings, KafkaTier, Offloader, TransformPolicy
 from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.store import open_store
 from tests.kafka.logdir import PartitionLayout, write_log_dir, write_partition
-from tests.servers.endpoint import S3Endpoint
 
 #: small parts so that multipart uploads happen on test-sized segments
 SMALL = KafkaSettings(part_size=4096, enforce_min_part_size=False, stale_attempt_ms=0)

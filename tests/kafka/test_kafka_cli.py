@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from cli.render import time_text
+from devservers.endpoint import S3Endpoint
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 from tests.kafka.logdir import PartitionLayout, record_value, write_partition
-from tests.servers.endpoint import S3Endpoint
 
 
 def _upload(home: Path, store: list[str], root: Path) -> list[dict[str, object]]:

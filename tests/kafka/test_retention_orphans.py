@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import KafkaSettings, KafkaTier, Offloader
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
@@ -18,7 +19,6 @@ from offloader.metadata.kafka_base import (
 )
 from tests.kafka.conftest import SMALL, Clock
 from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
 
 SEG = "BBBBBBBBBBBBBBBBBBBBBB"
 LOST = "CCCCCCCCCCCCCCCCCCCCCC"

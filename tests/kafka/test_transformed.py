@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 
 from formats.errors import (
-    BadMagicError,
-    ChecksumMismatchError,
     ChunkAuthenticationError,
-    IndexInconsistentError,
 )
 from formats.kafka.names import kafka_uuid_to_uuid
 from formats.transform import chunks as chunks_mod
 from formats.transform import decode_segment_table, kafka_compress_hints
 from formats.transform.section import CHUNK_ZSTD
 from offloader.api import KafkaSettings, KafkaTier, Offloader, TransformPolicy
-from offloader.errors import MissingKeyError, StoreError
+from offloader.errors import MissingKeyError, RemoteSegmentMismatch, StoreError
 from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.metadata.kafka_base import DELETE_FINISHED, RemoteSegmentRecord
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
@@ -217,11 +214,12 @@ def test_a_damaged_or_swapped_chunk_table_is_refused(
 ) -> None:
     tier, _, _ = _upload(tmp_path, make_tier, ZSTD_AES, records=400)
     first, second = tier.ctx.meta.list_segments("orders", 0)[:2]
+    # the record pins the .chunks object's CRC32Cs: refused before it is decoded
     _flip(tier, first.keys["chunks"], 40)
-    with pytest.raises(ChecksumMismatchError):
+    with pytest.raises(RemoteSegmentMismatch, match=r"\.chunks: span 0"):
         list(tier.read("orders", 0, from_offset=first.base_offset, count=1))
     _flip(tier, second.keys["chunks"], 0)
-    with pytest.raises(BadMagicError):
+    with pytest.raises(RemoteSegmentMismatch, match=r"\.chunks: span 0"):
         list(tier.read("orders", 0, from_offset=second.base_offset, count=1))
 
 
@@ -233,7 +231,7 @@ def test_a_chunk_table_of_another_segment_is_refused(
     other = tier.ctx.store.get(second.keys["chunks"])
     tier.ctx.store.delete(first.keys["chunks"])
     tier.ctx.store.put(first.keys["chunks"], other.data, other.metadata)
-    with pytest.raises(IndexInconsistentError):
+    with pytest.raises(RemoteSegmentMismatch, match="kafka-segment-id is"):
         list(tier.read("orders", 0, from_offset=first.base_offset, count=1))
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import KafkaSettings, KafkaTier, TransformPolicy
 from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.logdir import write_partition
 from tests.kafka.test_fetch import _expected, _rows
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import KafkaSettings, KafkaTier
 from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.extension import crc32c
 from formats.keys import ROLE_DATA, data_key, index_key, object_user_metadata
 from offloader.api import BrokerSettings, Offloader, Position
 from offloader.errors import VerificationError
 from offloader.store.base import ObjectStore
 from tests.lifecycle.helpers import NS, TOPIC, FakeClock, payloads
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

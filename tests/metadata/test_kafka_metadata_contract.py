@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from formats.kafka.names import KafkaKeyScheme
+from formats.kafka.spans import ObjectChecksums
 from offloader.errors import AlreadyExists, InvalidLedgerState, NotFound, OffloadConflict
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
@@ -22,6 +23,7 @@ from offloader.metadata.kafka_base import (
     KafkaMetadataStore,
     KafkaRetention,
     NewRemoteSegment,
+    SegmentChecks,
 )
 from offloader.metadata.sqlite.db import MIGRATIONS, SCHEMA_VERSION, Database
 from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
@@ -145,6 +147,70 @@ def test_topic_transform_policies(store: KafkaMetadataStore) -> None:
     assert store.remove_topic_transform("orders") is False
     assert store.get_topic_transform("orders") is None
     assert store.get_topic_transform("clicks") == TransformPolicy("zstd")
+
+
+def _checks(seed: bytes, transform: str = "none") -> SegmentChecks:
+    objects = {
+        "log": ObjectChecksums.of(seed * 700, span=1024),
+        "index": ObjectChecksums.of(seed * 3),
+    }
+    return SegmentChecks(objects, transform)
+
+
+def test_pinned_checks_round_trip_and_are_replaced_only_when_finished(
+    store: KafkaMetadataStore,
+) -> None:
+    store.ensure_partition("orders", 0, TOPIC_ID, 1)
+    store.start_copy(_segment("a", 0, 9), 2)
+    assert store.get_segment("a").checks is None
+    with pytest.raises(InvalidLedgerState):  # not finished yet
+        store.set_segment_checks("a", _checks(b"x"), 3)
+    pinned = _checks(b"abc", "zstd+aes-256-gcm")
+    finished = store.finish_copy(
+        "a", 4, log_crc32c=pinned.objects["log"].whole_crc32c, checks=pinned
+    )
+    assert finished.checks == pinned and store.get_segment("a").checks == pinned
+    assert len(pinned.objects["log"].crcs) == 3  # 2100 bytes in 1 KiB spans
+    # a re-key: the next .chunks accepted beside the old, then pinned alone
+    chunks = ObjectChecksums.of(b"table")
+    step = SegmentChecks({**pinned.objects, "chunks": chunks}, pinned.transform, chunks)
+    assert store.set_segment_checks("a", step, 5).checks == step
+    assert [s.checks for s in store.list_segments("orders", 0)] == [step]
+    assert store.get_segment("a").updated_ms == 5
+    with pytest.raises(NotFound):
+        store.set_segment_checks("nope", step, 6)
+    store.start_delete("a", 7)
+    with pytest.raises(InvalidLedgerState):
+        store.set_segment_checks("a", pinned, 8)
+
+
+def test_sqlite_migrates_a_version_7_database_keeping_its_segments(tmp_path: Path) -> None:
+    """A segment finished before checks were recorded still reads, with no checks."""
+    path = tmp_path / "metadata.db"
+    Database(path, migrations=MIGRATIONS[:7]).close()
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO kafka_partitions (topic, partition, topic_id, watermark, updated_ms) "
+        "VALUES ('orders', 0, ?, 9, 1)",
+        (TOPIC_ID,),
+    )
+    conn.execute(
+        "INSERT INTO kafka_remote_segments (segment_id, topic, partition, topic_id, base_offset,"
+        " end_offset, max_timestamp, size_bytes, leader_epochs, object_keys, state, started_ms,"
+        " updated_ms, log_crc32c) VALUES ('old', 'orders', 0, ?, 0, 9, 5, 100, '{}', "
+        "'{\"log\": \"k/old.log\"}', 'COPY_SEGMENT_FINISHED', 1, 2, 77)",
+        (TOPIC_ID,),
+    )
+    conn.commit()
+    conn.close()
+    with SqliteKafkaMetadataStore(path) as kafka:
+        old = kafka.get_segment("old")
+        assert (old.checks, old.log_crc32c, old.keys) == (None, 77, {"log": "k/old.log"})
+        kafka.start_copy(_segment("new", 10, 19), 3)
+        assert kafka.finish_copy("new", 4, checks=_checks(b"n")).checks == _checks(b"n")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
+    conn.close()
 
 
 def test_sqlite_migrates_a_version_6_database_to_topic_transforms(tmp_path: Path) -> None:

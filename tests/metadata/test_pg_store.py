@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from devservers.postgres import PgServer, free_port
 from offloader.errors import (
     MetadataBusy,
     MetadataError,
@@ -23,7 +24,6 @@ from offloader.metadata.postgres.db import PgDatabase
 from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
 from offloader.metadata.postgres.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from offloader.metadata.postgres.store import PgMetadataStore
-from tests.servers.postgres import PgServer, free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -109,7 +109,7 @@ def test_out_of_range_values_are_refused_cleanly(pg_url: str) -> None:
 
 
 def test_reconnects_after_a_server_restart() -> None:
-    from tests.servers.postgres import start_postgres
+    from devservers.postgres import start_postgres
 
     with start_postgres() as server:
         store = PgMetadataStore(server.new_url())

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from devservers.postgres import PgServer, start_postgres
 from offloader.errors import MetadataUnavailable
 from offloader.metadata.postgres.db import PgDatabase
 from offloader.metadata.postgres.store import PgMetadataStore
 from tests.cli.helpers import one_line_error, run
-from tests.servers.postgres import PgServer, start_postgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

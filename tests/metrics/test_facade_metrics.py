@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.keys import data_key
 from offloader.api import MetricsAddress, Offloader, Position, start_metrics_server
 from offloader.errors import ObjectNotFound, StoreUnavailable
@@ -19,7 +20,6 @@ from offloader.store import MeteredObjectStore
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from tests.lifecycle.helpers import NS, TOPIC, FakeClock, payloads, small_broker
 from tests.metrics.scrape import scrape, total, value
-from tests.servers.endpoint import S3Endpoint
 
 pytestmark = pytest.mark.s3
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from tests.cli.helpers import ok, run
 from tests.cli.test_console_script import offloader_command
 from tests.metrics.scrape import Samples, scrape, value
-from tests.servers.endpoint import S3Endpoint
 
 NS = "public/default"
 LABELS = {"namespace": NS, "topic": "persistent://public/default/t"}

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.block import iter_block_entries
 from formats.index import OffloadIndex, decode_index
 from formats.keys import FORMAT_VERSION_KEY, ROLE_KEY
@@ -29,7 +30,6 @@ from formats.wire import S3_MIN_PART_SIZE
 from offloader.config import OffloadSettings
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
-from tests.servers.endpoint import S3Endpoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 STORE_KINDS = [

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devservers.endpoint import S3Endpoint
 from formats.layout import max_entry_size
 from offloader.config import OffloadSettings
 from offloader.ledgers.base import InMemoryLedger
@@ -17,7 +18,6 @@ from offloader.read.handle import ReadHandle
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
 from tests.offload.conftest import new_uuid, s3_store
-from tests.servers.endpoint import S3Endpoint
 
 Case = tuple[list[bytes], int, int, bool, list[tuple[int, int]]]
 

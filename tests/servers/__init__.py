@@ -1,1 +1,2 @@
-"""Real S3 servers for the test suite: moto's ThreadedMotoServer and a throwaway Ceph RGW."""
+"""Fakes the tests talk to over the network (a Pulsar broker that records what the official
+client sends). The real servers (moto, Ceph RGW, PostgreSQL) are in ``devservers``."""

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.encode import encode_ledger
 from formats.keys import data_key, index_key, object_user_metadata
 from formats.ledger_metadata import LedgerMetadata
-from tests.servers.endpoint import S3Endpoint
 
 #: (topic, managed ledger name) of the test topics
 TOPIC_A = ("persistent://public/default/spark-a", "public/default/persistent/spark-a")

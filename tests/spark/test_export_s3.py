@@ -10,9 +10,9 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import ExportSpec
 from offloader.export.naming import topic_dir
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import (
     TOPIC,
     Clock,

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.keys import FORMAT_VERSION_KEY, data_key, index_key
 from offloader.spark import offloaded_rdd, register
 from tests.conftest import GOLDEN_DIR
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import Dataset, payloads_of, records_digest, upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.kafka.batch import iter_records
 from offloader.api import ExportSpec, KafkaSettings, Offloader, TransformPolicy, create_key
 from offloader.spark import register
 from tests.kafka.logdir import write_partition
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.export_helpers import duck
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.pulsar import OutgoingMessage, encode_entry
 from offloader.spark import register
 from offloader.spark.message_rows import schema_ddl
@@ -18,7 +19,6 @@ from offloader.spark.messages import (
     task_batch_bytes,
 )
 from offloader.spark.source import DEFAULT_BATCH_ROWS, TaskPartition
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from devservers.endpoint import S3Endpoint
 from formats.keys import data_key
 from formats.pulsar import NotPulsarMessagesError, OutgoingMessage, encode_entry
 from offloader.errors import ConfigError
@@ -18,7 +19,6 @@ from offloader.spark.message_probe import PROBE_BYTES
 from offloader.spark.message_rows import messages_arrow_schema
 from offloader.spark.messages import PulsarMessagesReader
 from offloader.spark.tasks import CountingStore
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, TOPIC_B, Ledger, upload_ledger
 from tests.spark.test_golden_and_errors import MANIFEST, _upload_golden
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.pulsar import (
     ChunkAssembler,
     OutgoingMessage,
@@ -22,7 +23,6 @@ from formats.pulsar import (
 from formats.pulsar.entry import parse_entry
 from offloader.spark import register
 from offloader.spark.message_chunks import CHUNK_EXPIRY_MS, ChunkFollower, following_ledgers
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, Ledger, upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

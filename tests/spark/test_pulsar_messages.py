@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.pulsar import (
     Encryptor,
     OutgoingMessage,
@@ -22,7 +23,6 @@ from formats.pulsar import (
 )
 from formats.pulsar.compression import LZ4, NONE, ZSTD
 from offloader.spark import register
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, Ledger, upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

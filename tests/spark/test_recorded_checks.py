@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.extension import crc32c
 from formats.keys import FORMAT_VERSION_KEY, data_key, index_key
 from offloader.metadata import open_metadata_store
 from offloader.metadata.base import DriverMetadata
 from offloader.spark import offloaded_rdd, register
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, Ledger, payloads_of, records_digest, sha, upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from devservers.endpoint import S3Endpoint
 from formats.extension import crc32c
 from formats.keys import data_key, index_key
 from offloader.config import OffloadSettings
@@ -18,7 +19,6 @@ from offloader.metadata.base import DriverMetadata
 from offloader.spark import offloaded_rdd, register
 from offloader.spark.plan import LocalLedgerTask, plan_topics
 from offloader.spark.tasks import read_open_entries
-from tests.servers.endpoint import S3Endpoint
 from tests.spark.conftest import TOPIC_A, TOPIC_B, payloads_of, records_digest, sha, upload_ledger
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

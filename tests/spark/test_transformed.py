@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from formats.pulsar import OutgoingMessage, encode_chunks, encode_entry, iter_messages
 from offloader.api import Offloader, Position, TransformPolicy, create_key
 from offloader.spark import offloaded_rdd, register
-from tests.servers.endpoint import S3Endpoint
 from tests.transforms.helpers import (
     NS,
     TOPIC,

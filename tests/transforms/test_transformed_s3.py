@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from devservers.endpoint import S3Endpoint
 from offloader.api import Offloader, Position, TransformPolicy, create_key
 from offloader.read.handle import ReadHandle
-from tests.servers.endpoint import S3Endpoint
 from tests.transforms.helpers import (
     NS,
     TOPIC,

@@ -9,8 +9,9 @@ tier) in one step, version 2 adds the cluster tables (brokers, topic ownership, 
 version 3 the export watermarks (SQLite version 6,
 :mod:`offloader.metadata.export_schema`), version 4 a Kafka topic's transform policy
 (SQLite version 7, :mod:`offloader.metadata.kafka_schema`), version 5 one copy per Kafka offset
-range and the Kafka key scheme (SQLite version 8). A new table is one more tuple appended to
-:data:`PG_MIGRATIONS`; never edit a step that has shipped.
+range and the Kafka key scheme (SQLite version 8), version 6 a Kafka segment's pinned checks
+(SQLite version 9). A new table is one more tuple appended to :data:`PG_MIGRATIONS`; never edit
+a step that has shipped.
 
 The tables both backends have are written once, in SQLite's types
 (:mod:`offloader.metadata.ledger_schema`, :mod:`offloader.metadata.kafka_schema`,
@@ -27,6 +28,7 @@ import re
 from offloader.metadata import ledger_schema as ledgers
 from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
+    KAFKA_CHECKS_COLUMNS,
     KAFKA_ONE_COPY_TABLES,
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
@@ -101,6 +103,7 @@ PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ported(EXPORT_TABLES),  # PostgreSQL v3 (SQLite v6): the export watermarks
     KAFKA_TRANSFORM_TABLES,  # PostgreSQL v4 (SQLite v7): a Kafka topic's transform policy
     KAFKA_ONE_COPY_TABLES,  # PostgreSQL v5 (SQLite v8): one copy per Kafka range, key scheme
+    KAFKA_CHECKS_COLUMNS,  # PostgreSQL v6 (SQLite v9): a Kafka segment's pinned checks
 )
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 

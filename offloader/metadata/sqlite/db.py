@@ -27,6 +27,7 @@ from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaV
 from offloader.metadata import ledger_schema as ledgers
 from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
+    KAFKA_CHECKS_COLUMNS,
     KAFKA_ONE_COPY_TABLES,
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
@@ -48,6 +49,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     EXPORT_TABLES,
     KAFKA_TRANSFORM_TABLES,
     KAFKA_ONE_COPY_TABLES,
+    KAFKA_CHECKS_COLUMNS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

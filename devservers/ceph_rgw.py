@@ -2,7 +2,7 @@
 
 :func:`start_rgw` builds a tiny cluster -- one monitor, one in-memory (``memstore``) OSD and one
 ``radosgw`` on 127.0.0.1, no manager -- in a fresh, short temporary directory, creates an S3 user
-with random keys and yields an :class:`~tests.servers.endpoint.S3Endpoint` for it. On exit it stops
+with random keys and yields an :class:`~devservers.endpoint.S3Endpoint` for it. On exit it stops
 exactly the processes it started, by pid (radosgw, then the OSD, then the monitor; SIGTERM, then
 SIGKILL after a short wait) and removes its directory. It starts in about 0.8 s (2 cores).
 
@@ -29,7 +29,7 @@ Set ``LEDGER_OFFLOADER_NO_RGW=1`` to disable the RGW tier even when Ceph is inst
 :func:`unavailable_reason` then returns ``"disabled by LEDGER_OFFLOADER_NO_RGW"``, and the conftest
 deselects every RGW test and prints that reason in the terminal summary.
 
-Run as a script (``python -m tests.servers.ceph_rgw``) it starts a cluster, prints the endpoint
+Run as a script (``python -m devservers.ceph_rgw``) it starts a cluster, prints the endpoint
 and the startup time, and stops it on Enter (or after ``--seconds``).
 """
 
@@ -52,7 +52,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.servers.endpoint import S3Endpoint
+from devservers.endpoint import S3Endpoint
 
 #: the executables the cluster needs; all must be on PATH
 REQUIRED_EXECUTABLES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph")

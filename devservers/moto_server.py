@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.servers.endpoint import S3Endpoint
+from devservers.endpoint import S3Endpoint
 
 #: smallest part size the test server accepts (tests use blocks of a few KiB)
 TEST_PART_MIN_SIZE = 1024
