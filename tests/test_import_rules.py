@@ -109,12 +109,8 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
 #: modules inside a backend package that decide without I/O: they import no SDK (sqlite3,
 #: psycopg, ...), and none of their backend's SQL modules (ARCHITECTURE.md, metadata/)
 PURE: dict[str, tuple[str, ...]] = {
-    "offloader.metadata.rules": ("offloader.metadata.sqlite", "offloader.metadata.pg_"),
-    "offloader.metadata.kafka_rules": (
-        "offloader.metadata.sqlite",
-        "offloader.metadata.pg_",
-        "offloader.metadata.kafka_sqlite",
-    ),
+    "offloader.metadata.rules": ("offloader.metadata.sqlite", "offloader.metadata.postgres"),
+    "offloader.metadata.kafka_rules": ("offloader.metadata.sqlite", "offloader.metadata.postgres"),
 }
 
 

@@ -2,8 +2,8 @@
 
 The :class:`~offloader.metadata.base.MetadataStore` Protocol and its records are in
 :mod:`offloader.metadata.base`; the embedded SQLite backend is
-:class:`~offloader.metadata.sqlite.SqliteMetadataStore`, the shared PostgreSQL one
-:class:`~offloader.metadata.pg_store.PgMetadataStore` (which is also the
+:class:`~offloader.metadata.sqlite.store.SqliteMetadataStore`, the shared PostgreSQL one
+:class:`~offloader.metadata.postgres.store.PgMetadataStore` (which is also the
 :class:`~offloader.metadata.cluster_base.ClusterMetadata` of the brokers sharing it).
 :func:`open_metadata_store` opens the one a location names: a ``postgresql://`` URL, else the
 SQLite file under a home directory (``<home>/metadata.db``).
@@ -86,12 +86,12 @@ def open_metadata_store(location: str | Path, *, read_only: bool = False) -> Met
     """Open (creating and migrating as needed) the store at ``location``: a ``postgresql://``
     URL (the shared store; ``read_only`` does not apply to it), else a home directory and its
     ``<home>/metadata.db``, which with ``read_only`` is opened for reading only (see
-    :class:`~offloader.metadata.sqlite_schema.Database`)."""
+    :class:`~offloader.metadata.sqlite.db.Database`)."""
     if is_postgres_url(location):
-        from offloader.metadata.pg_store import PgMetadataStore
+        from offloader.metadata.postgres.store import PgMetadataStore
 
         return PgMetadataStore(str(location))
-    from offloader.metadata.sqlite import SqliteMetadataStore
+    from offloader.metadata.sqlite.store import SqliteMetadataStore
 
     home = Path(location)
     if read_only:
@@ -104,10 +104,10 @@ def open_kafka_metadata_store(location: str | Path) -> KafkaMetadataStore:
     """The Kafka tier's metadata in the same store as :func:`open_metadata_store` (a
     ``postgresql://`` URL or ``<home>/metadata.db``), over its own connection."""
     if is_postgres_url(location):
-        from offloader.metadata.pg_kafka import PgKafkaMetadataStore
+        from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
 
         return PgKafkaMetadataStore(str(location))
-    from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+    from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
 
     home = Path(location)
     home.mkdir(parents=True, exist_ok=True)
@@ -129,10 +129,10 @@ def open_export_metadata_store(
     ``postgresql://`` URL, where ``read_only`` does not apply, or ``<home>/metadata.db``), over
     its own connection; ``read_only`` as in :func:`open_metadata_store`."""
     if is_postgres_url(location):
-        from offloader.metadata.pg_export import PgExportMetadataStore
+        from offloader.metadata.postgres.export import PgExportMetadataStore
 
         return PgExportMetadataStore(str(location))
-    from offloader.metadata.export_sqlite import SqliteExportMetadataStore
+    from offloader.metadata.sqlite.export import SqliteExportMetadataStore
 
     home = Path(location)
     if not read_only:

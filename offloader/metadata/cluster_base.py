@@ -9,7 +9,7 @@ done by whichever live ``service run`` holds the :class:`Lease` named for it, ta
 it expires.
 
 The PostgreSQL store implements it with tables
-(:class:`~offloader.metadata.pg_store.PgMetadataStore`); the embedded SQLite store serves one
+(:class:`~offloader.metadata.postgres.store.PgMetadataStore`); the embedded SQLite store serves one
 broker only, so :class:`~offloader.metadata.cluster_local.LocalCluster` answers for it (every
 topic is this broker's, every lease is granted). As for the MetadataStore, the store never reads
 a clock: callers pass ``*_ms``.

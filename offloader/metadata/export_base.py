@@ -15,7 +15,7 @@ The rules every backend follows (``tests/metadata/test_export_metadata_contract.
 * the store never reads a clock (callers pass ``updated_ms``).
 
 The SQL is in :mod:`offloader.metadata.export_schema` (schema version 6) and
-:mod:`offloader.metadata.export_sqlite`.
+:mod:`offloader.metadata.export`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The SQLite table of export watermarks (schema version 6 of the metadata database).
 
-Only SQL text, kept apart so other backends can port it: :mod:`offloader.metadata.sqlite_schema`
-appends :data:`EXPORT_TABLES` to its migrations and :mod:`offloader.metadata.export_sqlite`
-queries the table (:mod:`offloader.metadata.export_base` describes the record).
+Only DDL: :mod:`offloader.metadata.sqlite.db` appends :data:`EXPORT_TABLES` to its migrations;
+the table's statements, shared with PostgreSQL, are in :mod:`offloader.metadata.export`
+(:mod:`offloader.metadata.export_base` describes the record).
 """
 
 from __future__ import annotations
@@ -22,16 +22,4 @@ EXPORT_TABLES: tuple[str, ...] = (
         updated_ms INTEGER NOT NULL,
         PRIMARY KEY (target, topic, generation)
     )""",
-)
-
-SELECT_ONE = "SELECT * FROM export_watermarks WHERE target = ? AND topic = ? AND generation = ?"
-INSERT = (
-    "INSERT INTO export_watermarks (target, topic, generation, ledger_id, entry_id, "
-    "publish_time_ms, settings, rows, files, invalid_rows, updated_ms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-UPDATE = (
-    "UPDATE export_watermarks SET ledger_id = ?, entry_id = ?, publish_time_ms = ?, "
-    "settings = ?, rows = ?, files = ?, invalid_rows = ?, updated_ms = ? "
-    "WHERE target = ? AND topic = ? AND generation = ?"
 )

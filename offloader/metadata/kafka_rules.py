@@ -1,15 +1,14 @@
 """The decisions the SQLite and PostgreSQL Kafka metadata stores share: one place, both call it.
 
-This module owns what the two ``KafkaMetadataStore`` backends (``kafka_sqlite.py``,
-``pg_kafka.py``) decide alike, apart from how each reads and writes its rows: the checks of a new
+This module owns what the two ``KafkaMetadataStore`` backends decide alike, apart from the
+statements (written once in :mod:`offloader.metadata.kafka`): the checks of a new
 segment and of a gap, the topic-id check of a known partition, the segment state machine
 (:data:`~offloader.metadata.kafka_base.ALLOWED_TRANSITIONS`), the NotFound/AlreadyExists errors
 with their messages, the values a new segment row holds (:data:`SEGMENT_COLUMNS`), the
 ``list_segments``/``list_partitions``/``list_gaps`` filters (written in the
 :class:`~offloader.metadata.rules.Dialect` of :mod:`offloader.metadata.rules`), and the mapping
-of rows to records. Pure, like ``rules.py``: no I/O and no database module; each backend keeps its
-own SQL, its locks and its driver's error translation, and calls these between its statements,
-inside its own transaction.
+of rows to records. Pure, like ``rules.py``: no I/O and no database module; the shared store
+calls these between its statements, inside the backend's transaction.
 """
 
 from __future__ import annotations

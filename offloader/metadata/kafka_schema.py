@@ -2,9 +2,11 @@
 per-topic transform policies of version 7, version 8's one copy per offset range and key
 scheme, and the segments' pinned checks of version 9).
 
-Only SQL text: :mod:`offloader.metadata.sqlite_schema` appends :data:`KAFKA_TABLES` and
+Only SQL text: :mod:`offloader.metadata.sqlite.db` appends :data:`KAFKA_TABLES`,
 :data:`KAFKA_TRANSFORM_TABLES`, :data:`KAFKA_ONE_COPY_TABLES` and :data:`KAFKA_CHECKS_COLUMNS`
-to its migrations, and :mod:`offloader.metadata.kafka_sqlite` queries the tables.
+to its migrations; the last three are PostgreSQL's DDL too
+(:mod:`offloader.metadata.postgres.schema` appends them, and ports :data:`KAFKA_TABLES`), so they
+stay here, beside both backends; :mod:`offloader.metadata.kafka` queries the tables.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ KAFKA_TABLES: tuple[str, ...] = (
 )
 
 #: schema version 7: a Kafka topic's transform policy (spec/transforms.md §8); the same text is
-#: PostgreSQL's version 4 (offloader/metadata/pg_schema.py)
+#: PostgreSQL's version 4 (offloader/metadata/postgres/schema.py)
 KAFKA_TRANSFORM_TABLES: tuple[str, ...] = (
     """CREATE TABLE kafka_topic_transforms (
         topic TEXT PRIMARY KEY,
@@ -107,7 +109,7 @@ KAFKA_ONE_COPY_TABLES: tuple[str, ...] = (
 
 #: schema version 9: what a segment's record pins of its objects (span CRC32Cs, sizes, the
 #: transform; spec/kafka-segments.md §6), NULL on rows from before; the same text is
-#: PostgreSQL's version 6 (offloader/metadata/pg_schema.py)
+#: PostgreSQL's version 6 (offloader/metadata/postgres/schema.py)
 KAFKA_CHECKS_COLUMNS: tuple[str, ...] = (
     "ALTER TABLE kafka_remote_segments ADD COLUMN checks TEXT",
 )

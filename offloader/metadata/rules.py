@@ -4,10 +4,12 @@ This module owns what the two ``MetadataStore`` backends decide alike, apart fro
 reads and writes its rows: the state checks of ledgers and of the offload lifecycle and the
 errors (types and messages) they raise, the NotFound and AlreadyExists of lookups and inserts,
 argument validation (ledger ids, attempt states, offload statuses), the tenant filter, the
-policy values to store, and the ``list_attempts`` filter, written in a tiny
-:class:`Dialect` (placeholder mark, list membership) so both SQL modules build the same WHERE.
-Pure: no I/O and no database module; each backend keeps its own SQL (``sqlite*.py``,
-``pg_*.py``) and calls these between its statements, inside its own transaction.
+policy values to store, and the ``list_attempts`` filter, and the :class:`Dialect` in which
+the statements written once (:mod:`offloader.metadata.store`, :mod:`~offloader.metadata.offload`,
+:mod:`~offloader.metadata.export`, :mod:`~offloader.metadata.kafka`) differ per backend
+(placeholder mark, list membership, ``max``/``greatest``, row locks). Pure: no I/O and no
+database module; the shared stores call these between their statements, inside the backend's
+transaction.
 """
 
 from __future__ import annotations
@@ -45,14 +47,26 @@ class Row(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
-# --- the SQL dialect (only what the shared filter needs) ----------------------------------
+# --- the SQL dialect ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Dialect:
-    """How a backend writes a parameter: SQLite's ``?`` and ``IN (?, ...)``, PostgreSQL's
-    ``%s`` and ``= ANY(%s)`` (one array parameter)."""
+    """How a backend's SQL differs from the other's, for the statements written once
+    (:mod:`offloader.metadata.statements`): the parameter mark (SQLite's ``?``, PostgreSQL's
+    ``%s``; shared statements are written with ``?`` and :meth:`sql` turns them into the
+    backend's), list membership (``IN (?, ...)`` or ``= ANY(%s)`` with one array parameter),
+    the larger of two values (``max`` or ``greatest``), and whether row locks exist
+    (PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the whole
+    database's write lock, so it drops them)."""
 
     mark: str
     array_any: bool
+    greatest: str = "max"
+    row_locks: bool = False
+
+    def sql(self, text: str) -> str:
+        """``text``, written with ``?`` marks, in this dialect (no ``?`` may stand in a
+        literal of a shared statement)."""
+        return text if self.mark == "?" else text.replace("?", self.mark)
 
     def marks(self, count: int) -> str:
         """``count`` placeholders separated by commas."""
@@ -68,9 +82,13 @@ class Dialect:
             return f"{column} = ANY({self.mark})", [list(values)]
         return f"{column} IN ({self.marks(len(values))})", list(values)
 
+    def lock(self, clause: str) -> str:
+        """`` FOR UPDATE`` (or another locking ``clause``) where rows are locked, else ``""``."""
+        return f" {clause}" if self.row_locks else ""
+
 
 SQLITE = Dialect("?", array_any=False)
-POSTGRES = Dialect("%s", array_any=True)
+POSTGRES = Dialect("%s", array_any=True, greatest="greatest", row_locks=True)
 
 
 # --- lookups and inserts --------------------------------------------------------------------

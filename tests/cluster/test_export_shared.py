@@ -18,7 +18,7 @@ from cli.main import cli
 from offloader.api import MessageOptions
 from offloader.errors import ExportBusy
 from offloader.export.lock import export_lock
-from offloader.metadata.pg_export import PgExportMetadataStore
+from offloader.metadata.postgres.export import PgExportMetadataStore
 from tests.cluster.conftest import Broker
 from tests.spark.export_helpers import TOPIC, digest, duck_digest, offload_all
 
@@ -112,7 +112,7 @@ def test_homes_on_one_store_take_one_export_lock(tmp_path: Path, pg_url: str) ->
 
 _HOLDER = """
 import sys, time
-from offloader.metadata.pg_export import PgExportMetadataStore
+from offloader.metadata.postgres.export import PgExportMetadataStore
 store = PgExportMetadataStore(sys.argv[1])
 with store.export_lock("/lake", sys.argv[2], 1, timeout=10):
     print("held", flush=True)

@@ -13,9 +13,9 @@ import pytest
 from offloader.api import KafkaSettings, UploadReport
 from offloader.errors import ConfigError
 from offloader.metadata.kafka_base import COPY_FINISHED, DELETE_STARTED
-from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.pg_kafka import PgKafkaMetadataStore
-from offloader.metadata.pg_schema import PG_MIGRATIONS
+from offloader.metadata.postgres.db import PgDatabase
+from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
+from offloader.metadata.postgres.schema import PG_MIGRATIONS
 from tests.cluster.conftest import Broker
 from tests.kafka.logdir import write_partition
 

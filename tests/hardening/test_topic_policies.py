@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from offloader.errors import ConfigError, NotFound
-from offloader.metadata.sqlite import SqliteMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.sqlite.db import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 from offloader.policies import NamespacePolicies, TopicPolicies
 from tests.cli.helpers import json_lines, ok, run
 

@@ -20,7 +20,7 @@ from formats.kafka.names import (
     uuid_to_kafka,
 )
 from offloader.metadata.kafka_base import COPY_FINISHED
-from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
+from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 from tests.kafka.logdir import write_partition
 

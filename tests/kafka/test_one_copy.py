@@ -12,8 +12,8 @@ from pathlib import Path
 
 from offloader.api import KafkaTier, UploadReport
 from offloader.metadata.kafka_base import COPY_FINISHED, DELETE_FINISHED, DELETE_STARTED
-from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, Database
+from offloader.metadata.sqlite.db import MIGRATIONS, Database
+from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
 from tests.kafka.logdir import PartitionLayout, write_partition
 
 

@@ -16,13 +16,13 @@ import pytest
 
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.export_base import ExportMetadataStore
-from offloader.metadata.export_sqlite import SqliteExportMetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
-from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
-from offloader.metadata.pg_export import PgExportMetadataStore
-from offloader.metadata.pg_kafka import PgKafkaMetadataStore
-from offloader.metadata.pg_store import PgMetadataStore
-from offloader.metadata.sqlite import SqliteMetadataStore
+from offloader.metadata.postgres.export import PgExportMetadataStore
+from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
+from offloader.metadata.postgres.store import PgMetadataStore
+from offloader.metadata.sqlite.export import SqliteExportMetadataStore
+from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 
 
 @dataclass(frozen=True)

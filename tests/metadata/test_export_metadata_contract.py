@@ -17,13 +17,13 @@ import pytest
 from offloader.errors import InvalidLedgerState, OffloadConflict
 from offloader.metadata import open_export_metadata_store
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
-from offloader.metadata.export_sqlite import SqliteExportMetadataStore
-from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.pg_export import PgExportMetadataStore
-from offloader.metadata.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
-from offloader.metadata.pg_store import PgMetadataStore
-from offloader.metadata.sqlite import SqliteMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.postgres.db import PgDatabase
+from offloader.metadata.postgres.export import PgExportMetadataStore
+from offloader.metadata.postgres.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+from offloader.metadata.postgres.store import PgMetadataStore
+from offloader.metadata.sqlite.db import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.sqlite.export import SqliteExportMetadataStore
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 from tests.metadata.backends import BACKENDS, Backend
 
 TARGET = "s3://lake/exports"

@@ -25,9 +25,9 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     SegmentChecks,
 )
-from offloader.metadata.kafka_sqlite import SqliteKafkaMetadataStore
-from offloader.metadata.sqlite import SqliteMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.sqlite.db import MIGRATIONS, SCHEMA_VERSION, Database
+from offloader.metadata.sqlite.kafka import SqliteKafkaMetadataStore
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 from offloader.policies import TransformPolicy
 from tests.metadata.backends import BACKENDS
 

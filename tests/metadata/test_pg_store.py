@@ -20,10 +20,10 @@ from offloader.errors import (
 )
 from offloader.metadata import open_kafka_metadata_store, open_metadata_store
 from offloader.metadata.cluster_base import ClusterMetadata
-from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.pg_kafka import PgKafkaMetadataStore
-from offloader.metadata.pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
-from offloader.metadata.pg_store import PgMetadataStore
+from offloader.metadata.postgres.db import PgDatabase
+from offloader.metadata.postgres.kafka import PgKafkaMetadataStore
+from offloader.metadata.postgres.schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+from offloader.metadata.postgres.store import PgMetadataStore
 
 pytestmark = pytest.mark.postgres
 

@@ -16,8 +16,8 @@ import pytest
 
 from devservers.postgres import PgServer, start_postgres
 from offloader.errors import MetadataUnavailable
-from offloader.metadata.pg_db import PgDatabase
-from offloader.metadata.pg_store import PgMetadataStore
+from offloader.metadata.postgres.db import PgDatabase
+from offloader.metadata.postgres.store import PgMetadataStore
 from tests.cli.helpers import one_line_error, run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

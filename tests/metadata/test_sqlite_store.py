@@ -9,14 +9,14 @@ import pytest
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
 from offloader.metadata import METADATA_FILENAME, open_metadata_store
-from offloader.metadata.sqlite import SqliteMetadataStore
-from offloader.metadata.sqlite_schema import (
+from offloader.metadata.sqlite.db import (
     APPLICATION_ID,
     MIGRATIONS,
     SCHEMA_VERSION,
     Database,
     translate_error,
 )
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 from offloader.policies import NamespacePolicies
 from tests.metadata import mp_workers
 

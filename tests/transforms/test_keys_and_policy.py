@@ -12,8 +12,8 @@ import pytest
 
 from offloader.errors import ConfigError, KeyRingError, MissingKeyError
 from offloader.keyring import KeyRing, key_ring_path
-from offloader.metadata.sqlite import SqliteMetadataStore
-from offloader.metadata.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from offloader.metadata.sqlite.db import MIGRATIONS, SCHEMA_VERSION
+from offloader.metadata.sqlite.store import SqliteMetadataStore
 from offloader.policies import NamespacePolicies, TransformPolicy
 from tests.cli.helpers import json_lines, ok, one_line_error, run
 

@@ -5,7 +5,8 @@ statements per version, recorded in ``PRAGMA user_version``), how a connection i
 ``synchronous=FULL``, foreign keys, a busy timeout), the transaction helpers (``BEGIN IMMEDIATE``
 for every change, so read-modify-write is atomic across processes), and the translation of
 ``sqlite3`` exceptions (and of the ``OverflowError`` sqlite3 raises for an integer beyond signed
-64 bits) into :class:`~offloader.errors.MetadataError` subclasses. Together with
+64 bits) into :class:`~offloader.errors.MetadataError` subclasses. It also gives
+the shared statements their executor (:class:`SqliteExecutor`). With the other modules of
 :mod:`offloader.metadata.sqlite` it is the only code that imports ``sqlite3``.
 
 Migrations only ever append: opening an older database applies the missing steps in one
@@ -23,6 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from offloader.errors import AlreadyExists, MetadataBusy, MetadataError, SchemaVersionError
+from offloader.metadata import ledger_schema as ledgers
 from offloader.metadata.export_schema import EXPORT_TABLES
 from offloader.metadata.kafka_schema import (
     KAFKA_CHECKS_COLUMNS,
@@ -30,107 +32,19 @@ from offloader.metadata.kafka_schema import (
     KAFKA_TABLES,
     KAFKA_TRANSFORM_TABLES,
 )
+from offloader.metadata.rules import SQLITE, Dialect, Row
+from offloader.metadata.statements import Transacting
 
 #: ``PRAGMA application_id`` of our databases ("LOFF"), to tell them from other SQLite files
 APPLICATION_ID = 0x4C4F4646
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 
-_V1 = (
-    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    "INSERT INTO counters (name, value) VALUES ('next_ledger_id', 0)",
-    """CREATE TABLE namespaces (
-        name TEXT PRIMARY KEY,
-        created_ms INTEGER NOT NULL,
-        offload_threshold_bytes INTEGER NOT NULL DEFAULT -1,
-        offload_threshold_seconds INTEGER NOT NULL DEFAULT -1,
-        offload_deletion_lag_ms INTEGER,
-        retention_size_bytes INTEGER NOT NULL DEFAULT 0,
-        retention_time_seconds INTEGER NOT NULL DEFAULT 0,
-        read_priority TEXT NOT NULL DEFAULT 'tiered-storage-first'
-    )""",
-    """CREATE TABLE topics (
-        name TEXT PRIMARY KEY,
-        namespace TEXT NOT NULL REFERENCES namespaces(name),
-        created_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX topics_by_namespace ON topics(namespace)",
-    """CREATE TABLE offload_attempts (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        uuid TEXT NOT NULL UNIQUE,
-        ledger_id INTEGER NOT NULL,
-        topic TEXT NOT NULL,
-        state TEXT NOT NULL
-            CHECK (state IN ('STARTED', 'COMPLETED', 'FAILED', 'SUPERSEDED', 'CLEANED')),
-        started_ms INTEGER NOT NULL,
-        finished_ms INTEGER,
-        error TEXT,
-        driver_name TEXT NOT NULL,
-        driver_properties TEXT NOT NULL,
-        data_key TEXT NOT NULL,
-        index_key TEXT NOT NULL,
-        data_size INTEGER,
-        index_size INTEGER,
-        block_crc32c TEXT,
-        index_crc32c INTEGER
-    )""",
-    "CREATE INDEX attempts_by_ledger ON offload_attempts(ledger_id)",
-    """CREATE TABLE ledgers (
-        ledger_id INTEGER PRIMARY KEY,
-        topic TEXT NOT NULL REFERENCES topics(name) ON DELETE CASCADE,
-        entries INTEGER NOT NULL DEFAULT 0 CHECK (entries >= 0),
-        size_bytes INTEGER NOT NULL DEFAULT 0 CHECK (size_bytes >= 0),
-        created_ms INTEGER NOT NULL,
-        closed_ms INTEGER,
-        state TEXT NOT NULL CHECK (state IN ('OPEN', 'CLOSED', 'DELETED')),
-        offload_uuid TEXT REFERENCES offload_attempts(uuid),
-        offload_complete INTEGER NOT NULL DEFAULT 0,
-        offload_local_deleted INTEGER NOT NULL DEFAULT 0,
-        offload_timestamp_ms INTEGER
-    )""",
-    "CREATE INDEX ledgers_by_topic ON ledgers(topic, ledger_id)",
-)
-
-_V2 = (
-    """CREATE TABLE topic_offload_status (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        status TEXT NOT NULL CHECK (status IN ('NOT_RUN', 'RUNNING', 'SUCCESS', 'ERROR')),
-        last_error TEXT,
-        updated_ms INTEGER NOT NULL
-    )""",
-    """CREATE TABLE offload_locks (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        owner TEXT NOT NULL,
-        acquired_ms INTEGER NOT NULL,
-        heartbeat_ms INTEGER NOT NULL
-    )""",
-    "CREATE INDEX attempts_by_state ON offload_attempts(state)",
-)
-
-_V3 = (
-    # a topic's own offload policies (NULL: not set on the topic, its namespace's apply)
-    """CREATE TABLE topic_offload_policies (
-        topic TEXT PRIMARY KEY REFERENCES topics(name) ON DELETE CASCADE,
-        offload_threshold_bytes INTEGER,
-        offload_threshold_seconds INTEGER,
-        offload_deletion_lag_ms INTEGER,
-        read_priority TEXT
-    )""",
-)
-
-#: the offload transform policy of a namespace (spec/transforms.md)
-_V4 = (
-    "ALTER TABLE namespaces ADD COLUMN transform_compression TEXT NOT NULL DEFAULT 'none'",
-    "ALTER TABLE namespaces ADD COLUMN transform_level INTEGER",
-    "ALTER TABLE namespaces ADD COLUMN transform_encryption TEXT NOT NULL DEFAULT 'none'",
-    "ALTER TABLE namespaces ADD COLUMN transform_key_id TEXT",
-)
-
 #: version N of the schema is reached by applying MIGRATIONS[0..N-1] in order
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    _V1,
-    _V2,
-    _V3,
-    _V4,
+    ledgers.LEDGER_TABLES,
+    ledgers.STATUS_AND_LOCK_TABLES,
+    ledgers.TOPIC_POLICY_TABLES,
+    ledgers.TRANSFORM_COLUMNS,
     KAFKA_TABLES,
     EXPORT_TABLES,
     KAFKA_TRANSFORM_TABLES,
@@ -181,7 +95,26 @@ def value_error(exc: BaseException, where: str, *, writing: bool) -> MetadataErr
     )
 
 
-class Database:
+class SqliteExecutor:
+    """The :class:`~offloader.metadata.statements.Executor` of one SQLite transaction."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def one(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.conn.execute(sql, tuple(args)).fetchone()
+        return row
+
+    def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        return self.conn.execute(sql, tuple(args)).fetchall()
+
+    def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        return self.conn.execute(sql, tuple(args)).rowcount
+
+
+class Database(Transacting[sqlite3.Connection]):
     """One connection to the metadata file, shared by the threads of one process."""
 
     def __init__(
@@ -303,6 +236,9 @@ class Database:
         """A read transaction: several SELECTs see one snapshot."""
         with self._transaction("BEGIN") as conn:
             yield conn
+
+    def executor(self, handle: sqlite3.Connection) -> SqliteExecutor:
+        return SqliteExecutor(handle)
 
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:

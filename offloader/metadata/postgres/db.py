@@ -5,10 +5,10 @@ store instance (autocommit mode; every operation is one explicit ``BEGIN ... COM
 :meth:`PgDatabase.write` or :meth:`PgDatabase.read`), reconnecting when a connection the server
 dropped fails at ``BEGIN`` (nothing was sent: safe to redo on a new connection) or at the next
 transaction after any failure; the schema migrations of
-:mod:`offloader.metadata.pg_schema` (serialized across processes by a transaction-scoped
+:mod:`offloader.metadata.postgres.schema` (serialized across processes by a transaction-scoped
 advisory lock); and the translation of every ``psycopg`` exception into the
-:class:`~offloader.errors.MetadataError` tree. Together with the other ``pg_*`` modules it is
-the only code that imports ``psycopg``.
+:class:`~offloader.errors.MetadataError` tree. Together with the other modules of
+:mod:`offloader.metadata.postgres` it is the only code that imports ``psycopg``.
 
 Isolation levels (ARCHITECTURE.md says why): changes run at READ COMMITTED and make their
 read-modify-write atomic with row locks (``SELECT ... FOR UPDATE``) or single-statement
@@ -40,12 +40,14 @@ from offloader.errors import (
     MetadataUnavailable,
     SchemaVersionError,
 )
-from offloader.metadata.pg_schema import (
+from offloader.metadata.postgres.schema import (
     APPLICATION,
     OUR_TABLES,
     PG_MIGRATIONS,
     VERSION_TABLE,
 )
+from offloader.metadata.rules import POSTGRES, Dialect, Row
+from offloader.metadata.statements import Transacting
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -118,7 +120,29 @@ def translate_error(
     return MetadataError(f"metadata database {where}: {detail}")
 
 
-class PgDatabase:
+class PgExecutor:
+    """The :class:`~offloader.metadata.statements.Executor` of one PostgreSQL transaction:
+    the shared statements' ``?`` marks become ``%s``."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, cur: Cursor) -> None:
+        self.cur = cur
+
+    def one(self, sql: str, args: Sequence[object] = ()) -> dict[str, Any] | None:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return self.cur.fetchone()
+
+    def all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return list(self.cur.fetchall())
+
+    def run(self, sql: str, args: Sequence[object] = ()) -> int:
+        self.cur.execute(POSTGRES.sql(sql).encode(), tuple(args))
+        return self.cur.rowcount
+
+
+class PgDatabase(Transacting[Cursor]):
     """One connection to the PostgreSQL metadata database, shared by the threads of a process.
 
     The URL is any libpq URL (``postgresql://user:pass@host:port/db?options=...``); a schema
@@ -203,6 +227,9 @@ class PgDatabase:
         """A REPEATABLE READ, READ ONLY transaction: several SELECTs see one snapshot."""
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as cur:
             yield cur
+
+    def executor(self, handle: Cursor) -> PgExecutor:
+        return PgExecutor(handle)
 
     def _begin(self, begin: str) -> Connection:
         """The connection, in a new transaction. A connection the server dropped while it was

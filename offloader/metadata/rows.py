@@ -1,17 +1,14 @@
-"""Rows to records for the metadata stores, and the SQLite lookups every transaction uses.
+"""Rows to records for both metadata backends (SQLite and PostgreSQL).
 
-This module owns the mapping between the tables of :mod:`offloader.metadata.sqlite_schema` and
-the records of :mod:`offloader.metadata.base` (JSON for driver properties and block checksums);
-the PostgreSQL backend maps its rows with the same functions.
-The lookups take a connection inside an open transaction and raise NotFound
-(:func:`offloader.metadata.rules.need`).
+This module owns the mapping between the tables (:mod:`offloader.metadata.sqlite.db`,
+:mod:`offloader.metadata.postgres.schema`) and the records of :mod:`offloader.metadata.base`
+(JSON for driver properties and block checksums), and the column lists the shared statements
+(:mod:`offloader.metadata.statements`) read. Pure: rows in, records out.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Sequence
 
 from offloader.metadata.base import (
     DriverMetadata,
@@ -23,18 +20,8 @@ from offloader.metadata.base import (
     TopicOffloadStatus,
     TopicRecord,
 )
-from offloader.metadata.rules import Row, need, need_namespace
+from offloader.metadata.rules import Row
 from offloader.policies import TOPIC_POLICY_FIELDS, NamespacePolicies, TopicPolicies
-
-LEDGER_SELECT = """
-SELECT l.ledger_id, l.topic, l.entries, l.size_bytes, l.created_ms, l.closed_ms, l.state,
-       l.offload_uuid, l.offload_complete, l.offload_local_deleted, l.offload_timestamp_ms,
-       a.driver_name, a.driver_properties, a.data_key, a.index_key, a.data_size, a.index_size,
-       a.block_crc32c, a.index_crc32c
-FROM ledgers AS l LEFT JOIN offload_attempts AS a ON a.uuid = l.offload_uuid
-"""
-ATTEMPT_SELECT = "SELECT * FROM offload_attempts"
-
 
 POLICY_COLUMNS = (
     "offload_threshold_bytes",
@@ -130,26 +117,3 @@ def offload_lock(row: Row | None) -> OffloadLock | None:
     if row is None:
         return None
     return OffloadLock(row["topic"], row["owner"], row["acquired_ms"], row["heartbeat_ms"])
-
-
-def one(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(sql, tuple(args)).fetchone()
-    return row
-
-
-def get_ledger(conn: sqlite3.Connection, ledger_id: int) -> LedgerRecord:
-    row = one(conn, LEDGER_SELECT + " WHERE l.ledger_id = ?", (ledger_id,))
-    return ledger_record(need(row, f"ledger {ledger_id}"))
-
-
-def get_attempt(conn: sqlite3.Connection, uuid: str) -> OffloadAttempt:
-    row = need(one(conn, ATTEMPT_SELECT + " WHERE uuid = ?", (uuid,)), f"offload attempt {uuid}")
-    return attempt_record(row)
-
-
-def require_topic(conn: sqlite3.Connection, topic: str) -> sqlite3.Row:
-    return need(one(conn, "SELECT * FROM topics WHERE name = ?", (topic,)), f"topic {topic}")
-
-
-def require_namespace(conn: sqlite3.Connection, name: str) -> sqlite3.Row:
-    return need_namespace(one(conn, "SELECT * FROM namespaces WHERE name = ?", (name,)), name)
