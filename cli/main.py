@@ -47,6 +47,7 @@ COMMANDS: tuple[str, ...] = (
     "cli.cluster:brokers",
     "cli.export:export",
     "cli.export_upkeep:export",  # the same group, with expire-snapshots/clean-orphans added
+    "cli.metadata_rebuild:metadata",
 )
 
 EXIT_OK = 0

@@ -58,6 +58,7 @@ from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
 from offloader.offload.rekey import RekeyOutcome
+from offloader.rebuild import RebuildItem, RebuildReport
 from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
@@ -103,6 +104,8 @@ __all__ = [
     "Position",
     "ProduceResult",
     "ProgressCallback",
+    "RebuildItem",
+    "RebuildReport",
     "RekeyOutcome",
     "ResetReport",
     "SegmentOutcome",

@@ -75,6 +75,7 @@ __all__ = [
     "PreconditionFailed",
     "ProtobufError",
     "ReadError",
+    "RebuildRefused",
     "SchemaVersionError",
     "StoreError",
     "StoreUnavailable",
@@ -254,6 +255,11 @@ class VerificationError(OffloadError):
 
 class ReadError(OffloaderError):
     """Reading entries failed."""
+
+
+class RebuildRefused(OffloaderError):
+    """``metadata rebuild`` would write into a metadata store that already has records
+    (give ``--merge`` to add only what is missing)."""
 
 
 class EntryOutOfRange(ReadError):

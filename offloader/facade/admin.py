@@ -3,6 +3,7 @@ and the objects' verification, orphan audit and garbage collection."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from offloader.api_types import (
@@ -21,6 +22,7 @@ from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.rekey import RekeyOutcome, rekey_offloads
 from offloader.offload.verification import check_offload
+from offloader.rebuild import RebuildReport, rebuild
 from offloader.policies import (
     TOPIC_POLICY_FIELDS,
     NamespacePolicies,
@@ -193,6 +195,20 @@ class AdminFacade(FacadeBase):
         uploads = self._rt.store.list_multipart_uploads()
         kafka_audit = audit_kafka(kafka, listed, uploads, self._rt.wall_ms(), max(age, 0) * 1000)
         return audit, kafka_audit
+
+    def metadata_rebuild(
+        self,
+        *,
+        topics: str | None = None,
+        dry_run: bool = False,
+        merge: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RebuildReport:
+        """Recreate the metadata store's records from the object store's listing
+        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
+        expression matched in full against full topic names. Refuses a store with records
+        unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing."""
+        return rebuild(self._rt, topics=topics, dry_run=dry_run, merge=merge, progress=progress)
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
         return orphan_report(*self._audit(min_age_seconds), False)
