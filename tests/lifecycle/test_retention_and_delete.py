@@ -10,6 +10,7 @@ from tests.lifecycle.helpers import (
     NS,
     TOPIC,
     FakeClock,
+    manifest_keys,
     local_files,
     payloads,
     read_all,
@@ -64,7 +65,7 @@ def test_delete_topic_leaves_nothing(off: Offloader) -> None:
     assert local_files(off) == []
     assert off.orphans(min_age_seconds=0).clean
     off.delete_topic(other)
-    assert store_keys(off) == [] and uploads(off) == []
+    assert store_keys(off) == [] and uploads(off) == [] and manifest_keys(off) == []
     assert not (off.runtime.home / "ledgers" / "persistent").exists() or not any(
         (off.runtime.home / "ledgers").rglob("*.ledger")
     )
