@@ -58,13 +58,13 @@ from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
 from offloader.offload.rekey import RekeyOutcome
-from offloader.rebuild import RebuildItem, RebuildReport
 from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
+from offloader.rebuild import RebuildItem, RebuildReport
 from offloader.service import TickWork, after_rollover
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger

@@ -22,13 +22,13 @@ from offloader.naming import NamespaceName, TopicName
 from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.rekey import RekeyOutcome, rekey_offloads
 from offloader.offload.verification import check_offload
-from offloader.rebuild import RebuildReport, rebuild
 from offloader.policies import (
     TOPIC_POLICY_FIELDS,
     NamespacePolicies,
     TopicPolicies,
     TransformPolicy,
 )
+from offloader.rebuild import RebuildReport, rebuild
 
 if TYPE_CHECKING:
     pass

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
+from formats.keys import SOFTWARE_VERSION_KEY
 from formats.manifest import (
     LEDGERS_KIND,
     LedgerMarker,
@@ -27,7 +28,6 @@ from formats.manifest import (
     watermark_key,
     watermark_prefix,
 )
-from formats.keys import SOFTWARE_VERSION_KEY
 from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, PreconditionFailed
 from offloader.logs import get_logger

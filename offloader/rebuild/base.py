@@ -54,7 +54,9 @@ class StoreListing:
     keys: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def of(cls, objects: Sequence[ObjectInfo], uploads: Sequence[MultipartUploadInfo]) -> StoreListing:
+    def of(
+        cls, objects: Sequence[ObjectInfo], uploads: Sequence[MultipartUploadInfo]
+    ) -> StoreListing:
         return cls(objects, uploads, frozenset(o.key for o in objects))
 
 

@@ -188,9 +188,7 @@ class PulsarLedgers:
                     objects[(ok.uuid, ok.ledger_id)].append(key)
             except (InvalidKeyError, ObjectNotFound, FormatError) as exc:
                 if key.startswith(LEDGER_MARKERS) or key.startswith(WATERMARKS):
-                    problems.append(
-                        RebuildItem(KIND, "problem", None, detail=f"{key}: {exc}")
-                    )
+                    problems.append(RebuildItem(KIND, "problem", None, detail=f"{key}: {exc}"))
                 continue  # not ours (Kafka segments, READMEs): other rebuilders' or nobody's
         uploads: set[tuple[str, int]] = set()
         for upload in listing.uploads:
@@ -280,7 +278,9 @@ class PulsarLedgers:
         for lp in tp.ledgers:
             out.append(_marker_item("offload", tp.topic, lp.kept))
             out.extend(
-                _marker_item("superseded", tp.topic, m, f"a second finished copy; kept {lp.kept.uuid}")
+                _marker_item(
+                    "superseded", tp.topic, m, f"a second finished copy; kept {lp.kept.uuid}"
+                )
                 for m in lp.superseded
             )
             out.extend(
@@ -331,8 +331,8 @@ class PulsarLedgers:
             out.append(RebuildItem(KIND, "namespace", tp.topic, detail=namespace))
         existing: dict[int, LedgerRecord] = {}
         try:
-            for record in meta.list_ledgers(tp.topic, include_deleted=True):
-                existing[record.ledger_id] = record
+            for found in meta.list_ledgers(tp.topic, include_deleted=True):
+                existing[found.ledger_id] = found
         except NotFound:
             created = min((lp.kept.created_ms for lp in tp.ledgers), default=rt.now_ms())
             meta.create_topic(tp.topic, created)
@@ -367,8 +367,10 @@ class PulsarLedgers:
         kept = lp.kept
         if context is not None and context.complete and context.uuid == kept.uuid:
             return _marker_item("present", topic, kept)
-        if context is not None and context.complete and any(
-            m.uuid == context.uuid for m in lp.superseded
+        if (
+            context is not None
+            and context.complete
+            and any(m.uuid == context.uuid for m in lp.superseded)
         ):
             return _marker_item("present", topic, kept, f"recorded copy {context.uuid} kept")
         recorded = "not offloaded" if context is None or not context.complete else context.uuid
@@ -418,4 +420,3 @@ class PulsarLedgers:
             for m in lp.superseded
         )
         return out
-

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 
 from offloader.errors import ConfigError, RebuildRefused
 from offloader.logs import get_logger
-from offloader.rebuild.base import RebuildItem, RebuildReport, Rebuilder, StoreListing, TopicSelector
+from offloader.rebuild.base import (
+    Rebuilder,
+    RebuildItem,
+    RebuildReport,
+    StoreListing,
+    TopicSelector,
+)
 from offloader.rebuild.ledgers import PulsarLedgers
 from offloader.runtime import Runtime
 from offloader.store.base import ObjectInfo

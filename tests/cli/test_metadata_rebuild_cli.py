@@ -21,9 +21,23 @@ def populated(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
     ok(home, "--store", store, "namespaces", "create", NS)
     reads = {}
     for topic in (T1, T2):
-        ok(home, "--store", store, "topics", "produce", topic, "--synthetic", "50", "--size", "64", *SMALL)
+        ok(
+            home,
+            "--store",
+            store,
+            "topics",
+            "produce",
+            topic,
+            "--synthetic",
+            "50",
+            "--size",
+            "64",
+            *SMALL,
+        )
         ok(home, "--store", store, "topics", "offload-prefix", topic, "--size-threshold", "0")
-        reads[topic] = ok(home, "--json", "--store", store, "topics", "read", topic, "--count", "40").stdout
+        reads[topic] = ok(
+            home, "--json", "--store", store, "topics", "read", topic, "--count", "40"
+        ).stdout
     shutil.rmtree(home)
     return tmp_path / "new-home", store, reads
 
@@ -49,7 +63,10 @@ def test_rebuild_a_lost_home(tmp_path: Path) -> None:
     info = ok(home, "--json", "--store", store, "topics", "info", T1).stdout
     assert '"local_deleted": true' in info
     for topic, before in reads.items():
-        assert ok(home, "--json", "--store", store, "topics", "read", topic, "--count", "40").stdout == before
+        assert (
+            ok(home, "--json", "--store", store, "topics", "read", topic, "--count", "40").stdout
+            == before
+        )
     ok(home, "--store", store, "objects", "verify", "--verify-checksums")
     assert "No orphaned objects" in ok(home, "--store", store, "objects", "orphans").stdout
     # a second rebuild is refused: the store has records now
@@ -64,7 +81,9 @@ def test_topics_filter_and_a_bad_pattern(tmp_path: Path) -> None:
     result = ok(home, "--store", store, "metadata", "rebuild", "--topics", ".*/t2")
     assert "recorded 2 offloaded ledger(s) in 1 topic(s)" in result.stdout
     assert ok(home, "--store", store, "topics", "list").stdout.split() == [T2]
-    error = one_line_error(run(home, "--store", store, "metadata", "rebuild", "--merge", "--topics", "("))
+    error = one_line_error(
+        run(home, "--store", store, "metadata", "rebuild", "--merge", "--topics", "(")
+    )
     assert "not a regular expression" in error
 
 

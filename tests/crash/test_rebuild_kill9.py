@@ -31,8 +31,8 @@ from formats.manifest import LEDGER_MARKERS
 from offloader.api import Offloader, Position
 from offloader.errors import AlreadyExists, InvalidKeyError, NotFound
 from tests.crash.harness import (
-    SUMMARIES,
     FOREIGN_REASONS,
+    SUMMARIES,
     CrashCheckFailed,
     Kill,
     count_crash_points,
@@ -117,11 +117,18 @@ def run_loss_scenario(
             raise _fail(name, f"complete offloads lost: {sorted(set(complete) - set(rebuilt))}")
         for ledger_id, record in rebuilt.items():
             if ledger_id not in counts or counts[ledger_id] != record.entries:
-                raise _fail(name, f"rebuilt ledger {ledger_id} ({record.entries} entries) "
-                            f"differs from the old home's ({counts.get(ledger_id)})")
+                raise _fail(
+                    name,
+                    f"rebuilt ledger {ledger_id} ({record.entries} entries) "
+                    f"differs from the old home's ({counts.get(ledger_id)})",
+                )
             if not (record.offload_complete and record.local_deleted):
                 raise _fail(name, f"rebuilt ledger {ledger_id} is not an offloaded ledger")
-        read = [(Position(e.ledger_id, e.entry_id), e.payload) for e in new.read(TOPIC)] if rebuilt else []
+        read = (
+            [(Position(e.ledger_id, e.entry_id), e.payload) for e in new.read(TOPIC)]
+            if rebuilt
+            else []
+        )
         positions = [p for p, _ in read]
         if len(set(positions)) != len(positions) or positions != sorted(positions):
             raise _fail(name, "entries read twice or out of order after the rebuild")
@@ -141,13 +148,16 @@ def run_loss_scenario(
         store = new.runtime.store
         bucket = {
             u
-            for key in [o.key for o in store.list()] + [m.key for m in store.list_multipart_uploads()]
+            for key in [o.key for o in store.list()]
+            + [m.key for m in store.list_multipart_uploads()]
             if not _planted(key) and (u := _uuid_of(key)) is not None
         }
         audit = new.orphans(min_age_seconds=0)
         listed = {_uuid_of(o.key) for o in audit.objects} | {_uuid_of(u.key) for u in audit.uploads}
         if bucket - claimed - listed:
-            raise _fail(name, f"attempts not listed as orphans: {sorted(bucket - claimed - listed)}")
+            raise _fail(
+                name, f"attempts not listed as orphans: {sorted(bucket - claimed - listed)}"
+            )
         if audit.missing:
             raise _fail(name, f"claimed objects missing: {audit.missing}")
 
@@ -171,7 +181,11 @@ def run_loss_scenario(
             raise _fail(name, f"the resumed offload uploaded {sorted(added)} (rebuilt up to {top})")
         new.gc(min_age_seconds=0)
         after = new.orphans(min_age_seconds=0)
-        ours = [o for o in (*after.objects, *after.uploads) if o.deletable or o.reason not in FOREIGN_REASONS]
+        ours = [
+            o
+            for o in (*after.objects, *after.uploads)
+            if o.deletable or o.reason not in FOREIGN_REASONS
+        ]
         if ours:
             raise _fail(name, f"gc left orphans of ours: {ours}")
         if any(k.startswith(LEDGER_MARKERS) for k in (o.key for o in after.objects)):
@@ -181,9 +195,17 @@ def run_loss_scenario(
 
 def _kills(workdir: Path, rng: random.Random, per_point: int, randoms: int) -> list[Kill]:
     hits, seconds = count_crash_points(workdir, SEED)
-    for point in ("offload.before_marker", "manifest.after_marker_put", "manifest.after_watermark_put"):
+    for point in (
+        "offload.before_marker",
+        "manifest.after_marker_put",
+        "manifest.after_watermark_put",
+    ):
         assert point in hits, f"crash point {point} not reached"
-    chosen = [k for k in crash_point_kills(hits, per_point) if k.point and k.point.startswith(POINT_PREFIXES)]
+    chosen = [
+        k
+        for k in crash_point_kills(hits, per_point)
+        if k.point and k.point.startswith(POINT_PREFIXES)
+    ]
     return chosen + random_kills(rng, randoms, 1.5 * seconds)
 
 
@@ -238,7 +260,12 @@ def test_kill9_then_lose_the_home_on_moto(
     started = time.monotonic()
     results = [
         run_loss_scenario(
-            tmp_path / f"s{i}", f"s3://{moto_endpoint.new_bucket()}/crash", SEED, kill, f"moto {kill}", env
+            tmp_path / f"s{i}",
+            f"s3://{moto_endpoint.new_bucket()}/crash",
+            SEED,
+            kill,
+            f"moto {kill}",
+            env,
         )
         for i, kill in enumerate(kills)
     ]

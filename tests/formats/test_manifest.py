@@ -114,7 +114,10 @@ def test_a_long_name_is_hashed_and_its_body_names_it() -> None:
     marker = example(managed_ledger_name=name)
     parsed = parse_ledger_marker_key(ledger_marker_key(marker))
     assert parsed.hashed and parsed.marker is None
-    assert parsed.with_name(decode_marker_body(encode_marker_body(marker)).managed_ledger_name) == marker
+    assert (
+        parsed.with_name(decode_marker_body(encode_marker_body(marker)).managed_ledger_name)
+        == marker
+    )
     with pytest.raises(InvalidKeyError, match="does not match"):
         parsed.with_name("t/ns/persistent/other")
 

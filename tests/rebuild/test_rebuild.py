@@ -179,7 +179,10 @@ def test_two_copies_unfinished_attempts_and_orphans(make: Make, tmp_path: Path) 
 
     new = make("new-home")
     report = new.metadata_rebuild()
-    by_action = {a: [i for i in report.items if i.action == a] for a in ("superseded", "unfinished", "orphan")}
+    by_action = {
+        a: [i for i in report.items if i.action == a]
+        for a in ("superseded", "unfinished", "orphan")
+    }
     # the watermark object names ledger 1's copy, not ledger 0's: the lowest UUID is kept
     assert [(i.ledger_id, i.uuid) for i in by_action["superseded"]] == [(0, context.uuid)]
     assert [(i.ledger_id, i.uuid) for i in by_action["unfinished"]] == [(1, unfinished)]
@@ -246,7 +249,9 @@ def test_deleting_ledgers_and_topics_deletes_their_manifests(make: Make) -> None
     off.set_retention("public/default", 1, 0)  # keep nearly nothing
     trimmed = off.apply_retention(T1)
     assert trimmed
-    markers = [parse_ledger_marker_key(k).ledger_id for k in keys(off) if k.startswith(LEDGER_MARKERS)]
+    markers = [
+        parse_ledger_marker_key(k).ledger_id for k in keys(off) if k.startswith(LEDGER_MARKERS)
+    ]
     assert not set(trimmed) & set(markers)
     assert any(k.startswith(WATERMARKS) for k in keys(off))  # the highest finished stays
     off.delete_topic(T1)
