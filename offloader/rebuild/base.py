@@ -51,13 +51,14 @@ class StoreListing:
 
     objects: Sequence[ObjectInfo]
     uploads: Sequence[MultipartUploadInfo]
-    keys: frozenset[str] = field(default_factory=frozenset)
+    #: every listed object's size, by key
+    sizes: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(
         cls, objects: Sequence[ObjectInfo], uploads: Sequence[MultipartUploadInfo]
     ) -> StoreListing:
-        return cls(objects, uploads, frozenset(o.key for o in objects))
+        return cls(objects, uploads, {o.key: o.size for o in objects})
 
 
 @dataclass(frozen=True)

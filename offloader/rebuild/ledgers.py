@@ -3,8 +3,8 @@
 From the listing alone: every completion marker is a finished copy (its key carries the
 record), every data/index object or multipart upload of a UUID without a marker is an
 unfinished attempt, and the watermark objects give each managed ledger's highest finished
-ledger. A marker whose data or index object is not listed is a contradiction, reported as a
-``problem`` and not recorded.
+ledger. A marker whose data or index object is not listed, or is listed with another size
+than the marker records, is a contradiction, reported as a ``problem`` and not recorded.
 
 Two finished copies of one ledger (two uploaders, or a re-upload after a lost completion):
 the copy the managed ledger's watermark names is kept, else the lowest UUID; the other is
@@ -23,6 +23,7 @@ has no local copy).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from formats.keys import data_key, index_key, parse_key
@@ -220,7 +221,7 @@ class PulsarLedgers:
             tp = TopicPlan(topic, name, watermark=watermarks.get(name))
             for ledger_id in sorted(markers.get(name, {})):
                 claimed_ledgers.add(ledger_id)
-                ledger = self._plan_ledger(tp, ledger_id, markers[name][ledger_id], listing.keys)
+                ledger = self._plan_ledger(tp, ledger_id, markers[name][ledger_id], listing.sizes)
                 if ledger is not None:
                     ledger.unfinished = sorted(by_ledger.pop(ledger_id, []), key=lambda a: a.uuid)
                     tp.ledgers.append(ledger)
@@ -232,21 +233,22 @@ class PulsarLedgers:
         return Plan(topics, orphans, problems)
 
     def _plan_ledger(
-        self, tp: TopicPlan, ledger_id: int, found: list[LedgerMarker], keys: frozenset[str]
+        self, tp: TopicPlan, ledger_id: int, found: list[LedgerMarker], sizes: Mapping[str, int]
     ) -> LedgerPlan | None:
         valid: list[LedgerMarker] = []
         for m in found:
-            missing = [
-                k
-                for k in (data_key(m.uuid, ledger_id), index_key(m.uuid, ledger_id))
-                if k not in keys
-            ]
-            if missing:
-                tp.problems.append(
-                    _marker_item(
-                        "problem", tp.topic, m, f"marker without its objects: {', '.join(missing)}"
-                    )
-                )
+            wrong = []
+            for key, size in (
+                (data_key(m.uuid, ledger_id), m.data_size),
+                (index_key(m.uuid, ledger_id), m.index_size),
+            ):
+                if key not in sizes:
+                    wrong.append(f"{key} missing")
+                elif sizes[key] != size:
+                    wrong.append(f"{key} is {sizes[key]} bytes, the marker says {size}")
+            if wrong:
+                detail = f"marker without its objects: {'; '.join(wrong)}"
+                tp.problems.append(_marker_item("problem", tp.topic, m, detail))
             else:
                 valid.append(m)
         if not valid:

@@ -215,14 +215,18 @@ def test_a_marker_without_its_objects_is_a_problem_not_a_record(make: Make, tmp_
     gone = old.topic_info(T1).ledgers[1].offload
     assert gone is not None
     old.runtime.store.delete(gone.data_key)  # lost out of band
+    changed = old.topic_info(T1).ledgers[0].offload
+    assert changed is not None
+    old.runtime.store.put(changed.index_key, b"another index", {})  # replaced out of band
     old.close()
     shutil.rmtree(tmp_path / "home")
     new = make("new-home")
     report = new.metadata_rebuild()
     problems = [i for i in report.items if i.action == "problem"]
-    assert [(p.ledger_id, p.uuid) for p in problems] == [(1, gone.uuid)]
-    assert "marker without its objects" in problems[0].detail
-    assert [r.ledger_id for r in new.topic_info(T1).ledgers] == [0]
+    assert [(p.ledger_id, p.uuid) for p in problems] == [(0, changed.uuid), (1, gone.uuid)]
+    assert "is 13 bytes, the marker says" in problems[0].detail
+    assert f"{gone.data_key} missing" in problems[1].detail
+    assert new.list_topics() == [T1] and not new.topic_info(T1).ledgers
 
 
 def test_topics_filter_then_merge(make: Make, tmp_path: Path) -> None:
