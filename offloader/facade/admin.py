@@ -119,7 +119,8 @@ class AdminFacade(FacadeBase):
         those of encrypted Kafka segments (only their ``.chunks`` objects)."""
         rt = self._rt
         outcomes = rekey_offloads(rt.store, rt.meta, rt.broker.offload.key_ring, to_key,
-                                  dry_run=dry_run)  # fmt: skip
+                                  dry_run=dry_run,
+                                  software_version=rt.broker.offload.software_version)  # fmt: skip
         return outcomes + self.kafka().rekey(to_key, dry_run=dry_run)
 
     def set_offload_transform(self, namespace: str, policy: TransformPolicy) -> NamespacePolicies:

@@ -5,7 +5,9 @@ Order of one offload (:func:`offloader.offload.commit.offload_one`): data object
 index PUT → :func:`write_ledger_marker` (the attempt is now *finished* in the bucket) →
 :func:`advance_watermark` → ``complete_offload`` in the metadata store. Deleting an attempt's
 objects deletes its marker first (:func:`delete_ledger_markers`), so a half-deleted attempt is
-never taken for a finished one.
+never taken for a finished one. Rewriting an index in place (``objects rekey``) writes the
+marker again with the new index size and CRC32C before deleting the stale one
+(:func:`refresh_ledger_marker`).
 
 A watermark never moves backwards, even with racing writers, and needs no compare-and-swap:
 each advance creates a new object for its own position (``if_none_match``) and only then deletes
@@ -15,6 +17,7 @@ the objects of *lower* positions, so the highest key always survives.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from formats.keys import SOFTWARE_VERSION_KEY
 from formats.manifest import (
@@ -24,6 +27,7 @@ from formats.manifest import (
     encode_watermark_body,
     ledger_marker_key,
     ledger_marker_prefix,
+    parse_ledger_marker_key,
     parse_watermark_key,
     watermark_key,
     watermark_prefix,
@@ -41,6 +45,7 @@ __all__ = [
     "delete_ledger_markers",
     "delete_watermarks",
     "read_watermark",
+    "refresh_ledger_marker",
     "transform_token",
     "write_ledger_marker",
 ]
@@ -79,6 +84,33 @@ def delete_ledger_markers(
     for info in list(store.list(ledger_marker_prefix(managed_ledger_name, ledger_id, uuid))):
         store.delete(info.key)
     crash_point("manifest.after_marker_delete")
+
+
+def refresh_ledger_marker(
+    store: ObjectStore,
+    managed_ledger_name: str,
+    ledger_id: int,
+    uuid: str,
+    *,
+    index_size: int,
+    index_crc32c: int,
+    software_version: str,
+) -> bool:
+    """After the attempt's index was rewritten in place (``objects rekey``): write its marker
+    again with the index's new size and CRC32C, then delete the stale one (never the other way
+    round: the attempt is never without a marker). True if a marker was replaced."""
+    replaced = False
+    for info in list(store.list(ledger_marker_prefix(managed_ledger_name, ledger_id, uuid))):
+        parsed = parse_ledger_marker_key(info.key)
+        old = parsed.marker or parsed.with_name(managed_ledger_name)
+        if (old.index_size, old.index_crc32c) == (index_size, index_crc32c):
+            continue
+        new = dataclasses.replace(old, index_size=index_size, index_crc32c=index_crc32c)
+        write_ledger_marker(store, new, software_version)
+        crash_point("manifest.after_marker_refresh")
+        store.delete(info.key)
+        replaced = True
+    return replaced
 
 
 def read_watermark(store: ObjectStore, kind: str, name: str) -> tuple[int, str] | None:

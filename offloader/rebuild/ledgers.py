@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from formats.extension import crc32c
 from formats.keys import data_key, index_key, parse_key
 from formats.manifest import (
     LEDGER_MARKERS,
@@ -221,16 +222,43 @@ class PulsarLedgers:
             tp = TopicPlan(topic, name, watermark=watermarks.get(name))
             for ledger_id in sorted(markers.get(name, {})):
                 claimed_ledgers.add(ledger_id)
-                ledger = self._plan_ledger(tp, ledger_id, markers[name][ledger_id], listing.sizes)
+                found = self._one_per_attempt(rt, markers[name][ledger_id], listing.sizes)
+                ledger = self._plan_ledger(tp, ledger_id, found, listing.sizes)
                 if ledger is not None:
                     ledger.unfinished = sorted(by_ledger.pop(ledger_id, []), key=lambda a: a.uuid)
                     tp.ledgers.append(ledger)
             topics.append(tp)
         orphans: list[Attempt] = []
-        for ledger_id, found in sorted(by_ledger.items()):
+        for ledger_id, lost in sorted(by_ledger.items()):
             if ledger_id not in claimed_ledgers:
-                orphans.extend(sorted(found, key=lambda a: a.uuid))
+                orphans.extend(sorted(lost, key=lambda a: a.uuid))
         return Plan(topics, orphans, problems)
+
+    def _one_per_attempt(
+        self, rt: Runtime, found: list[LedgerMarker], sizes: Mapping[str, int]
+    ) -> list[LedgerMarker]:
+        """One marker per attempt. Two of one attempt are a crash inside ``objects rekey``'s
+        marker refresh (new marker written, stale one not yet deleted): the one whose index
+        size matches the listing, and if both do, the one whose CRC32C matches the index
+        (one GET, only then)."""
+        by_uuid: dict[str, list[LedgerMarker]] = defaultdict(list)
+        for m in found:
+            by_uuid[m.uuid].append(m)
+        out: list[LedgerMarker] = []
+        for same in by_uuid.values():
+            if len(same) > 1:
+                key = index_key(same[0].uuid, same[0].ledger_id)
+                sized = [m for m in same if sizes.get(key) == m.index_size] or same
+                if len(sized) > 1:
+                    self._gets += 1
+                    try:
+                        crc = crc32c(rt.store.get(key).data)
+                    except ObjectNotFound:
+                        crc = None
+                    sized = [m for m in sized if m.index_crc32c == crc] or sized[:1]
+                same = sized[:1]
+            out.extend(same)
+        return out
 
     def _plan_ledger(
         self, tp: TopicPlan, ledger_id: int, found: list[LedgerMarker], sizes: Mapping[str, int]
