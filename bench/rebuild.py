@@ -9,8 +9,8 @@
    ``list_objects_v2`` pass over the bucket (the baseline), ``metadata rebuild --dry-run``
    (ours: our store's listing, the key parsing and the plan) on a fresh home, and, beside it,
    a rebuild that writes the SQLite records of the first 1,000 ledgers (the whole listing
-   still, then six metadata transactions per ledger, each one fsync'd). The requests the rebuild makes are
-   counted on the S3 client (GETs and HEADs per ledger: 0 is the goal).
+   still, then six metadata transactions per ledger, each one fsync'd). The requests the
+   rebuild makes are counted on the S3 client (GETs and HEADs per ledger: 0 is the goal).
 2. **Upload cost of the manifests** (goal: >= 0.97). M ledgers of 1 KiB entries are offloaded
    to moto through the facade; the time spent writing each offload's marker and watermark
    (the PUT, the watermark's LIST, the DELETE of the previous one) is measured around those
