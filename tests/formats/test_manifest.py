@@ -70,7 +70,7 @@ def example(**changes: object) -> LedgerMarker:
     return LedgerMarker(**values)  # type: ignore[arg-type]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(markers())
 def test_marker_key_round_trips(marker: LedgerMarker) -> None:
     key = ledger_marker_key(marker)
@@ -89,6 +89,7 @@ def test_marker_key_round_trips(marker: LedgerMarker) -> None:
     assert key.startswith(prefix)
 
 
+@settings(deadline=None)
 @given(names, numbers, numbers)
 def test_marker_keys_sort_in_ledger_order(name: str, a: int, b: int) -> None:
     ka = ledger_marker_key(example(managed_ledger_name=name, ledger_id=a))
@@ -96,7 +97,7 @@ def test_marker_keys_sort_in_ledger_order(name: str, a: int, b: int) -> None:
     assert (ka < kb) == (a < b)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(names, numbers, st.from_regex(r"[A-Za-z0-9-]{1,64}", fullmatch=True), numbers)
 def test_watermark_round_trips(name: str, position: int, tag: str, written: int) -> None:
     key = watermark_key("ledgers", name, position, tag)
