@@ -20,9 +20,11 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +42,7 @@ from tests.crash.harness import (
     random_kills,
     run_worker,
 )
-from tests.crash.worker import NS, TOPIC, open_offloader, payload
+from tests.crash.worker import METADATA_ENV, NS, TOPIC, open_offloader, payload
 from tests.servers.endpoint import S3Endpoint
 
 SEED = int(os.environ.get("LEDGER_OFFLOADER_CRASH_SEED", "20261127"))
@@ -90,17 +92,30 @@ def _snapshot(off: Offloader) -> tuple[dict[int, int], dict[int, int], dict[Posi
 
 
 def run_loss_scenario(
-    workdir: Path, store_url: str | None, seed: int, kill: Kill, name: str, env: dict[str, str]
+    workdir: Path,
+    store_url: str | None,
+    seed: int,
+    kill: Kill,
+    name: str,
+    env: dict[str, str],
+    *,
+    metadata: tuple[str, Callable[[], None], str] | None = None,
 ) -> LossResult:
+    """``metadata``: (the old PostgreSQL URL, what drops it, the new one); else SQLite."""
     home, new_home = workdir / "home", workdir / "new-home"
     url = store_url or f"file://{workdir / 'objects'}"
+    old_url, drop, new_url = metadata if metadata is not None else (None, None, None)
+    if old_url is not None:
+        env = {**env, METADATA_ENV: old_url}
     killed, _, _ = run_worker(home, url, seed, kill, env)
     result = LossResult(name, killed)
-    with open_offloader(str(home), url) as old:
+    with open_offloader(str(home), url, old_url) as old:
         complete, counts, old_entries = _snapshot(old)
     shutil.rmtree(home)  # the disaster
+    if drop is not None:
+        drop()
 
-    with open_offloader(str(new_home), url) as new:
+    with open_offloader(str(new_home), url, new_url) as new:
         report = new.metadata_rebuild()
         problems = [i for i in report.items if i.action == "problem"]
         if problems:
@@ -270,6 +285,49 @@ def test_kill9_then_lose_the_home_on_moto(
         for i, kill in enumerate(kills)
     ]
     summary = _summary("moto loss", results, time.monotonic() - started)
+    print(f"\n{summary}")
+    SUMMARIES.append(summary)
+    assert all(r.killed for r in results), [r.name for r in results if not r.killed]
+
+
+@pytest.mark.slow
+def test_kill9_then_drop_the_postgresql_metadata(tmp_path: Path, pg_server: Any) -> None:
+    """The metadata in PostgreSQL: after the kill its schema is dropped with the home, and
+    the rebuild writes into a new, empty one."""
+    import psycopg
+
+    def dropper(url: str) -> Callable[[], None]:
+        def drop() -> None:
+            schema = url.rsplit("%3D", 1)[1]
+            with psycopg.connect(pg_server.admin_url(), autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+        return drop
+
+    kills = [
+        Kill("writer.after_part", 3),
+        Kill("offload.before_marker", 4),
+        Kill("manifest.after_marker_put", 2),
+        Kill("manifest.after_watermark_put", 5),
+        Kill("offload.before_complete", 3),
+        Kill("gc.after_object_delete", 1),
+    ]
+    started = time.monotonic()
+    results = []
+    for i, kill in enumerate(kills):
+        old = pg_server.new_url()
+        results.append(
+            run_loss_scenario(
+                tmp_path / f"s{i}",
+                None,
+                SEED,
+                kill,
+                f"postgresql {kill}",
+                {},
+                metadata=(old, dropper(old), pg_server.new_url()),
+            )
+        )
+    summary = _summary("postgresql loss", results, time.monotonic() - started)
     print(f"\n{summary}")
     SUMMARIES.append(summary)
     assert all(r.killed for r in results), [r.name for r in results if not r.killed]
