@@ -64,7 +64,11 @@ def _echo(report: RebuildReport) -> None:
     metavar="REGEX",
     help="Only topics whose full name (persistent://tenant/ns/topic) matches (full match).",
 )
-@click.option("--dry-run", is_flag=True, help="Print what would be recorded; write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what would be recorded (with --merge: compared with what is); write nothing.",
+)
 @click.option(
     "--merge",
     is_flag=True,
@@ -93,6 +97,10 @@ def rebuild(cli: CliContext, topics: str | None, dry_run: bool, merge: bool) -> 
     ):
         report = offloader.metadata_rebuild(
             topics=topics, dry_run=dry_run, merge=merge, progress=progress
+        )
+    if report.objects_listed == 0:
+        click.echo(
+            "warning: the store holds no object: check --store (and --endpoint-url)", err=True
         )
     if cli.json:
         for item in report.items:

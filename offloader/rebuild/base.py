@@ -131,8 +131,9 @@ class Rebuilder(Protocol):
         writes nothing. The value is this rebuilder's own, handed back to :meth:`apply`."""
         ...
 
-    def items(self, plan: object) -> list[RebuildItem]:
-        """The plan as report items (what a dry run prints)."""
+    def items(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
+        """The plan as report items (what a dry run prints; with ``merge``, records already
+        there are compared, read only)."""
         ...
 
     def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:

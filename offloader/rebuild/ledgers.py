@@ -290,12 +290,19 @@ class PulsarLedgers:
         others = sorted((m for m in valid if m is not kept), key=lambda m: m.uuid)
         return LedgerPlan(kept, others)
 
-    def items(self, plan: object) -> list[RebuildItem]:
+    def items(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
         assert isinstance(plan, Plan)
         out: list[RebuildItem] = list(plan.problems)
         for tp in plan.topics:
-            out.append(RebuildItem(KIND, "topic", tp.topic))
-            out.extend(self._ledger_items(tp))
+            existing: dict[int, LedgerRecord] | None = None
+            if merge:  # what a --merge run would find already recorded (reads only)
+                try:
+                    existing = {r.ledger_id: r for r in rt.meta.list_ledgers(tp.topic)}
+                except NotFound:
+                    existing = None
+            if existing is None:
+                out.append(RebuildItem(KIND, "topic", tp.topic))
+            out.extend(self._ledger_items(tp, existing or {}))
             out.append(self._watermark_item(tp))
         out.extend(
             _attempt_item("orphan", None, a, "no finished copy of this ledger: objects orphans")
@@ -303,9 +310,15 @@ class PulsarLedgers:
         )
         return out
 
-    def _ledger_items(self, tp: TopicPlan) -> list[RebuildItem]:
+    def _ledger_items(
+        self, tp: TopicPlan, existing: Mapping[int, LedgerRecord]
+    ) -> list[RebuildItem]:
         out = list(tp.problems)
         for lp in tp.ledgers:
+            record = existing.get(lp.kept.ledger_id)
+            if record is not None:
+                out.append(self._compare(tp.topic, record, lp))
+                continue
             out.append(_marker_item("offload", tp.topic, lp.kept))
             out.extend(
                 _marker_item(

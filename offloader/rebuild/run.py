@@ -88,7 +88,10 @@ def rebuild(
     items: list[RebuildItem] = []
     for rebuilder in kinds:
         plan = rebuilder.plan(rt, listing, select)
-        items.extend(rebuilder.items(plan) if dry_run else rebuilder.apply(rt, plan, merge=merge))
+        if dry_run:
+            items.extend(rebuilder.items(rt, plan, merge=merge))
+        else:
+            items.extend(rebuilder.apply(rt, plan, merge=merge))
     report = RebuildReport(
         items,
         dry_run=dry_run,

@@ -132,6 +132,8 @@ def test_lose_the_home_lose_nothing(make: Make, tmp_path: Path) -> None:
 
     with pytest.raises(RebuildRefused, match="--merge"):
         new.metadata_rebuild()
+    planned = new.metadata_rebuild(merge=True, dry_run=True)
+    assert planned.count("offload") == 0 and planned.count("present") == 14
     merged = new.metadata_rebuild(merge=True)
     assert merged.count("offload") == 0 and merged.count("conflict") == 0
     assert merged.count("present") == 14  # 12 rebuilt, 2 offloaded since
