@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 
 from formats.keys import SOFTWARE_VERSION_KEY
 from formats.manifest import (
@@ -136,29 +137,59 @@ def advance_watermark(
     software_version: str,
 ) -> bool:
     """Raise ``name``'s watermark to ``position`` (True) unless it is already there or higher
-    (False). Creates the new position's object, then deletes the lower ones."""
-    lower: list[str] = []
-    for info in store.list(watermark_prefix(kind, name)):
-        try:
-            parsed = parse_watermark_key(info.key)
-        except InvalidKeyError:
-            continue
-        if parsed.position >= position:
-            return False
-        lower.append(info.key)
+    (False). Creates the new position's object, then deletes the lower ones.
+
+    The watermark this process last wrote or listed is remembered, so that an offload costs
+    one PUT and one DELETE, not a LIST too. A stale memory is safe: only keys known to be
+    lower than the one just created are deleted, so the highest key always survives; a key
+    another process wrote meanwhile is at worst left beside ours until a listing writer (or
+    the topic's deletion) removes it."""
+    cache_key = (store.url, kind, name)
+    with _LAST_LOCK:
+        known = _LAST.get(cache_key)
+    if known is None:
+        lower: list[str] = []
+        for info in store.list(watermark_prefix(kind, name)):
+            try:
+                parsed = parse_watermark_key(info.key)
+            except InvalidKeyError:
+                continue
+            if parsed.position >= position:
+                _remember(cache_key, parsed.position, info.key)
+                return False
+            lower.append(info.key)
+    elif known[0] >= position:
+        return False
+    else:
+        lower = [known[1]]
     key = watermark_key(kind, name, position, tag)
     body = encode_watermark_body(kind, name, position, tag, now_ms)
     metadata = {MANIFEST_KIND_KEY: f"watermark-{kind}-v1", SOFTWARE_VERSION_KEY: software_version}
     with contextlib.suppress(PreconditionFailed):
         store.put(key, body, metadata, if_none_match=True)
     crash_point("manifest.after_watermark_put")
+    _remember(cache_key, position, key)
     for old in lower:
         store.delete(old)
     return True
 
 
+#: (store URL, kind, name) -> the (position, key) of the watermark this process last saw
+_LAST: dict[tuple[str, str, str], tuple[int, str]] = {}
+_LAST_LOCK = threading.Lock()
+
+
+def _remember(cache_key: tuple[str, str, str], position: int, key: str) -> None:
+    with _LAST_LOCK:
+        known = _LAST.get(cache_key)
+        if known is None or known[0] < position:
+            _LAST[cache_key] = (position, key)
+
+
 def delete_watermarks(store: ObjectStore, kind: str, name: str) -> None:
     """Delete every watermark object of ``name`` (the topic itself is deleted)."""
+    with _LAST_LOCK:
+        _LAST.pop((store.url, kind, name), None)
     for info in list(store.list(watermark_prefix(kind, name))):
         store.delete(info.key)
     log.info("watermark objects deleted", kind=kind, name=name)
