@@ -12,13 +12,12 @@
    still, then six metadata transactions per ledger, each one fsync'd). The requests the
    rebuild makes are counted on the S3 client (GETs and HEADs per ledger: 0 is the goal).
 2. **Upload cost of the manifests** (goal: >= 0.97). M ledgers of 1 KiB entries are offloaded
-   to moto through the facade; the time spent writing each offload's marker and watermark
-   (the PUT, the watermark's LIST, the DELETE of the previous one) is measured around those
-   calls in the same run (a marker PUT, a watermark PUT and the DELETE of the previous one:
-   three small requests per ledger). ``ours`` is the offload throughput with the manifests,
-   ``baseline``
-   the same run's throughput without their time (the manifests cannot be turned off: they are
-   what makes the bucket the source of truth).
+   to moto through the facade; the time spent writing each offload's marker and watermark is
+   measured around those calls in the same run (a marker PUT, a watermark PUT and the DELETE
+   of the previous one: three small requests per ledger, plus one LIST for a topic's first).
+   ``ours`` is the offload throughput with the manifests, ``baseline`` the same run's
+   throughput without their time (the manifests cannot be turned off: they are what makes the
+   bucket the source of truth).
 """
 
 from __future__ import annotations
