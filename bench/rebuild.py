@@ -144,6 +144,7 @@ def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
         ledgers=ledgers,
         objects=keys,
         list_requests=requests.get("ListObjectsV2", 0),
+        store_calls=dict(dry.requests),
         upload_list_requests=requests.get("ListMultipartUploads", 0),
         gets_per_ledger=round(gets / ledgers, 4),
         heads_per_ledger=round(heads / ledgers, 4),

@@ -50,7 +50,7 @@ def _echo(report: RebuildReport) -> None:
     s = report.summary()
     verb = "would record" if report.dry_run else "recorded"
     click.echo(
-        f"{s['objects_listed']} object(s) listed, {s['gets']} GET(s), 0 HEAD(s); {verb} "
+        f"{s['objects_listed']} object(s) listed, {s['gets']} GET(s), {s['heads']} HEAD(s); {verb} "
         f"{s['offload']} offloaded ledger(s) in {s['topic']} topic(s), {s['superseded']} "
         f"superseded and {s['unfinished']} unfinished attempt(s); {s['orphan']} orphan "
         f"attempt(s), {s['present']} already present, {s['conflict']} conflict(s), "

@@ -89,14 +89,23 @@ class RebuildItem:
 
 @dataclass(frozen=True)
 class RebuildReport:
-    """A rebuild's outcome: its items in order, the requests it made, whether it wrote."""
+    """A rebuild's outcome: its items in order, the store requests it made (by operation:
+    ``list`` calls, ``get``, ``head``...), whether it wrote."""
 
     items: list[RebuildItem]
     dry_run: bool
     merge: bool
     objects_listed: int
     uploads_listed: int
-    gets: int
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def gets(self) -> int:
+        return self.requests.get("get", 0)
+
+    @property
+    def heads(self) -> int:
+        return self.requests.get("head", 0)
 
     def count(self, action: Action) -> int:
         return sum(1 for item in self.items if item.action == action)
@@ -109,7 +118,7 @@ class RebuildReport:
             "objects_listed": self.objects_listed,
             "uploads_listed": self.uploads_listed,
             "gets": self.gets,
-            "heads": 0,
+            "heads": self.heads,
             **counts,
         }
 
@@ -138,9 +147,4 @@ class Rebuilder(Protocol):
 
     def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
         """Write the plan into the metadata store; the items as done."""
-        ...
-
-    @property
-    def gets(self) -> int:
-        """The GETs :meth:`plan` made (bodies of hashed names)."""
         ...

@@ -136,12 +136,7 @@ class PulsarLedgers:
     kind = KIND
 
     def __init__(self) -> None:
-        self._gets = 0
         self._names: dict[str, str] = {}
-
-    @property
-    def gets(self) -> int:
-        return self._gets
 
     def existing_records(self, rt: Runtime) -> int:
         return len(rt.meta.list_topics())
@@ -151,7 +146,6 @@ class PulsarLedgers:
         """A hashed marker's full record: one GET per hashed name segment, cached."""
         name = self._names.get(parsed.segment)
         if name is None:
-            self._gets += 1
             name = decode_marker_body(rt.store.get(parsed.key).data).managed_ledger_name
             self._names[parsed.segment] = name
         return parsed.with_name(name)
@@ -159,7 +153,6 @@ class PulsarLedgers:
     def _watermark_name(self, rt: Runtime, key: str, segment: str) -> str:
         name = self._names.get(segment)
         if name is None:
-            self._gets += 1
             name = decode_watermark_body(rt.store.get(key).data)[1]
             self._names[segment] = name
         return name
@@ -250,7 +243,6 @@ class PulsarLedgers:
                 key = index_key(same[0].uuid, same[0].ledger_id)
                 sized = [m for m in same if sizes.get(key) == m.index_size] or same
                 if len(sized) > 1:
-                    self._gets += 1
                     try:
                         crc = crc32c(rt.store.get(key).data)
                     except ObjectNotFound:

@@ -9,8 +9,11 @@ exists. It never writes to the object store.
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 from offloader.errors import ConfigError, RebuildRefused
 from offloader.logs import get_logger
@@ -23,7 +26,7 @@ from offloader.rebuild.base import (
 )
 from offloader.rebuild.ledgers import PulsarLedgers
 from offloader.runtime import Runtime
-from offloader.store.base import ObjectInfo
+from offloader.store.base import GetResult, MultipartUploadInfo, ObjectInfo, ObjectStore
 
 __all__ = ["default_rebuilders", "list_store", "rebuild", "topic_selector"]
 
@@ -64,6 +67,38 @@ def list_store(rt: Runtime, progress: ListingProgress | None = None) -> StoreLis
     return StoreListing.of(objects, rt.store.list_multipart_uploads())
 
 
+class CountingStore:
+    """The runtime's store, counting the requests a rebuild makes (by operation) so that its
+    report says what it cost; everything else is the store's own."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.requests: dict[str, int] = {}
+
+    def _count(self, op: str) -> None:
+        self.requests[op] = self.requests.get(op, 0) + 1
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        self._count("list")
+        return self._store.list(prefix)
+
+    def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
+        self._count("list_multipart_uploads")
+        return self._store.list_multipart_uploads(prefix)
+
+    def get(self, key: str) -> GetResult:
+        self._count("get")
+        return self._store.get(key)
+
+    def head(self, key: str) -> ObjectInfo:
+        self._count("head")
+        return self._store.head(key)
+
+    def __getattr__(self, name: str) -> Any:
+        self._count(name)
+        return getattr(self._store, name)
+
+
 def rebuild(
     rt: Runtime,
     *,
@@ -84,6 +119,8 @@ def rebuild(
                     f"the metadata store already has {count} {rebuilder.kind} record(s) "
                     "(topics); give --merge to add only what is missing"
                 )
+    counting = CountingStore(rt.store)
+    rt = dataclasses.replace(rt, store=cast(ObjectStore, counting))
     listing = list_store(rt, progress)
     items: list[RebuildItem] = []
     for rebuilder in kinds:
@@ -98,7 +135,7 @@ def rebuild(
         merge=merge,
         objects_listed=len(listing.objects),
         uploads_listed=len(listing.uploads),
-        gets=sum(r.gets for r in kinds),
+        requests=dict(counting.requests),
     )
     log.info("metadata rebuilt" if not dry_run else "metadata rebuild planned", **report.summary())
     return report

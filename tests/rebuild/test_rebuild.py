@@ -107,7 +107,8 @@ def test_lose_the_home_lose_nothing(make: Make, tmp_path: Path) -> None:
     assert dry.count("offload") == 12 and new.list_topics() == []  # a dry run writes nothing
     report = new.metadata_rebuild()
     assert report.count("offload") == 12 and report.count("problem") == 0
-    assert report.gets == 1  # the one hashed name's marker body; never a HEAD, never data
+    # one listing; one GET (the hashed name's marker body); never a HEAD, never data
+    assert report.requests == {"list": 1, "list_multipart_uploads": 1, "get": 1}
     assert sorted(new.list_topics()) == sorted(TOPICS)
     for topic in TOPICS:
         info = new.topic_info(topic)
