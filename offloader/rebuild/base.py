@@ -6,6 +6,13 @@ A rebuilder plugs in by kind: Pulsar ledgers now (:mod:`offloader.rebuild.ledger
 segments and export watermarks later, each with its own module beside it. They share the
 :class:`StoreListing` (the only listing a rebuild makes) and report :class:`RebuildItem`\\ s,
 one per record planned, written, kept or refused.
+
+A rebuilder gets the runtime (its ``store`` counts the requests made) and writes through a
+metadata Protocol: the runtime's ``MetadataStore`` for ledgers; one that writes another (the
+Kafka tier's ``KafkaMetadataStore``, the ``ExportMetadataStore``) is built with it by the
+facade and handed to :func:`offloader.rebuild.run.rebuild` (``rebuilders=``). Its watermark
+objects use their own kind under ``_offloader/v1/watermarks/`` (``formats.manifest``;
+``offloader.offload.manifests.advance_watermark`` writes any kind).
 """
 
 from __future__ import annotations
