@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "kafka_spark": "bench.kafka_spark",
     "metrics": "bench.metrics",
     "metadata": "bench.metadata",
+    "rebuild": "bench.rebuild",
     "export": "bench.export",
     "iceberg": "bench.iceberg",
 }

@@ -27,6 +27,7 @@ from cli.export import export
 from cli.kafka import kafka
 from cli.keys import keys
 from cli.logsink import LogSink
+from cli.metadata import metadata
 from cli.namespaces import namespaces
 from cli.objects import objects
 from cli.render import safe_text
@@ -236,6 +237,7 @@ cli.add_command(keys)
 cli.add_command(kafka)
 cli.add_command(brokers)
 cli.add_command(export)
+cli.add_command(metadata)
 
 
 def main(argv: list[str] | None = None) -> None:

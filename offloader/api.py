@@ -64,6 +64,7 @@ from offloader.policies import (
 )
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
+from offloader.rebuild import RebuildItem, RebuildReport
 from offloader.service import TickWork, after_rollover
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
@@ -103,6 +104,8 @@ __all__ = [
     "Position",
     "ProduceResult",
     "ProgressCallback",
+    "RebuildItem",
+    "RebuildReport",
     "RekeyOutcome",
     "ResetReport",
     "SegmentOutcome",

@@ -75,6 +75,7 @@ __all__ = [
     "PreconditionFailed",
     "ProtobufError",
     "ReadError",
+    "RebuildRefused",
     "RemoteSegmentMismatch",
     "SchemaVersionError",
     "SegmentChangedError",
@@ -256,6 +257,11 @@ class VerificationError(OffloadError):
 
 class ReadError(OffloaderError):
     """Reading entries failed."""
+
+
+class RebuildRefused(OffloaderError):
+    """``metadata rebuild`` would write into a metadata store that already has records
+    (give ``--merge`` to add only what is missing)."""
 
 
 class RemoteSegmentMismatch(ReadError):

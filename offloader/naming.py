@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from urllib.parse import unquote_plus
 
 from formats.errors import quoted_name
 from offloader.errors import InvalidName
@@ -181,6 +182,23 @@ class TopicName:
                     "<tenant>/<namespace>/<topic> or <topic>"
                 )
         return cls(NamespaceName(parts[0], parts[1]), parts[2])
+
+    @classmethod
+    def from_managed_ledger_name(cls, name: str) -> TopicName:
+        """The inverse of :attr:`managed_ledger_name` (InvalidName unless it is one)."""
+        parts = name.split("/")
+        if len(parts) != 4 or parts[2] != PERSISTENT:
+            raise InvalidName(
+                f"{name!r} is not a managed-ledger name (<tenant>/<namespace>/persistent/<topic>)"
+            )
+        try:
+            local = unquote_plus(parts[3], errors="strict")
+        except UnicodeDecodeError as exc:
+            raise InvalidName(f"{name!r}: its topic part is not URL-encoded UTF-8") from exc
+        topic = cls.parse(f"{PERSISTENT}://{parts[0]}/{parts[1]}/{local}")
+        if topic.managed_ledger_name != name:
+            raise InvalidName(f"{name!r} is not in Pulsar's canonical encoding")
+        return topic
 
     @classmethod
     def of(cls, topic: TopicName | str) -> TopicName:

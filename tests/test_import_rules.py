@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "offloader.read": 4,
     "offloader.offload": 5,
     "offloader.kafka": 5,  # the Kafka tier (uses the ledger orphan audit's types)
+    "offloader.rebuild": 5,  # metadata rebuilt from the store's listing (bucket manifests)
     "offloader.topics": 6,
     "offloader.export": 6,  # the export's driver side (plan, names, watermark; no pyspark)
     "offloader.spark": 7,
@@ -69,6 +70,11 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.spark", "offloader.topics"),
     ("offloader.export", "offloader.topics"),
     ("offloader.topics", "offloader.export"),
+    # the rebuild reads the bucket's manifests through formats/, never the flows that wrote them
+    ("offloader.rebuild", "offloader.offload"),
+    ("offloader.rebuild", "offloader.kafka"),
+    ("offloader.offload", "offloader.rebuild"),
+    ("offloader.kafka", "offloader.rebuild"),
 }
 
 #: what the front end may import of the engine: the facade and value modules only

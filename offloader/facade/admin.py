@@ -3,6 +3,7 @@ and the objects' verification, orphan audit and garbage collection."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from offloader.api_types import (
@@ -27,6 +28,7 @@ from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
+from offloader.rebuild import RebuildReport, rebuild
 
 if TYPE_CHECKING:
     pass
@@ -117,7 +119,8 @@ class AdminFacade(FacadeBase):
         those of encrypted Kafka segments (only their ``.chunks`` objects)."""
         rt = self._rt
         outcomes = rekey_offloads(rt.store, rt.meta, rt.broker.offload.key_ring, to_key,
-                                  dry_run=dry_run)  # fmt: skip
+                                  dry_run=dry_run,
+                                  software_version=rt.broker.offload.software_version)  # fmt: skip
         return outcomes + self.kafka().rekey(to_key, dry_run=dry_run)
 
     def set_offload_transform(self, namespace: str, policy: TransformPolicy) -> NamespacePolicies:
@@ -193,6 +196,20 @@ class AdminFacade(FacadeBase):
         uploads = self._rt.store.list_multipart_uploads()
         kafka_audit = audit_kafka(kafka, listed, uploads, self._rt.wall_ms(), max(age, 0) * 1000)
         return audit, kafka_audit
+
+    def metadata_rebuild(
+        self,
+        *,
+        topics: str | None = None,
+        dry_run: bool = False,
+        merge: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RebuildReport:
+        """Recreate the metadata store's records from the object store's listing
+        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
+        expression matched in full against full topic names. Refuses a store with records
+        unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing."""
+        return rebuild(self._rt, topics=topics, dry_run=dry_run, merge=merge, progress=progress)
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
         return orphan_report(*self._audit(min_age_seconds), False)

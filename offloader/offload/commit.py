@@ -6,7 +6,10 @@
    incomplete attempt it hands back has its objects (and any multipart upload it left) deleted,
    and is then marked CLEANED;
 2. the writer uploads the data object and the index (it deletes everything it wrote on failure);
-3. ``complete_offload`` is the compare-and-set on the UUID. On :class:`OffloadConflict` (a newer
+3. the completion marker is PUT, then the managed ledger's watermark object is advanced
+   (:mod:`offloader.offload.manifests`, spec/bucket-manifests.md): from here on the bucket
+   alone says the attempt is finished, and ``offloader metadata rebuild`` can recreate it;
+4. ``complete_offload`` is the compare-and-set on the UUID. On :class:`OffloadConflict` (a newer
    attempt, or the ledger was trimmed meanwhile) our new objects are deleted. On any other
    metadata error the outcome is uncertain and nothing is deleted (as Pulsar): the orphan audit
    finds the objects if the completion was lost.
@@ -21,6 +24,7 @@ when the automatic paths may try again (bounded exponential backoff).
 
 :func:`delete_ledger_objects` removes the objects of *every* UUID a ledger ever had (its
 current context and its attempt history): retention trimming and topic deletion call it.
+Every deletion of an attempt's objects deletes its completion marker first.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ import uuid as uuidlib
 from collections.abc import Callable, Iterable
 
 from formats.extension import crc32c
-from formats.keys import data_key, index_key
+from formats.keys import data_key, index_key, parse_key
+from formats.manifest import LedgerMarker
 from offloader.crashpoints import crash_point
 from offloader.errors import (
+    InvalidKeyError,
+    InvalidName,
     MetadataError,
     NotFound,
     OffloadConflict,
@@ -41,6 +48,13 @@ from offloader.errors import (
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, OffloadAttempt, OffloadContext
 from offloader.naming import TopicName
+from offloader.offload.manifests import (
+    LEDGERS_KIND,
+    advance_watermark,
+    delete_ledger_markers,
+    transform_token,
+    write_ledger_marker,
+)
 from offloader.offload.timed_reader import timed_reader
 from offloader.offload.transformed import WriteTransform, resolve_write_transform
 from offloader.offload.writer import offload_ledger
@@ -50,6 +64,7 @@ __all__ = [
     "clean_attempt",
     "delete_ledger_objects",
     "delete_objects",
+    "managed_ledger_of",
     "offload_one",
     "retry_delay_ms",
     "retry_due",
@@ -60,9 +75,26 @@ log = get_logger(__name__)
 ProgressCallback = Callable[[int, int], None]
 
 
-def delete_objects(rt: Runtime, data: str, index: str) -> None:
-    """Delete an attempt's data and index objects and abort any multipart upload of its data
-    key (a crash mid-upload leaves one). Missing objects are fine."""
+def managed_ledger_of(topic: str) -> str | None:
+    """The managed-ledger name of ``topic`` (None for no or a malformed name)."""
+    if not topic:
+        return None
+    try:
+        return TopicName.parse(topic).managed_ledger_name
+    except InvalidName:
+        return None
+
+
+def delete_objects(
+    rt: Runtime, data: str, index: str, *, managed_ledger_name: str | None = None
+) -> None:
+    """Delete an attempt's completion marker (first, when the managed ledger is known), its
+    data and index objects, and abort any multipart upload of its data key (a crash mid-upload
+    leaves one). Missing objects are fine."""
+    if managed_ledger_name is not None:
+        with contextlib.suppress(InvalidKeyError):
+            parsed = parse_key(data)
+            delete_ledger_markers(rt.store, managed_ledger_name, parsed.ledger_id, parsed.uuid)
     for upload in rt.store.list_multipart_uploads(prefix=data):
         if upload.key == data:
             rt.store.abort_multipart_upload(upload.key, upload.upload_id)
@@ -77,7 +109,7 @@ def clean_attempt(
     """Delete an attempt's objects and mark it CLEANED; False (logged) if deleting failed.
     Recorded as Pulsar's ``delete_offload_ops`` of ``topic`` (succeed or failed)."""
     try:
-        delete_objects(rt, data, index)
+        delete_objects(rt, data, index, managed_ledger_name=managed_ledger_of(topic))
     except StoreError as exc:
         rt.metrics.record_delete_offload_ops(topic, False)
         log.warning(
@@ -146,6 +178,32 @@ def offload_one(
                 transform=transform,
             )
         index_crc = crc32c(rt.store.get(ikey).data)
+        crash_point("offload.before_marker")
+        marker = LedgerMarker(
+            managed_ledger_name=managed_ledger_name,
+            ledger_id=ledger_id,
+            uuid=attempt,
+            entries=ledger.entries,
+            entry_bytes=ledger.size_bytes,
+            data_size=result.data_size,
+            index_size=result.index_size,
+            index_crc32c=index_crc,
+            transform=transform_token(transform),
+            created_ms=ledger.created_ms,
+            closed_ms=ledger.closed_ms if ledger.closed_ms is not None else ledger.created_ms,
+            offloaded_ms=rt.now_ms(),
+        )
+        software = rt.broker.offload.software_version
+        write_ledger_marker(rt.store, marker, software)
+        advance_watermark(
+            rt.store,
+            LEDGERS_KIND,
+            managed_ledger_name,
+            ledger_id,
+            attempt,
+            marker.offloaded_ms,
+            software,
+        )
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
         rt.metrics.record_offload_error(ledger.topic)
@@ -156,14 +214,14 @@ def offload_one(
         if isinstance(exc, Exception):
             # the writer deletes what it wrote on failure; this also covers a failed index GET
             with contextlib.suppress(StoreError):
-                delete_objects(rt, dkey, ikey)
+                delete_objects(rt, dkey, ikey, managed_ledger_name=managed_ledger_name)
         raise
     crash_point("offload.before_complete")
     try:
         completed = rt.meta.complete_offload(
             ledger_id,
             attempt,
-            rt.now_ms(),
+            marker.offloaded_ms,
             data_size=result.data_size,
             index_size=result.index_size,
             block_crc32c=result.block_crc32c,

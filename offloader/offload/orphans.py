@@ -11,6 +11,9 @@
 * incomplete multipart uploads, unless their UUID is the *incomplete* offload of a live ledger
   (a running attempt): ``unfinished-upload`` for a UUID of this home's attempt history,
   ``foreign-upload`` for any other;
+* an attempt's completion marker (``_offloader/v1/ledgers/...``, spec/bucket-manifests.md)
+  counts as one of its objects, with the reason of its UUID; watermark objects are our own
+  bookkeeping and never reported;
 * complete offloads whose data or index object is missing (needs a person: never "fixed");
 * for the local ``file://`` store, leftovers of writes killed mid-way (``stale-temporary``).
 
@@ -38,6 +41,7 @@ from datetime import datetime
 
 from formats.kafka.names import is_remote_key
 from formats.keys import parse_key, parse_user_metadata
+from formats.manifest import LEDGER_MARKERS, WATERMARKS, parse_ledger_marker_key
 from offloader.crashpoints import crash_point
 from offloader.errors import (
     AccessDenied,
@@ -104,9 +108,16 @@ def _ms(when: datetime | None) -> int | None:
 
 def _uuid_of(key: str) -> str | None:
     try:
+        if key.startswith(LEDGER_MARKERS):
+            return parse_ledger_marker_key(key).uuid
         return parse_key(key).uuid
     except InvalidKeyError:
         return None
+
+
+def _bookkeeping(key: str) -> bool:
+    """Watermark objects: ours, kept while their topic lives, deleted with it."""
+    return key.startswith(WATERMARKS)
 
 
 def _old_enough(when_ms: int | None, now_ms: int, min_age_ms: int) -> bool:
@@ -173,7 +184,7 @@ def find_orphans(
     segment keys) belong to another audit (the Kafka tier's) and are skipped."""
     now = rt.wall_ms()
     skip = foreign or is_remote_key
-    listed = [info for info in rt.store.list() if not skip(info.key)]
+    listed = [info for info in rt.store.list() if not skip(info.key) and not _bookkeeping(info.key)]
     uploads = [u for u in rt.store.list_multipart_uploads() if not skip(u.key)]
     claimed = {r.offload.uuid: r for r in rt.meta.claimed_offloads() if r.offload is not None}
     audit = Audit()
@@ -224,7 +235,10 @@ def collect_garbage(rt: Runtime, audit: Audit, *, dry_run: bool) -> int:
     claimed = rt.meta.claimed_uuids()  # again: never delete what became claimed meanwhile
     removed = 0
     uuids: set[str] = set()
-    for orphan in audit.objects:
+    # an attempt's completion marker goes before its data and index (a crash in between
+    # must never leave a marker naming deleted objects)
+    ordered = sorted(audit.objects, key=lambda o: not o.key.startswith(LEDGER_MARKERS))
+    for orphan in ordered:
         if orphan.reason not in DELETABLE_REASONS:
             continue  # not provably ours: reported, left alone
         if orphan.uuid is not None and orphan.uuid in claimed:

@@ -4,7 +4,8 @@ For every completed offload the metadata store claims, the index object is read;
 object whose data key is wrapped with another key has its data key unwrapped (with that key from
 the ring) and wrapped again with ``ID``, and **only its index object** is rewritten (one PUT
 replacing it; the data object, its chunks and the data key do not change), then the metadata
-records the index's new size and CRC32C. Safe to interrupt and re-run: an index is either old
+records the index's new size and CRC32C, and the ledger's completion marker is written again with
+them (spec/bucket-manifests.md §2). Safe to interrupt and re-run: an index is either old
 or new (both readable), and a re-run that finds an index already under ``ID`` whose recorded
 size or CRC32C is stale (the run stopped between the PUT and the record) proves the index is
 ours by unwrapping its data key with ``ID``, then records it. Key bytes never reach a log.
@@ -28,6 +29,8 @@ from offloader.errors import IndexInconsistentError
 from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, MetadataStore
+from offloader.naming import TopicName
+from offloader.offload.manifests import refresh_ledger_marker
 from offloader.store.base import ObjectStore
 
 log = get_logger(__name__)
@@ -56,6 +59,7 @@ def rekey_offloads(
     to_key: str,
     *,
     dry_run: bool = False,
+    software_version: str = "ledger-offloader",
 ) -> list[RekeyOutcome]:
     """Re-wrap every claimed, complete, encrypted object's data key with ``to_key`` (see the
     module docstring). ``dry_run`` reports what would change and writes nothing."""
@@ -66,8 +70,26 @@ def rekey_offloads(
         context = record.offload
         if context is None or not context.complete:
             continue
-        outcomes.append(_rekey_one(store, meta, ring, record, new_kek, to_key, dry_run))
+        outcomes.append(
+            _rekey_one(store, meta, ring, record, new_kek, to_key, dry_run, software_version)
+        )
     return outcomes
+
+
+def _refresh_marker(
+    store: ObjectStore, record: LedgerRecord, size: int, crc: int, software_version: str
+) -> None:
+    """The completion marker follows the rewritten index (spec/bucket-manifests.md §2)."""
+    assert record.offload is not None
+    refresh_ledger_marker(
+        store,
+        TopicName.parse(record.topic).managed_ledger_name,
+        record.ledger_id,
+        record.offload.uuid,
+        index_size=size,
+        index_crc32c=crc,
+        software_version=software_version,
+    )
 
 
 def _rekey_one(
@@ -78,6 +100,7 @@ def _rekey_one(
     new_kek: bytes,
     to_key: str,
     dry_run: bool,
+    software_version: str,
 ) -> RekeyOutcome:
     context = record.offload
     assert context is not None
@@ -94,11 +117,14 @@ def _rekey_one(
     if section.key_id == to_key:
         crc = crc32c(got.data)
         if context.index_size == len(got.data) and context.index_crc32c in (None, crc):
+            if not dry_run:  # a run that stopped after recording, before the marker
+                _refresh_marker(store, record, len(got.data), crc, software_version)
             return outcome(UNCHANGED)
         # an earlier run rewrote the index and stopped before recording it: check it is ours
         unwrap_data_key(new_kek, section.wrapped_key, to_key)
         if not dry_run:
             meta.record_index_rewrite(context.uuid, len(got.data), crc)
+            _refresh_marker(store, record, len(got.data), crc, software_version)
         return outcome(RECORDED)
     data_key = unwrap_data_key(ring.key(section.key_id), section.wrapped_key, section.key_id)
     rewrapped = dataclasses.replace(
@@ -114,6 +140,7 @@ def _rekey_one(
     store.put(context.index_key, body, got.metadata)
     crash_point("rekey.after_index_put")
     meta.record_index_rewrite(context.uuid, len(body), crc32c(body))
+    _refresh_marker(store, record, len(body), crc32c(body), software_version)
     log.info(
         "index rekeyed",
         ledger_id=record.ledger_id,

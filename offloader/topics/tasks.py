@@ -36,10 +36,12 @@ from offloader.errors import (
     OffloaderError,
     OffloadError,
     OffloadInProgress,
+    StoreError,
 )
 from offloader.logs import get_logger
 from offloader.metadata.base import AttemptState, LedgerRecord, TopicOffloadStatus
 from offloader.offload.commit import clean_attempt, delete_ledger_objects, offload_one, retry_due
+from offloader.offload.manifests import LEDGERS_KIND, delete_watermarks
 from offloader.offload.verification import check_offload
 from offloader.policies import (
     ledgers_due_for_local_deletion,
@@ -362,6 +364,8 @@ def delete_topic(ml: ManagedLedger) -> list[LedgerRecord]:
         rt.ledgers.delete_topic(ml.topic)
     for record in records:
         delete_ledger_objects(rt, record, "Topic deletion")
+    with contextlib.suppress(StoreError):  # else the orphan audit reports them
+        delete_watermarks(rt.store, LEDGERS_KIND, ml.managed_ledger_name)
     log.info("topic deleted", topic=ml.name, ledgers=len(records))
     return records
 

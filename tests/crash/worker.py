@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import random
 import sys
 import time
@@ -84,10 +85,20 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def open_offloader(home: str, store_url: str) -> Offloader:
+#: a PostgreSQL metadata URL for the worker (else SQLite in the home)
+METADATA_ENV = "LEDGER_OFFLOADER_CRASH_METADATA"
+
+
+def open_offloader(home: str, store_url: str, metadata_url: str | None = None) -> Offloader:
     """The Offloader of the worker (and of the harness's restarts). On S3 the endpoint and
-    credentials come from the environment (``AWS_ENDPOINT_URL``...)."""
-    return Offloader.from_settings(home, store_url, broker=broker_settings(store_url))
+    credentials come from the environment (``AWS_ENDPOINT_URL``...); the metadata store is
+    ``metadata_url``, else :data:`METADATA_ENV`'s, else SQLite in the home."""
+    return Offloader.from_settings(
+        home,
+        store_url,
+        metadata_url=metadata_url or os.environ.get(METADATA_ENV) or None,
+        broker=broker_settings(store_url),
+    )
 
 
 def _positions(first: Position, last: Position, count: int) -> list[Position]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from formats.manifest import MANIFEST_ROOT
 from offloader.api import BrokerSettings, Offloader
 from offloader.config import OffloadSettings
 
@@ -50,6 +51,17 @@ def payloads(n: int, size: int = 100, tag: str = "e") -> list[bytes]:
 
 
 def store_keys(off: Offloader) -> list[str]:
+    """The store's Pulsar objects (data and index); the bucket manifests are
+    :func:`manifest_keys`."""
+    return sorted(k for k in all_keys(off) if not k.startswith(MANIFEST_ROOT))
+
+
+def manifest_keys(off: Offloader) -> list[str]:
+    """The completion markers and watermark objects (spec/bucket-manifests.md)."""
+    return [k for k in all_keys(off) if k.startswith(MANIFEST_ROOT)]
+
+
+def all_keys(off: Offloader) -> list[str]:
     return sorted(info.key for info in off.runtime.store.list())
 
 

@@ -11,6 +11,7 @@ from tests.lifecycle.helpers import (
     TOPIC,
     FakeClock,
     local_files,
+    manifest_keys,
     payloads,
     read_all,
     store_keys,
@@ -64,7 +65,7 @@ def test_delete_topic_leaves_nothing(off: Offloader) -> None:
     assert local_files(off) == []
     assert off.orphans(min_age_seconds=0).clean
     off.delete_topic(other)
-    assert store_keys(off) == [] and uploads(off) == []
+    assert store_keys(off) == [] and uploads(off) == [] and manifest_keys(off) == []
     assert not (off.runtime.home / "ledgers" / "persistent").exists() or not any(
         (off.runtime.home / "ledgers").rglob("*.ledger")
     )

@@ -49,7 +49,8 @@ def s3_off(
 
 
 def keys(store: ObjectStore) -> list[str]:
-    return sorted(info.key for info in store.list())
+    """Pulsar's objects (data, index); not the bucket manifests under ``_offloader/``."""
+    return sorted(info.key for info in store.list() if not info.key.startswith("_offloader/"))
 
 
 def test_offload_delete_local_read_and_delete_topic_on_s3(s3_off: Offloader) -> None:

@@ -1,0 +1,236 @@
+"""``metadata rebuild`` against a bare listing, and the upload cost of the bucket manifests.
+
+``python -m bench rebuild [--ledgers 10000] [--offload-ledgers 6] [--ledger-size 32M]``
+
+1. **Rebuild vs listing** (goal: ratio <= 3). A moto server (its own process) gets N ledgers'
+   worth of objects: per ledger its data object, its index and its completion marker (written
+   directly, small objects, on 16 threads: this is set-up, not measured), in topics of 100
+   ledgers, each with its watermark object. Then, in the same run: a bare boto3
+   ``list_objects_v2`` pass over the bucket (the baseline), ``metadata rebuild --dry-run``
+   (ours: our store's listing, the key parsing and the plan) on a fresh home, and, beside it,
+   a rebuild that writes the SQLite records of the first 1,000 ledgers (the whole listing
+   still, then six metadata transactions per ledger, each one fsync'd). The requests the
+   rebuild makes are counted on the S3 client (GETs and HEADs per ledger: 0 is the goal).
+2. **Upload cost of the manifests** (goal: >= 0.97). M ledgers of 1 KiB entries are offloaded
+   to moto through the facade; the time spent writing each offload's marker and watermark is
+   measured around those calls in the same run (a marker PUT, a watermark PUT and the DELETE
+   of the previous one: three small requests per ledger, plus one LIST for a topic's first).
+   ``ours`` is the offload throughput with the manifests, ``baseline`` the same run's
+   throughput without their time (the manifests cannot be turned off: they are what makes the
+   bucket the source of truth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench import note, report
+from bench.common import moto_process, quiet_logs, raw_client
+from devservers.endpoint import S3Endpoint
+
+TOPICS_OF = 100  # ledgers per topic in the rebuild benchmark
+
+
+def _populate(endpoint: S3Endpoint, bucket: str, prefix: str, ledgers: int) -> int:
+    """Write N ledgers' data, index and marker (and a watermark per topic); the key count."""
+    from formats.keys import data_key, index_key
+    from formats.manifest import (
+        LEDGERS_KIND,
+        LedgerMarker,
+        encode_marker_body,
+        encode_watermark_body,
+        ledger_marker_key,
+        watermark_key,
+    )
+
+    client = raw_client(endpoint, pool=32)
+    data, index = b"d" * 64, b"i" * 32
+
+    def one(ledger_id: int) -> None:
+        attempt = str(uuid.UUID(int=ledger_id + 1))
+        name = f"bench/rebuild/persistent/t{ledger_id // TOPICS_OF}"
+        marker = LedgerMarker(
+            name, ledger_id, attempt, 10, 640, len(data), len(index), 0, "none", 1, 2, 3
+        )
+        client.put_object(Bucket=bucket, Key=prefix + data_key(attempt, ledger_id), Body=data)
+        client.put_object(Bucket=bucket, Key=prefix + index_key(attempt, ledger_id), Body=index)
+        body = encode_marker_body(marker)
+        client.put_object(Bucket=bucket, Key=prefix + ledger_marker_key(marker), Body=body)
+        if ledger_id % TOPICS_OF == TOPICS_OF - 1 or ledger_id == ledgers - 1:
+            key = watermark_key(LEDGERS_KIND, name, ledger_id, attempt)
+            wm = encode_watermark_body(LEDGERS_KIND, name, ledger_id, attempt, 3)
+            client.put_object(Bucket=bucket, Key=prefix + key, Body=wm)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, range(ledgers)))
+    return 3 * ledgers + -(-ledgers // TOPICS_OF)
+
+
+def _bare_listing(endpoint: S3Endpoint, bucket: str, prefix: str) -> tuple[float, int]:
+    client = raw_client(endpoint)
+    started = time.perf_counter()
+    count = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        count += len(page.get("Contents", []))
+    return time.perf_counter() - started, count
+
+
+def _offloader(home: Path, url: str, endpoint: S3Endpoint, **broker: Any) -> Any:
+    from offloader.api import BrokerSettings, Offloader
+    from offloader.config import OffloadSettings
+
+    settings = BrokerSettings(
+        min_rollover_seconds=0,
+        offload=OffloadSettings(offload_concurrency=4),
+        **broker,
+    )
+    return Offloader.from_settings(
+        home, url, endpoint_url=endpoint.url, region=endpoint.region, broker=settings
+    )
+
+
+def _count_requests(off: Any) -> dict[str, int]:
+    """Every S3 operation the offloader's client makes from now on, by name."""
+    counts: dict[str, int] = {}
+
+    def seen(model: Any, **_: Any) -> None:
+        counts[model.name] = counts.get(model.name, 0) + 1
+
+    off.runtime.store._client.meta.events.register("before-call.s3", seen)
+    return counts
+
+
+def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
+    bucket = f"rebuild-{uuid.uuid4().hex[:12]}"
+    raw_client(endpoint).create_bucket(Bucket=bucket)
+    started = time.perf_counter()
+    keys = _populate(endpoint, bucket, "r/", ledgers)
+    note(f"bench rebuild: {keys} objects written in {time.perf_counter() - started:.1f} s")
+    bare, listed = _bare_listing(endpoint, bucket, "r/")
+    assert listed == keys, (listed, keys)
+    off = _offloader(tmp / "dry-home", f"s3://{bucket}/r", endpoint)
+    counts = _count_requests(off)
+    started = time.perf_counter()
+    dry = off.metadata_rebuild(dry_run=True)
+    ours = time.perf_counter() - started
+    off.close()
+    assert dry.count("offload") == ledgers and dry.count("problem") == 0
+    requests = dict(counts)
+    # the records written into SQLite, for the first 10 topics (1,000 ledgers) only: one
+    # listing of everything still, then six metadata transactions per ledger
+    off = _offloader(tmp / "home", f"s3://{bucket}/r", endpoint)
+    started = time.perf_counter()
+    written = off.metadata_rebuild(topics=r"persistent://bench/rebuild/t[0-9]")
+    write_seconds = time.perf_counter() - started
+    off.close()
+    wrote = written.count("offload")
+    assert wrote == min(ledgers, 10 * TOPICS_OF)
+    gets = requests.get("GetObject", 0)
+    heads = requests.get("HeadObject", 0)
+    report(
+        f"rebuild.dry_run_vs_list.{ledgers}",
+        ours,
+        bare,
+        "s",
+        higher_is_better=False,
+        ledgers=ledgers,
+        objects=keys,
+        list_requests=requests.get("ListObjectsV2", 0),
+        store_calls=dict(dry.requests),
+        upload_list_requests=requests.get("ListMultipartUploads", 0),
+        gets_per_ledger=round(gets / ledgers, 4),
+        heads_per_ledger=round(heads / ledgers, 4),
+        rebuild_with_sqlite_writes_s=round(write_seconds, 3),
+        rebuild_with_sqlite_writes_ledgers=wrote,
+        # the listing again (as long as the dry run's), then the records: the rest per ledger
+        sqlite_write_ms_per_ledger=round(1000 * max(write_seconds - ours, 0) / max(wrote, 1), 2),
+        server="moto (own process)",
+    )
+
+
+def _timed(func: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    return wrapper
+
+
+def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Path) -> None:
+    from offloader.offload import commit
+
+    bucket = f"offload-{uuid.uuid4().hex[:12]}"
+    raw_client(endpoint).create_bucket(Bucket=bucket)
+    entry = 1024
+    per_ledger = max(1, ledger_size // entry)
+    off = _offloader(
+        tmp / "offload-home", f"s3://{bucket}/o", endpoint, max_entries_per_ledger=per_ledger
+    )
+    topic = "persistent://bench/offload/t"
+    off.create_namespace("bench/offload")
+    payload = [bytes([i % 251]) * entry for i in range(per_ledger)]
+    for _ in range(ledgers):
+        off.produce(topic, payload)
+    off.roll_over(topic)
+    spent: list[float] = []
+    marker, watermark = commit.write_ledger_marker, commit.advance_watermark
+    commit.write_ledger_marker = _timed(marker, spent)  # type: ignore[assignment]
+    commit.advance_watermark = _timed(watermark, spent)  # type: ignore[assignment]
+    try:
+        started = time.perf_counter()
+        trigger = off.offload_prefix(topic, size_threshold=0)
+        total = time.perf_counter() - started
+    finally:
+        commit.write_ledger_marker, commit.advance_watermark = marker, watermark
+    off.close()
+    done = len(trigger.offloaded)
+    assert done >= ledgers and not trigger.failed, trigger
+    manifests = sum(spent)
+    size_mb = done * per_ledger * entry / 1e6
+    report(
+        "rebuild.offload_with_manifests",
+        size_mb / total,
+        size_mb / (total - manifests),
+        "MB/s",
+        ledgers=done,
+        ledger_bytes=per_ledger * entry,
+        manifest_seconds=round(manifests, 3),
+        manifest_ms_per_ledger=round(1000 * manifests / done, 2),
+        offload_seconds=round(total, 3),
+        server="moto (own process)",
+        method="marker and watermark calls timed inside the same offload run",
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench rebuild", description=__doc__)
+    parser.add_argument("--ledgers", type=int, default=10_000, help="ledgers to rebuild (10000)")
+    parser.add_argument("--offload-ledgers", type=int, default=6, help="ledgers to offload (6)")
+    parser.add_argument("--ledger-size", default="32M", help="bytes per offloaded ledger (32M)")
+    args = parser.parse_args(argv)
+    from offloader.units import parse_size
+
+    quiet_logs()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-rebuild.") as tmp,
+        moto_process() as (
+            endpoint,
+            _pid,
+        ),
+    ):
+        os.environ.update(endpoint.env())  # the Offloader's S3 client finds moto's keys
+        if args.ledgers > 0:  # 0: only the upload cost
+            _rebuild_vs_listing(endpoint, args.ledgers, Path(tmp))
+        _offload_cost(endpoint, args.offload_ledgers, parse_size(args.ledger_size), Path(tmp))
+    return 0

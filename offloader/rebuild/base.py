@@ -1,0 +1,157 @@
+"""The framework of ``offloader metadata rebuild``: one listing of the store, handed to one
+:class:`Rebuilder` per kind of record, each planning from keys alone and then writing through
+the metadata Protocols.
+
+A rebuilder plugs in by kind: Pulsar ledgers now (:mod:`offloader.rebuild.ledgers`); Kafka
+segments and export watermarks later, each with its own module beside it. They share the
+:class:`StoreListing` (the only listing a rebuild makes) and report :class:`RebuildItem`\\ s,
+one per record planned, written, kept or refused.
+
+A rebuilder gets the runtime (its ``store`` counts the requests made) and writes through a
+metadata Protocol: the runtime's ``MetadataStore`` for ledgers; one that writes another (the
+Kafka tier's ``KafkaMetadataStore``, the ``ExportMetadataStore``) is built with it by the
+facade and handed to :func:`offloader.rebuild.run.rebuild` (``rebuilders=``). Its watermark
+objects use their own kind under ``_offloader/v1/watermarks/`` (``formats.manifest``;
+``offloader.offload.manifests.advance_watermark`` writes any kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from offloader.runtime import Runtime
+from offloader.store.base import MultipartUploadInfo, ObjectInfo
+
+__all__ = [
+    "Action",
+    "RebuildItem",
+    "RebuildReport",
+    "Rebuilder",
+    "StoreListing",
+    "TopicSelector",
+]
+
+#: what a rebuild does with, or says about, one record
+Action = Literal[
+    "namespace",  # a namespace created for the topics found
+    "topic",  # a topic created
+    "offload",  # a finished copy recorded: a complete, offloaded ledger
+    "present",  # already recorded as it would be (--merge)
+    "superseded",  # a second finished copy of a recorded ledger: recorded SUPERSEDED
+    "unfinished",  # an attempt without a completion marker: recorded FAILED, an orphan
+    "orphan",  # objects of an attempt whose ledger is unknown: left for the orphan audit
+    "watermark",  # a topic's watermark, as the bucket and the markers say
+    "conflict",  # differs from what the store already has (--merge): nothing written
+    "problem",  # the bucket contradicts itself (a marker without its objects): nothing written
+]
+
+#: whether a topic (its full name) is one the caller asked for
+TopicSelector = Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class StoreListing:
+    """Everything one pass over the store saw: its objects (key order) and its incomplete
+    multipart uploads. ``bodies`` counts the GETs rebuilders made on top of it."""
+
+    objects: Sequence[ObjectInfo]
+    uploads: Sequence[MultipartUploadInfo]
+    #: every listed object's size, by key
+    sizes: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, objects: Sequence[ObjectInfo], uploads: Sequence[MultipartUploadInfo]
+    ) -> StoreListing:
+        return cls(objects, uploads, {o.key: o.size for o in objects})
+
+
+@dataclass(frozen=True)
+class RebuildItem:
+    """One record of a rebuild: what it is and what was (or, dry, would be) done with it."""
+
+    kind: str
+    action: Action
+    topic: str | None
+    ledger_id: int | None = None
+    uuid: str | None = None
+    detail: str = ""
+    fields: Mapping[str, int | str | None] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "kind": self.kind,
+            "action": self.action,
+            "topic": self.topic,
+            "ledger_id": self.ledger_id,
+            "uuid": self.uuid,
+        }
+        out.update(self.fields)
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    """A rebuild's outcome: its items in order, the store requests it made (by operation:
+    ``list`` calls, ``get``, ``head``...), whether it wrote."""
+
+    items: list[RebuildItem]
+    dry_run: bool
+    merge: bool
+    objects_listed: int
+    uploads_listed: int
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def gets(self) -> int:
+        return self.requests.get("get", 0)
+
+    @property
+    def heads(self) -> int:
+        return self.requests.get("head", 0)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for item in self.items if item.action == action)
+
+    def summary(self) -> dict[str, object]:
+        counts = {a: self.count(a) for a in Action.__args__}  # type: ignore[attr-defined]
+        return {
+            "dry_run": self.dry_run,
+            "merge": self.merge,
+            "objects_listed": self.objects_listed,
+            "uploads_listed": self.uploads_listed,
+            "gets": self.gets,
+            "heads": self.heads,
+            **counts,
+        }
+
+
+class Rebuilder(Protocol):
+    """Rebuilds one kind of record from the listing; never GETs data, HEADs nothing."""
+
+    @property
+    def kind(self) -> str:
+        """The kind's name in reports (``pulsar-ledgers``)."""
+        ...
+
+    def existing_records(self, rt: Runtime) -> int:
+        """How many records of this kind the metadata store already holds (0: a new home)."""
+        ...
+
+    def plan(self, rt: Runtime, listing: StoreListing, select: TopicSelector) -> object:
+        """What the store says, decided from keys (and the rare body of a hashed name);
+        writes nothing. The value is this rebuilder's own, handed back to :meth:`apply`."""
+        ...
+
+    def items(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
+        """The plan as report items (what a dry run prints; with ``merge``, records already
+        there are compared, read only)."""
+        ...
+
+    def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
+        """Write the plan into the metadata store; the items as done."""
+        ...
