@@ -41,7 +41,18 @@ pg-deps: ## Install PostgreSQL from Debian when running as root, for the Postgre
 	  echo "pg-deps: not root and no PostgreSQL: its tests will not run (run 'sudo make pg-deps')"; \
 	fi
 
-test: install rgw-deps pg-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
+zk-deps: ## Install ZooKeeper from Debian when running as root, for the Pulsar-cluster metadata tests
+	@if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then \
+	  echo "zk-deps: ZooKeeper already installed"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "zk-deps: installing zookeeper (about 30 s)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     zookeeper >/dev/null) || echo "zk-deps: install failed; the ZooKeeper tests will not run"; \
+	else \
+	  echo "zk-deps: not root and no ZooKeeper: its tests will not run (run 'sudo make zk-deps')"; \
+	fi
+
+test: install rgw-deps pg-deps zk-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install ## ruff and mypy
@@ -62,7 +73,7 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps pg-deps test lint fmt demo bench clean
+.PHONY: help install rgw-deps pg-deps zk-deps test lint fmt demo bench clean
 
 # --- the documentation site (docs/, mkdocs.yml, docsgen/) -------------------------------------
 # The generated pages (CLI and configuration references, performance) are made at build time by
