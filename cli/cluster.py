@@ -22,10 +22,23 @@ import click
 from cli.context import CliContext
 from cli.render import echo_json, echo_table, plural
 from cli.settings import file_config_of, resolve_settings
-from offloader.api import ClusterTopic, PulsarCluster
+from offloader.api import (
+    ClusterAudit,
+    ClusterGcReport,
+    ClusterTopic,
+    PulsarCluster,
+    is_deletable,
+    monthly_cost,
+)
 from offloader.units import format_size
 
-__all__ = ["cluster_url", "echo_cluster_info", "open_cluster"]
+__all__ = [
+    "cluster_audit_record",
+    "cluster_url",
+    "echo_cluster_audit",
+    "echo_cluster_info",
+    "open_cluster",
+]
 
 
 def cluster_url(cli: CliContext) -> str | None:
@@ -119,4 +132,126 @@ def echo_cluster_info(cli: CliContext, topics: list[ClusterTopic], cluster: str)
                 )
                 for row in record["ledgers"]
             ],
+        )
+
+
+# --- objects orphans | gc against the cluster --------------------------------------------------
+def _age_text(seconds: int) -> str:
+    """``40s``, ``12m``, ``5h``, ``3d``: the largest whole unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _age_seconds(now_ms: int, when_ms: int | None) -> int | None:
+    return None if when_ms is None else max(0, (now_ms - when_ms) // 1000)
+
+
+def cluster_audit_record(
+    audit: ClusterAudit, price: float, include_unknown: bool = False
+) -> dict[str, Any]:
+    objects = [
+        {
+            "key": o.key,
+            "size": o.size,
+            "reason": o.reason,
+            "age_seconds": _age_seconds(audit.now_ms, o.modified_ms),
+            "last_modified_ms": o.modified_ms,
+            "uuid": o.uuid,
+            "ledger_id": o.ledger_id,
+            "managed_ledger": o.managed_ledger,
+            "monthly_cost": round(monthly_cost(o.size, price), 6),
+            "deletable": is_deletable(o.reason, include_unknown),
+        }
+        for o in audit.objects
+    ]
+    uploads = [
+        {
+            "key": u.key,
+            "upload_id": u.upload_id,
+            "reason": u.reason,
+            "age_seconds": _age_seconds(audit.now_ms, u.initiated_ms),
+            "initiated_ms": u.initiated_ms,
+            "uuid": u.uuid,
+            "ledger_id": u.ledger_id,
+            "deletable": is_deletable(u.reason),
+        }
+        for u in audit.uploads
+    ]
+    return {
+        "cluster": audit.cluster,
+        "store": audit.store,
+        "topics": audit.topics,
+        "listed_objects": audit.listed_objects,
+        "listed_bytes": audit.listed_bytes,
+        "orphan_bytes": audit.orphan_bytes,
+        "price_per_gb_month": price,
+        "monthly_cost": round(monthly_cost(audit.orphan_bytes, price), 6),
+        "clean": not (audit.objects or audit.uploads),
+        "objects": objects,
+        "uploads": uploads,
+    }
+
+
+def echo_cluster_audit(
+    cli: CliContext,
+    audit: ClusterAudit,
+    price: float,
+    *,
+    include_unknown: bool = False,
+    gc: ClusterGcReport | None = None,
+) -> None:
+    record = cluster_audit_record(audit, price, include_unknown)
+    if gc is not None:
+        record["dry_run"] = gc.dry_run
+        record["deleted"] = list(gc.deleted)
+        record["aborted"] = list(gc.aborted)
+    if cli.json:
+        echo_json(record)
+        return
+    if record["objects"]:
+        echo_table(
+            ("ORPHANED OBJECT", "SIZE", "REASON", "AGE", "$/MONTH", "GC", "MANAGED LEDGER"),
+            [
+                (
+                    o["key"],
+                    o["size"],
+                    o["reason"],
+                    "-" if o["age_seconds"] is None else _age_text(o["age_seconds"]),
+                    f"{o['monthly_cost']:.6f}",
+                    "remove" if o["deletable"] else "keep",
+                    o["managed_ledger"] or "-",
+                )
+                for o in record["objects"]
+            ],
+        )
+        click.echo("")
+    if record["uploads"]:
+        echo_table(
+            ("UNFINISHED UPLOAD", "UPLOAD_ID", "REASON", "AGE", "GC"),
+            [
+                (
+                    u["key"],
+                    u["upload_id"],
+                    u["reason"],
+                    "-" if u["age_seconds"] is None else _age_text(u["age_seconds"]),
+                    "abort" if u["deletable"] else "keep",
+                )
+                for u in record["uploads"]
+            ],
+        )
+        click.echo("")
+    click.echo(
+        f"{audit.cluster}: {plural(audit.topics, 'topic')}, {audit.store}: "
+        f"{plural(audit.listed_objects, 'object')} ({format_size(audit.listed_bytes)}) listed; "
+        f"{plural(len(audit.objects), 'orphaned object')} ({format_size(audit.orphan_bytes)}, "
+        f"${record['monthly_cost']:.2f}/month at ${price}/GB-month), "
+        f"{plural(len(audit.uploads), 'unfinished upload')}"
+    )
+    if gc is not None:
+        verb = "Would remove" if gc.dry_run else "Removed"
+        click.echo(
+            f"{verb} {plural(len(gc.deleted), 'object')} and "
+            f"{'abort' if gc.dry_run else 'aborted'} {plural(len(gc.aborted), 'upload')}"
         )

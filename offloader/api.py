@@ -63,6 +63,7 @@ from offloader.offload.cluster_orphans import (
     ClusterAudit,
     ClusterOrphan,
     ClusterUpload,
+    is_deletable,
     monthly_cost,
 )
 from offloader.offload.rekey import RekeyOutcome
@@ -133,6 +134,7 @@ __all__ = [
     "VerifyResult",
     "create_key",
     "decode_stored_data",
+    "is_deletable",
     "list_keys",
     "monthly_cost",
     "offloaded_ledgers",

@@ -104,12 +104,16 @@ class ClusterAudit:
     referenced_ledgers: int = 0
 
     def deletable(self, include_unknown: bool = False) -> list[ClusterOrphan]:
-        allowed = DELETABLE | ({UNKNOWN} if include_unknown else set())
-        return [o for o in self.objects if o.reason in allowed]
+        return [o for o in self.objects if is_deletable(o.reason, include_unknown)]
 
     @property
     def orphan_bytes(self) -> int:
         return sum(o.size for o in self.objects if o.reason != NOT_OFFLOAD_KEY)
+
+
+def is_deletable(reason: str, include_unknown: bool = False) -> bool:
+    """Whether gc deletes (or aborts) what the audit reported for ``reason``."""
+    return reason in DELETABLE or (include_unknown and reason == UNKNOWN)
 
 
 def monthly_cost(size: int, price_per_gb_month: float) -> float:

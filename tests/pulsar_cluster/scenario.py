@@ -142,9 +142,7 @@ def build(cluster: ClusterWriter, endpoint: S3Endpoint, url: str) -> Scenario:
         ),
         codec=compression.SNAPPY,
     )
-    cluster.put_raw(
-        "/admin/partitioned-topics/t1/ns1/persistent/events", b'{"partitions":2}'
-    )
+    cluster.put_raw("/admin/partitioned-topics/t1/ns1/persistent/events", b'{"partitions":2}')
     sc.referenced_keys.update(_put_golden(s3, bucket, U_EVENTS_15, "custom-metadata", p0))
     sc.referenced_keys.update(_put_golden(s3, bucket, U_EVENTS_21, "entry-fills-block", p1))
     sc.payloads[("persistent://t1/ns1/events-partition-0", 15)] = regenerate_payloads(
@@ -157,9 +155,7 @@ def build(cluster: ClusterWriter, endpoint: S3Endpoint, url: str) -> Scenario:
     slow_ml = "public/default/persistent/slow"
     cluster.put_topic(
         "public/default/slow",
-        ManagedLedgerInfo(
-            (plain(499), off(500, U_SLOW_500, "single-block", complete=False))
-        ),
+        ManagedLedgerInfo((plain(499), off(500, U_SLOW_500, "single-block", complete=False))),
         codec=compression.ZLIB,
     )
     running = s3.create_multipart_upload(
