@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "metadata": "bench.metadata",
     "export": "bench.export",
     "iceberg": "bench.iceberg",
+    "pulsar_cluster": "bench.pulsar_cluster",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from formats.errors import ManagedLedgerInfoError, ProtobufError
@@ -180,7 +179,13 @@ def decode_managed_ledger_info(
     """The ``ManagedLedgerInfo`` a node's value holds: compressed, binary or (old) text."""
     buf = memoryview(data)
     if len(buf) >= 2 and int.from_bytes(buf[:2], "big") == COMPRESSED_MAGIC:
-        return _decode_binary(memoryview(_decompressed(buf, limit)))
+        try:
+            body = _decompressed(buf, limit)
+        except ManagedLedgerInfoError:
+            raise
+        except ProtobufError as exc:
+            raise ManagedLedgerInfoError(f"compressed ManagedLedgerInfo: {exc}") from None
+        return _decode_binary(memoryview(body))
     try:
         return _decode_binary(buf)
     except ManagedLedgerInfoError as binary_error:
@@ -232,13 +237,8 @@ def _decompressed(buf: memoryview, limit: int) -> bytes:
         ) from None
 
 
-def _fields(buf: memoryview, base: int) -> Iterator[tuple[int, int, int | memoryview, int]]:
-    try:
-        yield from iter_fields(buf, base)
-    except ManagedLedgerInfoError:
-        raise
-    except ProtobufError as exc:
-        raise ManagedLedgerInfoError(f"not a ManagedLedgerInfo: {exc}") from None
+# protowire's errors become ManagedLedgerInfoError once, in _decode_binary
+_fields = iter_fields
 
 
 def _varint(value: int | memoryview, wire: int, name: str) -> int:
@@ -284,7 +284,25 @@ def _key_value(buf: memoryview, base: int, name: str) -> tuple[str, str]:
     return key, val
 
 
+#: driver metadata decoded, by its bytes: every ledger a broker offloaded names the same driver,
+#: bucket, region and endpoint, so a managed ledger's (and a cluster's) values repeat one value
+_DRIVERS: dict[bytes, DriverMetadata] = {}
+_DRIVER_CACHE_SIZE = 256
+
+
 def _driver(buf: memoryview, base: int) -> DriverMetadata:
+    raw = bytes(buf)
+    cached = _DRIVERS.get(raw)
+    if cached is not None:
+        return cached
+    driver = _decode_driver(buf, base)
+    if len(_DRIVERS) >= _DRIVER_CACHE_SIZE:
+        _DRIVERS.clear()
+    _DRIVERS[raw] = driver
+    return driver
+
+
+def _decode_driver(buf: memoryview, base: int) -> DriverMetadata:
     name: str | None = None
     props: list[tuple[str, str]] = []
     for number, wire, value, offset in _fields(buf, base):
@@ -368,6 +386,15 @@ def _ledger_info(buf: memoryview, base: int) -> LedgerInfo:
 
 
 def _decode_binary(buf: memoryview) -> ManagedLedgerInfo:
+    try:
+        return _decode_message(buf)
+    except ManagedLedgerInfoError:
+        raise
+    except ProtobufError as exc:
+        raise ManagedLedgerInfoError(f"not a ManagedLedgerInfo: {exc}") from None
+
+
+def _decode_message(buf: memoryview) -> ManagedLedgerInfo:
     ledgers: list[LedgerInfo] = []
     terminated: tuple[int, int] | None = None
     props: list[tuple[str, str]] = []

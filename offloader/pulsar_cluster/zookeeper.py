@@ -13,6 +13,7 @@ a value that is not a ``ManagedLedgerInfo`` is a
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_plus
@@ -163,17 +164,27 @@ class ZooKeeperSource:
         return self._decode(topic, path, data)
 
     def managed_ledgers(self, topics: Sequence[str]) -> list[ClusterTopic]:
+        # a sliding window of requests in flight: ZooKeeper answers the next ones while this
+        # thread decodes the values already in
         out: list[ClusterTopic] = []
-        for start in range(0, len(topics), WINDOW):
-            window = topics[start : start + WINDOW]
-            paths = [self._path(t) for t in window]
-            pending = [self._client.get_async(p) for p in paths]
-            for topic, path, result in zip(window, paths, pending, strict=True):
-                try:
-                    data, _stat = result.get()
-                except NoNodeError:
-                    continue
-                except Exception as exc:
-                    raise _translate(exc, path, self.location) from None
-                out.append(self._decode(topic, path, data))
+        pending: deque[tuple[str, str, Any]] = deque()
+        names = iter(topics)
+        for topic in names:
+            path = self._path(topic)
+            pending.append((topic, path, self._client.get_async(path)))
+            if len(pending) >= WINDOW:
+                break
+        while pending:
+            topic, path, result = pending.popleft()
+            nxt = next(names, None)
+            if nxt is not None:
+                nxt_path = self._path(nxt)
+                pending.append((nxt, nxt_path, self._client.get_async(nxt_path)))
+            try:
+                data, _stat = result.get()
+            except NoNodeError:
+                continue
+            except Exception as exc:
+                raise _translate(exc, path, self.location) from None
+            out.append(self._decode(topic, path, data))
         return out
