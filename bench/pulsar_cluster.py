@@ -24,7 +24,6 @@ import argparse
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from bench import note, report
 
@@ -86,7 +85,7 @@ def _bare(client: object) -> float:
     started = time.perf_counter()
     base = f"{ROOT}/public/default/persistent"
     names = zk.get_children(base)  # type: ignore[attr-defined]
-    results = []
+    results: list[bytes] = []
     for start in range(0, len(names), 512):
         window = [zk.get_async(f"{base}/{n}") for n in names[start : start + 512]]  # type: ignore[attr-defined]
         results.extend(r.get()[0] for r in window)
