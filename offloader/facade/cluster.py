@@ -100,6 +100,18 @@ class PulsarCluster:
         """The managed ledger of ``topic`` (of each partition, for a partitioned topic)."""
         return self._source.managed_ledgers(resolve_topic(self._source, topic))
 
+    def partitions(self, topic: str) -> list[str]:
+        """``topic`` itself, or its partitions when it is a partitioned topic's name."""
+        return resolve_topic(self._source, topic)
+
+    def store_overrides(self) -> dict[str, str | None]:
+        """What replaces the offload contexts' bucket (``--store``), endpoint and region."""
+        return {
+            "store_url": self._store_url or None,
+            "endpoint_url": self._endpoint,
+            "region": self._region,
+        }
+
     def managed_ledgers(self, topics: list[str]) -> list[ClusterTopic]:
         return self._source.managed_ledgers(topics)
 
