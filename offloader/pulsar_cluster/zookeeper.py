@@ -62,6 +62,8 @@ class ZooKeeperSource:
     def __init__(self, url: MetadataUrl, *, timeout: float = 10.0) -> None:
         self._url = url
         self._root = url.chroot + MANAGED_LEDGERS_ROOT
+        #: full topic name -> its node, for the topics listed (bounded by the cluster's size)
+        self._known: dict[str, str] = {}
         self._client = KazooClient(
             hosts=",".join(url.hosts),
             timeout=timeout,
@@ -138,17 +140,28 @@ class ZooKeeperSource:
 
     def topics(self, namespace: str) -> list[str]:
         base = f"{self._root}/{namespace}/persistent"
-        return sorted(f"persistent://{namespace}/{unquote_plus(c)}" for c in self._children(base))
+        names = []
+        for child in self._children(base):
+            name = f"persistent://{namespace}/{unquote_plus(child)}"
+            self._known[name] = f"{base}/{child}"  # the node as listed: no re-encoding
+            names.append(name)
+        return sorted(names)
 
     def _path(self, topic: str) -> str:
-        return f"{self._root}/{TopicName.parse(topic).managed_ledger_name}"
+        path = self._known.get(topic)
+        if path is None:
+            path = f"{self._root}/{TopicName.parse(topic).managed_ledger_name}"
+        return path
+
+    def _canonical(self, topic: str) -> str:
+        return topic if topic in self._known else str(TopicName.parse(topic))
 
     def _decode(self, topic: str, path: str, data: bytes) -> ClusterTopic:
         try:
             info = decode_managed_ledger_info(data)
         except ManagedLedgerInfoError as exc:
             raise ManagedLedgerInfoError(f"{self.location}: {path}: {exc}") from None
-        return ClusterTopic(str(TopicName.parse(topic)), path, info)
+        return ClusterTopic(self._canonical(topic), path, info)
 
     def managed_ledger(self, topic: str) -> ClusterTopic:
         path = self._path(topic)
