@@ -39,7 +39,7 @@ from cli.cluster import cluster_url, echo_cluster_audit, open_cluster
 from cli.context import CliContext, pass_cli
 from cli.params import DURATION
 from cli.render import Progress, echo_json, echo_table, plural, progress_enabled, time_text
-from cli.settings import open_offloader, read_options
+from cli.settings import open_offloader, read_options, resolve_settings
 from offloader.api import S3_STANDARD_PRICE, Offloader, OrphanReport, VerifyResult
 from offloader.errors import InvalidLedgerState, NotFound, VerificationError
 from offloader.units import format_size
@@ -247,7 +247,9 @@ def orphans(cli: CliContext, min_age: int | None, price_per_gb_month: float) -> 
     """
     if cluster_url(cli) is not None:
         with open_cluster(cli) as cluster:
-            audit = cluster.orphans(min_age_seconds=min_age if min_age is not None else 3600)
+            if min_age is None:  # the broker's orphan_min_age ([broker] in offloader.toml)
+                min_age = resolve_settings(cli, {}).broker.orphan_min_age_seconds
+            audit = cluster.orphans(min_age_seconds=min_age)
         echo_cluster_audit(cli, audit, price_per_gb_month)
         return
     with open_offloader(cli, read_only=True) as offloader:
