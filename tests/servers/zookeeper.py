@@ -12,6 +12,7 @@ about 1.2 s on the development machine (JVM start included). The admin server is
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -59,6 +60,16 @@ def unavailable_reason() -> str | None:
     if missing:
         return f"ZooKeeper is not installed (no {JARS_DIR / missing[0]})"
     return None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the server is killed when the process that started it dies
+    (a test run or benchmark killed by a timeout leaves no JVM behind). Linux only."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _ruok(port: int) -> bool:
@@ -120,6 +131,7 @@ class ZkServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         deadline = started + START_TIMEOUT
         while time.monotonic() < deadline:
