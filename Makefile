@@ -42,7 +42,18 @@ pg-deps: ## Install PostgreSQL from Debian when running as root, for the Postgre
 	  echo "pg-deps: not root and no PostgreSQL: its tests will not run (run 'sudo make pg-deps')"; \
 	fi
 
-test: install rgw-deps pg-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
+zk-deps: ## Install ZooKeeper from Debian when running as root, for the Pulsar-cluster metadata tests
+	@if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then \
+	  echo "zk-deps: ZooKeeper already installed"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "zk-deps: installing zookeeper (about 30 s)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	     zookeeper >/dev/null) || echo "zk-deps: install failed; the ZooKeeper tests will not run"; \
+	else \
+	  echo "zk-deps: not root and no ZooKeeper: its tests will not run (run 'sudo make zk-deps')"; \
+	fi
+
+test: install rgw-deps pg-deps zk-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # the fast tier: unit and contract tests on the file store; no S3 server, PostgreSQL or Spark
@@ -64,7 +75,7 @@ fmt: install ## Format the code with ruff
 demo: install ## The main job in a minute or two, one line per stage: produce, offload to S3, read back, Spark, Iceberg + DuckDB (`make demo S3=ceph`: Ceph RGW)
 	$(PY) -m examples.demo --s3 $(S3)
 
-tour: install pg-deps ## The tour of every capability, each command and its output (`make tour S3=ceph`: Ceph RGW)
+tour: install pg-deps zk-deps ## The tour of every capability, each command and its output (`make tour S3=ceph`: Ceph RGW)
 	$(PY) -m examples.tour --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)
@@ -73,7 +84,7 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps pg-deps test check lint fmt demo tour bench clean
+.PHONY: help install rgw-deps pg-deps zk-deps test check lint fmt demo tour bench clean
 
 # --- the documentation site (docs/, mkdocs.yml, docsgen/) -------------------------------------
 # The generated pages (CLI and configuration references, performance) are made at build time by

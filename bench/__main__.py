@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "rebuild": "bench.rebuild",
     "export": "bench.export",
     "iceberg": "bench.iceberg",
+    "pulsar_cluster": "bench.pulsar_cluster",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

@@ -50,6 +50,8 @@ class FileConfig:
     store: str | None = None
     #: the metadata store's URL (``postgresql://...``); None: SQLite under the home
     metadata: str | None = None
+    #: a real Pulsar cluster's metadata store (``zk:host:port/chroot``): ``--pulsar-metadata``
+    pulsar_metadata: str | None = None
     endpoint_url: str | None = None
     region: str | None = None
     #: ``metrics_addr = "127.0.0.1:9108"``: where ``service run`` serves metrics
@@ -66,6 +68,7 @@ class FileConfig:
 _TOP_KEYS = {
     "store",
     "metadata",
+    "pulsar_metadata",
     "endpoint_url",
     "region",
     "metrics_addr",
@@ -170,7 +173,7 @@ def load_file_config(home: Path) -> FileConfig:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     refuse_unknown_keys(data, _TOP_KEYS, f"{path}: unknown key(s)")
     strings: dict[str, str | None] = {}
-    for key in ("store", "metadata", "endpoint_url", "region", "metrics_addr"):
+    for key in ("store", "metadata", "pulsar_metadata", "endpoint_url", "region", "metrics_addr"):
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string")
@@ -202,6 +205,7 @@ def load_file_config(home: Path) -> FileConfig:
         exports=exports,
         store=strings["store"],
         metadata=strings["metadata"],
+        pulsar_metadata=strings["pulsar_metadata"],
         endpoint_url=strings["endpoint_url"],
         region=strings["region"],
         metrics_addr=metrics_addr,

@@ -1,6 +1,7 @@
 """The object every command receives: the global options, resolved once.
 
-``offloader [--home DIR] [--store URL] [--metadata URL] [--endpoint-url URL] [--json]
+``offloader [--home DIR] [--store URL] [--metadata URL] [--pulsar-metadata URL]
+[--endpoint-url URL] [--json]
 [--log-format text|json] [-v|-q]`` are stored here by the top-level group (``cli/main.py``)
 and reach every command as ``click.get_current_context().obj`` (use :func:`pass_cli` or
 :func:`current`).
@@ -26,6 +27,8 @@ class CliContext:
     home: Path = DEFAULT_HOME
     store_url: str | None = None
     metadata_url: str | None = None
+    #: ``--pulsar-metadata``: a real Pulsar cluster's metadata store (``zk:host:port/chroot``)
+    pulsar_metadata: str | None = None
     endpoint_url: str | None = None
     json: bool = False
     log_format: str = "text"

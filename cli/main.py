@@ -166,6 +166,14 @@ def _take_option(args: list[str], name: str, option: click.Option) -> list[str] 
     "$OFFLOADER_METADATA, else metadata in offloader.toml, else SQLite in <home>/metadata.db).",
 )
 @click.option(
+    "--pulsar-metadata",
+    metavar="URL",
+    envvar="OFFLOADER_PULSAR_METADATA",
+    help="A real Pulsar cluster's metadata store, read only: zk:host:port[,host:port][/chroot] "
+    "(default: $OFFLOADER_PULSAR_METADATA, else pulsar_metadata in offloader.toml). topics "
+    "list|info|read, export run and objects orphans|gc then work on that cluster's topics.",
+)
+@click.option(
     "--endpoint-url",
     metavar="URL",
     help="S3 endpoint: MinIO, Ceph RGW, moto (default: endpoint_url in offloader.toml, else "
@@ -190,6 +198,7 @@ def cli(
     home: Path,
     store_url: str | None,
     metadata_url: str | None,
+    pulsar_metadata: str | None,
     endpoint_url: str | None,
     json_output: bool,
     log_format: str,
@@ -214,6 +223,7 @@ def cli(
         home=home,
         store_url=store_url,
         metadata_url=metadata_url,
+        pulsar_metadata=pulsar_metadata,
         endpoint_url=endpoint_url,
         json=json_output,
         log_format=log_format,

@@ -42,6 +42,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "(`--store` and `$OFFLOADER_STORE` win; default `file://<home>/objects`).",
     ("", "metadata"): "Metadata store shared by several brokers, `postgresql://user@host:port/db` "
     "(`--metadata` and `$OFFLOADER_METADATA` win; default SQLite in `<home>/metadata.db`).",
+    ("", "pulsar_metadata"): "A real Pulsar cluster's metadata store, "
+    "`zk:host:port[,host:port][/chroot]`: `topics list|info|read`, `export run` and "
+    "`objects orphans|gc` then work on that cluster's topics (`--pulsar-metadata` and "
+    "`$OFFLOADER_PULSAR_METADATA` win).",
     ("", "endpoint_url"): "S3 endpoint (MinIO, Ceph RGW, moto); `--endpoint-url` wins, "
     "`$AWS_ENDPOINT_URL_S3` / `$AWS_ENDPOINT_URL` apply when unset.",
     ("", "region"): "S3 region.",

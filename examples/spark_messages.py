@@ -54,11 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", required=True, help="s3://bucket[/prefix] or file:///dir")
     parser.add_argument("--endpoint-url", default=None)
     parser.add_argument("--home", default=".offloader", help="metadata store home")
+    parser.add_argument(
+        "--pulsar-metadata",
+        default=None,
+        help="a real Pulsar cluster's metadata store (zk:host:port/chroot): TOPICS are its "
+        "topics by name, instead of the home's",
+    )
     parser.add_argument("--topics", nargs="+", required=True)
     parser.add_argument("--from-ms", type=int, required=True)
     parser.add_argument("--to-ms", type=int, required=True)
     args = parser.parse_args(argv)
     options = {"store": args.store, "topics": ",".join(args.topics), "home": args.home}
+    if args.pulsar_metadata:
+        del options["home"]
+        options["pulsar_metadata"] = args.pulsar_metadata
     if args.endpoint_url:
         options["endpoint"] = args.endpoint_url
 

@@ -321,6 +321,7 @@ def orphans(demo: Demo) -> None:
 def run_tour(demo: Demo, work: Path) -> None:
     from examples.cluster_demo import cluster_part
     from examples.kafka_demo import kafka_part
+    from examples.pulsar_cluster_demo import pulsar_cluster_part
 
     configure(demo)
     namespaces(demo)
@@ -338,6 +339,7 @@ def run_tour(demo: Demo, work: Path) -> None:
     kafka_part(demo, work, check)
     orphans(demo)
     cluster_part(demo, work, check)
+    pulsar_cluster_part(demo, work, check)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,6 +70,12 @@ class ProtobufError(FormatError):
     """Malformed protobuf wire data (ledger metadata)."""
 
 
+class ManagedLedgerInfoError(ProtobufError):
+    """A value that is not a Pulsar ``ManagedLedgerInfo`` (the managed ledger's node in the
+    cluster's metadata store): bad protobuf, a bad compression header, a missing required
+    field."""
+
+
 class TransformError(FormatError):
     """A transformed (chunked, compressed and/or encrypted) object that cannot be read back."""
 

@@ -45,6 +45,10 @@ def field_bytes(field_number: int, value: bytes) -> bytes:
 
 def decode_varint(buf: memoryview, pos: int, base: int = 0) -> tuple[int, int]:
     """Read a varint at ``pos``; returns (unsigned value, next position)."""
+    if pos < len(buf):
+        first = buf[pos]
+        if first < 0x80:  # one byte: tags, small numbers, lengths (the common case)
+            return first, pos + 1
     result = 0
     shift = 0
     end = len(buf)

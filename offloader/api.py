@@ -49,6 +49,7 @@ from offloader.export.manage import ExportStatus, ResetReport
 from offloader.export.run import TopicExportReport
 from offloader.export.settings import ExportJob, ExportSpec, parse_time_ms
 from offloader.facade import AdminFacade, ExportFacade, build_runtime
+from offloader.facade.cluster import ClusterGcReport, PulsarCluster
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
@@ -57,11 +58,21 @@ from offloader.logs import get_logger
 from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
+from offloader.offload.cluster_orphans import (
+    S3_STANDARD_PRICE,
+    ClusterAudit,
+    ClusterOrphan,
+    ClusterUpload,
+    is_deletable,
+    monthly_cost,
+)
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
+from offloader.pulsar_cluster import ClusterTopic
+from offloader.read.cluster import ClusterLedger, offloaded_ledgers
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
 from offloader.rebuild import RebuildItem, RebuildReport
@@ -74,9 +85,16 @@ if TYPE_CHECKING:
     from offloader.metrics.prometheus import MetricsServer
 
 __all__ = [
+    "S3_STANDARD_PRICE",
     "AppliedOffloadPolicies",
     "BrokerRecord",
     "BrokerSettings",
+    "ClusterAudit",
+    "ClusterGcReport",
+    "ClusterLedger",
+    "ClusterOrphan",
+    "ClusterTopic",
+    "ClusterUpload",
     "EntryRecord",
     "ExpireReport",
     "ExportJob",
@@ -104,6 +122,7 @@ __all__ = [
     "Position",
     "ProduceResult",
     "ProgressCallback",
+    "PulsarCluster",
     "RebuildItem",
     "RebuildReport",
     "RekeyOutcome",
@@ -118,7 +137,10 @@ __all__ = [
     "VerifyResult",
     "create_key",
     "decode_stored_data",
+    "is_deletable",
     "list_keys",
+    "monthly_cost",
+    "offloaded_ledgers",
     "parse_metrics_addr",
     "parse_time_ms",
     "start_metrics_server",

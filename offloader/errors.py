@@ -21,6 +21,7 @@ from formats.errors import (
     FormatError,
     IndexInconsistentError,
     InvalidKeyError,
+    ManagedLedgerInfoError,
     OffloaderError,
     ProtobufError,
     TransformError,
@@ -60,6 +61,7 @@ __all__ = [
     "LedgerNotClosedError",
     "LedgerNotFound",
     "LedgerStoreError",
+    "ManagedLedgerInfoError",
     "MetadataBusy",
     "MetadataError",
     "MetadataUnavailable",
@@ -74,6 +76,8 @@ __all__ = [
     "OffloaderError",
     "PreconditionFailed",
     "ProtobufError",
+    "PulsarMetadataError",
+    "PulsarMetadataUnavailable",
     "ReadError",
     "RebuildRefused",
     "RemoteSegmentMismatch",
@@ -197,6 +201,16 @@ class TopicOwnedElsewhere(MetadataError):
         self.topic = topic
         self.owner = owner
         self.me = me
+
+
+class PulsarMetadataError(OffloaderError):
+    """A Pulsar cluster's metadata store (ZooKeeper) refused a read, lacks a node the reader
+    needs, or holds a value it cannot use. The message names the path. The project never
+    writes to that store."""
+
+
+class PulsarMetadataUnavailable(PulsarMetadataError):
+    """A Pulsar cluster's metadata store cannot be reached (or the session to it broke)."""
 
 
 class InvalidName(OffloaderError):

@@ -8,6 +8,8 @@ terminal summary says so in one line, with the command that enables it (never si
 ``pg_server`` is a throwaway PostgreSQL (``devservers/postgres.py``), started once per
 session when a test needs it; tests parametrized with ``"postgresql"`` or marked ``postgres``
 are deselected when it cannot run, with a one-line notice in the summary, as for RGW.
+``zk_server`` is a throwaway ZooKeeper (``devservers/zookeeper.py``, tests marked
+``zookeeper``), deselected the same way when it cannot run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from devservers.endpoint import S3Endpoint
 from devservers.moto_server import start_moto
 from devservers.postgres import PgServer, start_postgres
 from devservers.postgres import unavailable_reason as _pg_unavailable_reason
+from devservers.zookeeper import ZkServer, start_zookeeper
+from devservers.zookeeper import unavailable_reason as _zk_unavailable_reason
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
@@ -82,6 +86,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped_pg:
             config.hook.pytest_deselected(items=dropped_pg)
             items[:] = [item for item in items if not _needs_postgres(item)]
+    zk_reason = _zk_unavailable_reason()
+    config._zk_skip_reason = zk_reason  # type: ignore[attr-defined]
+    if zk_reason is not None:
+        dropped_zk = [item for item in items if item.get_closest_marker("zookeeper")]
+        if dropped_zk:
+            config.hook.pytest_deselected(items=dropped_zk)
+            items[:] = [item for item in items if not item.get_closest_marker("zookeeper")]
     reason = _rgw_unavailable_reason()
     config._rgw_skip_reason = reason  # type: ignore[attr-defined]
     if reason is None:
@@ -109,6 +120,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"PostgreSQL tests did not run: {pg_reason}. Enable them with: {enable} && make test",
             yellow=True,
         )
+    zk_reason = getattr(terminalreporter.config, "_zk_skip_reason", None)
+    if zk_reason:
+        from devservers.zookeeper import DISABLE_ENV as ZK_DISABLE_ENV
+
+        enable = f"unset {ZK_DISABLE_ENV}" if ZK_DISABLE_ENV in zk_reason else "sudo make zk-deps"
+        terminalreporter.write_line(
+            f"ZooKeeper tests did not run: {zk_reason}. Enable them with: {enable} && make test",
+            yellow=True,
+        )
     reason = getattr(terminalreporter.config, "_rgw_skip_reason", None)
     if reason:
         disable_env = "LEDGER_OFFLOADER_NO_RGW"  # devservers/ceph_rgw.py's escape hatch
@@ -131,6 +151,14 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
     """A throwaway PostgreSQL server for the whole session (each test takes a schema of its
     own with ``pg_server.new_url()``)."""
     with start_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> Iterator[ZkServer]:
+    """A throwaway standalone ZooKeeper for the whole session (each test writes under a
+    chroot of its own)."""
+    with start_zookeeper() as server:
         yield server
 
 

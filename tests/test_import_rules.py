@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "offloader.store": 2,
     "offloader.metadata": 2,
     "offloader.ledgers": 2,
+    "offloader.pulsar_cluster": 2,  # a real Pulsar cluster's metadata store, read only
     "offloader.keyring": 1,
     "offloader.metrics.prometheus": 2,  # the exporter: a backend of the metrics set
     # what every flow shares
@@ -64,6 +65,9 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.metadata", "offloader.ledgers"),
     ("offloader.ledgers", "offloader.store"),
     ("offloader.ledgers", "offloader.metadata"),
+    ("offloader.pulsar_cluster", "offloader.store"),
+    ("offloader.pulsar_cluster", "offloader.metadata"),
+    ("offloader.pulsar_cluster", "offloader.ledgers"),
     ("offloader.spark", "offloader.service"),
     ("offloader.service", "offloader.spark"),
     ("offloader.spark", "offloader.offload"),
@@ -103,6 +107,7 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
     "prometheus_client": ("offloader.metrics.prometheus",),
+    "kazoo": ("offloader.pulsar_cluster.zookeeper",),
     # the catalog and table calls (errors translated there), the FileIO pyiceberg loads, and
     # the DataFiles of a run's files built from their footers with pyiceberg's helpers
     "pyiceberg": (

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from cli.cluster import cluster_url, open_cluster
 from cli.context import CliContext, pass_cli
 from cli.params import SIZE, iceberg_options
 from cli.settings import open_offloader
@@ -138,11 +139,17 @@ def run(
     With --to iceberg://NAMESPACE.TABLE the files of a run are committed to the Iceberg table
     in one transaction that also carries the watermark (the table is created on first use).
 
+    With --pulsar-metadata: TOPICS are the real cluster's (a partitioned topic's name exports
+    each partition), exported up to the last ledger whose offload is complete (a ledger still
+    only in BookKeeper stops it), the watermark keyed by the cluster and the topic and kept in
+    this home; Parquet only for now.
+
     \b
     Examples:
       offloader export run orders --to /data/lake
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
       offloader export run orders --to iceberg://pulsar.orders --warehouse s3://lake/iceberg
+      offloader --pulsar-metadata zk:zk1:2181 export run public/default/orders --to /data/lake
     """
     iceberg = target.strip().lower().startswith("iceberg://")
     spec = ExportSpec(
@@ -160,6 +167,16 @@ def run(
         catalog=catalog,
         warehouse=warehouse,
     )
+    if cluster_url(cli) is not None:
+        if spec.is_iceberg or kafka:
+            raise click.UsageError(
+                "export run with --pulsar-metadata writes Parquet of Pulsar topics only "
+                "(no iceberg:// target, no --kafka) for now"
+            )
+        with open_offloader(cli) as offloader, open_cluster(cli) as cluster:
+            for report in offloader.export_run(topics, spec, engine=engine, cluster=cluster):
+                cli.emit(_report(report), _report_text(report))
+        return
     if spec.is_iceberg:
         from cli.export.iceberg import run_iceberg
 

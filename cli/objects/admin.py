@@ -19,6 +19,13 @@ Exit codes: 1 when ``verify`` finds a bad ledger (or ``--ledger`` names one that
 or is not offloaded), and when ``orphans``/``gc`` find claimed objects missing (data loss, for a
 person to look at); orphans and unfinished uploads alone are not an error. All three refuse a
 local store directory that does not exist rather than create an empty one.
+
+With ``--pulsar-metadata`` orphans and gc audit the bucket a real Pulsar cluster offloads to
+against its metadata store (:mod:`cli.cluster` renders them; JSON: ``{cluster, store, topics,
+listed_objects, listed_bytes, orphan_bytes, price_per_gb_month, monthly_cost, clean, objects:
+[{key, size, reason, age_seconds, last_modified_ms, uuid, ledger_id, managed_ledger,
+monthly_cost, deletable}], uploads: [{key, upload_id, reason, age_seconds, initiated_ms, uuid,
+ledger_id, deletable}]}``, gc adding ``dry_run``, ``deleted`` and ``aborted``).
 """
 
 from __future__ import annotations
@@ -28,11 +35,12 @@ from typing import Any
 
 import click
 
+from cli.cluster import cluster_url, echo_cluster_audit, open_cluster
 from cli.context import CliContext, pass_cli
 from cli.params import DURATION
 from cli.render import Progress, echo_json, echo_table, plural, progress_enabled, time_text
-from cli.settings import open_offloader, read_options
-from offloader.api import Offloader, OrphanReport, VerifyResult
+from cli.settings import open_offloader, read_options, resolve_settings
+from offloader.api import S3_STANDARD_PRICE, Offloader, OrphanReport, VerifyResult
 from offloader.errors import InvalidLedgerState, NotFound, VerificationError
 from offloader.units import format_size
 
@@ -203,20 +211,47 @@ _MIN_AGE_HELP = (
 )
 
 
+_PRICE_HELP = (
+    "With --pulsar-metadata: the storage price, USD per GB-month (GB = 2^30 bytes), the "
+    f"orphans' monthly cost is computed at (default: S3 Standard's published {S3_STANDARD_PRICE})."
+)
+
+
 @click.command()
 @click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
+@click.option(
+    "--price-per-gb-month",
+    type=click.FloatRange(min=0),
+    default=S3_STANDARD_PRICE,
+    show_default=True,
+    help=_PRICE_HELP,
+)
 @pass_cli
-def orphans(cli: CliContext, min_age: int | None) -> None:
+def orphans(cli: CliContext, min_age: int | None, price_per_gb_month: float) -> None:
     """List stored objects no ledger claims, unfinished uploads and missing objects.
 
     Exits 1 when objects that offloaded ledgers claim are missing (data loss); orphans and
     unfinished uploads alone exit 0.
 
+    With --pulsar-metadata: the bucket the cluster offloads to (--store, or the one its
+    offload contexts name) against every ManagedLedgerInfo of the cluster: objects of ledgers
+    no managed ledger lists (a trimmed ledger, a deleted topic), superseded attempts (a UUID
+    other than the one the ledger's offload context holds), objects of managed ledgers this
+    cluster does not have, unfinished uploads; with size, age and monthly cost.
+
     \b
     Examples:
       offloader objects orphans
       offloader --json objects orphans --min-age 0
+      offloader --pulsar-metadata zk:zk1:2181 objects orphans --min-age 1d
     """
+    if cluster_url(cli) is not None:
+        with open_cluster(cli) as cluster:
+            if min_age is None:  # the broker's orphan_min_age ([broker] in offloader.toml)
+                min_age = resolve_settings(cli, {}).broker.orphan_min_age_seconds
+            audit = cluster.orphans(min_age_seconds=min_age)
+        echo_cluster_audit(cli, audit, price_per_gb_month)
+        return
     with open_offloader(cli, read_only=True) as offloader:
         report = offloader.orphans(min_age_seconds=min_age)
     if cli.json:
@@ -236,18 +271,56 @@ def orphans(cli: CliContext, min_age: int | None) -> None:
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Only show what would be removed.")
 @click.option("--min-age", type=DURATION, help=_MIN_AGE_HELP)
+@click.option(
+    "--include-unknown",
+    is_flag=True,
+    help="With --pulsar-metadata: also delete objects of managed ledgers the cluster does not "
+    "have (or that name none); by default they are reported and kept.",
+)
+@click.option(
+    "--price-per-gb-month",
+    type=click.FloatRange(min=0),
+    default=S3_STANDARD_PRICE,
+    show_default=True,
+    help=_PRICE_HELP,
+)
 @pass_cli
-def gc(cli: CliContext, dry_run: bool, min_age: int | None) -> None:
+def gc(
+    cli: CliContext,
+    dry_run: bool,
+    min_age: int | None,
+    include_unknown: bool,
+    price_per_gb_month: float,
+) -> None:
     """Delete orphaned objects and abort unfinished uploads (missing objects are reported).
 
     Exits 1 when objects that offloaded ledgers claim are missing (data loss, which gc does
     not repair), after removing the orphans.
 
+    With --pulsar-metadata (--min-age required): deletes only what `objects orphans` reports
+    as no ManagedLedgerInfo's (read again just before deleting), never an object any ledger
+    references, never objects of a managed ledger the cluster does not have unless
+    --include-unknown. A metadata store that cannot be read stops it: nothing is deleted.
+
     \b
     Examples:
       offloader objects gc --dry-run
       offloader objects gc --min-age 2h
+      offloader --pulsar-metadata zk:zk1:2181 objects gc --dry-run --min-age 7d
     """
+    if include_unknown and cluster_url(cli) is None:
+        raise click.UsageError("--include-unknown applies with --pulsar-metadata only")
+    if cluster_url(cli) is not None:
+        if min_age is None:
+            raise click.UsageError("objects gc with --pulsar-metadata needs --min-age DURATION")
+        with open_cluster(cli) as cluster:
+            done = cluster.gc(
+                min_age_seconds=min_age, dry_run=dry_run, include_unknown=include_unknown
+            )
+        echo_cluster_audit(
+            cli, done.audit, price_per_gb_month, include_unknown=include_unknown, gc=done
+        )
+        return
     with open_offloader(cli, read_only=True) as offloader:
         report = offloader.gc(dry_run=dry_run, min_age_seconds=min_age)
     if cli.json:

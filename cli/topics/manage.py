@@ -32,6 +32,7 @@ from typing import Any
 
 import click
 
+from cli.cluster import cluster_url, echo_cluster_info, open_cluster
 from cli.context import CliContext, pass_cli
 from cli.params import POSITION, SIZE
 from cli.render import (
@@ -72,13 +73,21 @@ STATUS_TEXT = {
 def list_topics(cli: CliContext, namespace: str | None) -> None:
     """List topics, of NAMESPACE (tenant/ns) or all.
 
+    With --pulsar-metadata: the Pulsar cluster's topics (each partition of a partitioned
+    topic is a topic of its own, NAME-partition-N).
+
     \b
     Examples:
       offloader topics list
       offloader --json topics list public/default
+      offloader --pulsar-metadata zk:zk1:2181/pulsar topics list public/default
     """
-    with open_offloader(cli, read_only=True) as offloader:
-        names = offloader.list_topics(namespace)
+    if cluster_url(cli) is not None:
+        with open_cluster(cli) as cluster:
+            names = cluster.list_topics(namespace)
+    else:
+        with open_offloader(cli, read_only=True) as offloader:
+            names = offloader.list_topics(namespace)
     for name in names:
         if cli.json:
             echo_json({"topic": name})
@@ -127,11 +136,20 @@ def info(cli: CliContext, topic: str) -> None:
     retention trimmed before they were offloaded (their entries are in no tier) are listed
     after the table ("trimmed before offload").
 
+    With --pulsar-metadata: the cluster's managed ledger of TOPIC (of each partition, for a
+    partitioned topic): each ledger's entries, size, whether its offload is complete (or only
+    started), whether BookKeeper deleted it, its UUID and the bucket the broker used.
+
     \b
     Examples:
       offloader topics info persistent://public/default/t1
       offloader --json topics info t1 | jq '.ledgers[] | select(.offloaded)'
+      offloader --pulsar-metadata zk:zk1:2181 topics info persistent://public/default/orders
     """
+    if cluster_url(cli) is not None:
+        with open_cluster(cli) as cluster:
+            echo_cluster_info(cli, cluster.topic_info(topic), cluster.location)
+        return
     with open_offloader(cli, read_only=True) as offloader:
         topic_info = offloader.topic_info(topic)
     if cli.json:

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from cli.cluster import cluster_url, open_cluster
 from cli.context import CliContext, pass_cli
 from cli.params import POSITION
 from cli.render import (
@@ -104,14 +105,34 @@ def read(
     with ledger_id, entry_id, length, sha256, tier, verified (and payload_b64 with --payload).
     Exits 1 if the topic does not exist or --from names a ledger it does not have.
 
+    With --pulsar-metadata: the cluster topic's offloaded ledgers, in the managed ledger's
+    order, from the bucket each ledger's offload context names (--store reads them all from
+    one store instead); ledgers not offloaded (still only in BookKeeper) are skipped with a
+    warning.
+
     \b
     Examples:
       offloader topics read persistent://public/default/t1 --from 12:0 --count 10
       offloader --json topics read t1 --payload | jq -r .payload_b64
       offloader topics read t1 --decode pulsar --count 20
+      offloader --pulsar-metadata zk:zk1:2181 topics read orders-partition-0 --from 12:0 -n 5
     """
     if decrypt_key is not None and decode is None:
         raise click.UsageError("--decrypt-key only applies to --decode pulsar")
+    if cluster_url(cli) is not None:
+        if decode is not None:
+            raise click.UsageError("--decode does not apply with --pulsar-metadata yet")
+        with open_cluster(cli) as cluster:
+            at = None if start is None else (start.ledger_id, start.entry_id)
+            entries = cluster.read(topic, start=at, count=count)
+            if not cli.json:
+                click.echo(f"{'POSITION':>14}  {'LENGTH':>9}  {'SHA256':<64}  TIER")
+            for entry in entries:
+                if cli.json:
+                    echo_json(entry_record(entry, payload=payload))
+                else:
+                    click.echo(entry_text(entry, payload=payload))
+        return
     if decode is not None:
         if payload:
             raise click.UsageError("--payload does not apply to --decode (values are shown)")

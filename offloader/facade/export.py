@@ -46,6 +46,7 @@ from offloader.service import run as run_service_loop
 
 if TYPE_CHECKING:
     from offloader.export.iceberg_catalog import CatalogPool
+    from offloader.facade.cluster import PulsarCluster
     from offloader.spark.export_kafka import KafkaRunner
 
 log = get_logger(__name__)
@@ -136,17 +137,25 @@ class ExportFacade(ServiceFacade):
         spark: object | None = None,
         engine: str = "spark",
         kafka: bool = False,
+        cluster: PulsarCluster | None = None,
     ) -> list[TopicExportReport]:
         """Export each topic's messages after its watermark, up to its last closed ledger (or
         ``spec.until_ms``), to Parquet under ``spec.target``, exactly once (spec/export.md).
         ``spark``: a SparkSession (default: a ``local[2]`` session made on first use);
         ``engine="local"`` runs the same tasks in this process, without Spark. ``kafka``: the
-        topics are Kafka topics (their remote segments; a watermark per partition)."""
+        topics are Kafka topics (their remote segments; a watermark per partition).
+        ``cluster``: the topics are a real Pulsar cluster's (:mod:`offloader.export.cluster`:
+        its offloaded ledgers, the watermark keyed by the cluster and the topic; the
+        watermarks are kept in this home's export metadata)."""
         from offloader.spark.export_job import LocalRunner, SparkRunner
 
         _not_iceberg(spec.target, "export_iceberg_run")
         if engine not in ("spark", "local"):
             raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        if cluster is not None:
+            if kafka:
+                raise ConfigError("export run: --kafka and --pulsar-metadata exclude each other")
+            return self._export_cluster(cluster, list(topics), spec, spark, engine)
         if kafka:
             return self._export_kafka(list(topics), spec, spark, engine)
         runner: SparkRunner
@@ -168,6 +177,35 @@ class ExportFacade(ServiceFacade):
             runner,
             self._rt.now_ms,
             foreign=self._foreign_topics(),
+        )
+
+    def _export_cluster(
+        self,
+        cluster: PulsarCluster,
+        topics: list[str],
+        spec: ExportSpec,
+        spark: object | None,
+        engine: str,
+    ) -> list[TopicExportReport]:
+        from offloader.export.cluster import run_cluster_export
+        from offloader.spark.export_job import ClusterLocalRunner, ClusterSparkRunner
+
+        names = [n for t in topics for n in cluster.partitions(t)]
+        runner: ClusterSparkRunner | ClusterLocalRunner
+        if engine == "local":
+            runner = ClusterLocalRunner(
+                str(self._rt.home), spec, cluster.location, **cluster.store_overrides()
+            )
+        else:
+            runner = ClusterSparkRunner(
+                self._spark_session(spark),
+                str(self._rt.home),
+                spec,
+                cluster.location,
+                **cluster.store_overrides(),
+            )
+        return run_cluster_export(
+            cluster.source, self._export_meta(), self._rt.home, spec, names, runner, self._rt.now_ms
         )
 
     def _foreign_topics(self) -> set[str]:

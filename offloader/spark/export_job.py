@@ -17,7 +17,7 @@ whose last chunk is not in a closed ledger yet comes back as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -225,3 +225,101 @@ class LocalRunner(SparkRunner):
         conf = self.config()
         fs = conf.target.open() if conf.target.is_s3 else None
         return [w for rt in tasks for w in write_range_task(reader, rt, conf, fs)]
+
+
+class _ClusterTasks:
+    """What a runner of a real Pulsar cluster's topics changes: the source reads the cluster's
+    topics (``pulsar_metadata`` + ``topics``, the real names), and each source task is matched
+    to its plan by the topic's watermark key (:func:`offloader.export.cluster.cluster_key`),
+    its files under the real topic's directory."""
+
+    cluster_url: str
+    cluster_location: str
+    source_options: dict[str, str]
+
+    _schema: Callable[..., Any]  # the runner's (declared here, not defined: the MRO finds it)
+
+    def _reader(self, plans: Sequence[TopicPlan]) -> PulsarMessagesReader:
+        from offloader.export.cluster import split_key
+
+        ids = sorted({i for p in plans for i in p.ledger_ids})
+        options = {
+            **self.source_options,
+            "pulsar_metadata": self.cluster_url,
+            "topics": ",".join(split_key(p.topic)[1] for p in plans),
+            "ledger_ids": ",".join(map(str, ids)),
+            "value_format": "binary",
+            "pushdown": "false",
+        }
+        return PulsarMessagesReader(
+            options, self._schema(value_format="binary"), first_entries=True
+        )
+
+    def _tasks(self, reader: PulsarMessagesReader, plans: Sequence[TopicPlan]) -> list[RangeTask]:
+        from offloader.export.cluster import split_key
+
+        by_topic = {split_key(p.topic)[1]: p for p in plans}
+        tasks = reader.plan()
+        ledgers: dict[str, set[int]] = {}
+        for task in tasks:
+            ledgers.setdefault(task.topic or "", set()).add(task.ledger_id)
+        out = []
+        for task, following in zip(tasks, following_ledgers(tasks), strict=True):
+            name = task.topic or ""
+            plan = by_topic.get(name)
+            if plan is not None and plan.contains(
+                task.ledger_id, task.first_entry_id, task.last_entry_id
+            ):
+                later = sum(1 for i in ledgers[name] if i > task.ledger_id)
+                out.append(
+                    RangeTask(
+                        task,
+                        plan.topic,
+                        plan.start,
+                        plan.end,
+                        directory_topic=name,
+                        following=following,
+                        chunks_wait=later <= MAX_FOLLOWING_LEDGERS,
+                    )
+                )
+        return out
+
+
+class ClusterSparkRunner(_ClusterTasks, SparkRunner):
+    """:class:`SparkRunner` over a real Pulsar cluster's topics."""
+
+    def __init__(
+        self,
+        spark: Any,
+        home: str,
+        spec: ExportSpec,
+        cluster_url: str,
+        *,
+        store_url: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        super().__init__(
+            spark, home, spec, store_url=store_url, endpoint_url=endpoint_url, region=region
+        )
+        self.cluster_url = cluster_url
+
+
+class ClusterLocalRunner(_ClusterTasks, LocalRunner):
+    """:class:`LocalRunner` over a real Pulsar cluster's topics."""
+
+    def __init__(
+        self,
+        home: str,
+        spec: ExportSpec,
+        cluster_url: str,
+        *,
+        store_url: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> None:
+        super().__init__(home, spec)
+        self.cluster_url = cluster_url
+        self.source_options = _source_options(
+            ("store", store_url), ("endpoint", endpoint_url), ("region", region)
+        )

@@ -9,8 +9,9 @@
           .load())
 
 Same source options as ``offloaded-ledger`` (``store``, ``endpoint``, ``region``,
-``ledgers`` | ``discover`` | ``topics`` + ``home``, ``read_buffer``, ``ledger_ids``,
-``entry_range``, ``pushdown``), plus ``value_format`` (binary | string | json | avro),
+``ledgers`` | ``discover`` | ``topics`` + ``home`` | ``pulsar_metadata`` + ``topics`` (a real
+Pulsar cluster's topics by name), ``read_buffer``, ``ledger_ids``, ``entry_range``,
+``pushdown``), plus ``value_format`` (binary | string | json | avro),
 ``schema`` (a DDL: the value becomes a struct), ``avro_schema`` (the writer schema, JSON),
 ``decrypt_key`` (a PEM file holding the RSA private key of encrypted topics; read on the
 driver), ``batch_rows`` (8192) and ``batch_bytes`` (2 MiB of values, at most half a

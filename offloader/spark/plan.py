@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ __all__ = [
     "StoreSpec",
     "aws_environment",
     "parse_ledger_pairs",
+    "plan_cluster",
     "plan_discover",
     "plan_pairs",
     "topic_from_managed_ledger",
@@ -283,6 +285,63 @@ def plan_discover(spec: StoreSpec, *, entry_filter: EntryFilter | None = None) -
         return plan_pairs(spec, pairs, store=with_store, entry_filter=entry_filter)
     finally:
         with_store.close()
+
+
+def plan_cluster(
+    metadata_url: str,
+    selection: str,
+    settings: OffloadSettings | None = None,
+    *,
+    store_url: str | None = None,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    entry_filter: EntryFilter | None = None,
+) -> list[BlockTask]:
+    """Tasks for the offloaded ledgers of a real Pulsar cluster's topics (``selection``: topic
+    names, a namespace, or ``regex:PATTERN``; see
+    :func:`~offloader.pulsar_cluster.base.select_topics`): only ledgers whose offload is
+    complete, in ledger order per topic, ``topic`` the real topic name, each from the bucket
+    its driver metadata names (``store_url`` for all, when given). A topic's ledgers that are
+    not offloaded are reported once per topic (count, entries) as a warning."""
+    from offloader.pulsar_cluster import open_cluster_source
+    from offloader.pulsar_cluster.base import select_topics
+    from offloader.read.cluster import BucketStores, offloaded_ledgers
+
+    settings = settings or OffloadSettings()
+    stores = BucketStores(store_url, endpoint_url=endpoint_url, region=region)
+    tasks: list[BlockTask] = []
+    with open_cluster_source(metadata_url) as source:
+        cluster_topics = source.managed_ledgers(select_topics(source, selection))
+    for ct in cluster_topics:
+        left = ct.not_offloaded
+        if left:
+            message = (
+                f"{ct.topic}: {len(left)} ledger(s) ({sum(li.entries or 0 for li in left)} "
+                "entries) not offloaded (still only in BookKeeper): not read"
+            )
+            log.warning(
+                "cluster topic has ledgers not offloaded",
+                topic=ct.topic,
+                ledgers=len(left),
+                entries=sum(li.entries or 0 for li in left),
+            )
+            warnings.warn(message, stacklevel=2)
+        by_store: dict[tuple[str, str | None, str | None], list[tuple[int, str, str]]] = {}
+        order: list[tuple[str, str | None, str | None]] = []
+        for ledger in offloaded_ledgers(ct):
+            where = stores.url_for(ledger)
+            if where not in by_store:
+                by_store[where] = []
+                order.append(where)
+            by_store[where].append((ledger.ledger_id, ledger.uuid, ct.topic))
+        per_ledger: dict[int, list[BlockTask]] = {}
+        for where in order:
+            spec = StoreSpec(where[0], where[1], where[2], settings)
+            for task in plan_pairs(spec, by_store[where], entry_filter=entry_filter):
+                per_ledger.setdefault(task.ledger_id, []).append(task)
+        for ledger in offloaded_ledgers(ct):
+            tasks.extend(per_ledger.get(ledger.ledger_id, []))
+    return tasks
 
 
 def plan_topics(

@@ -11,6 +11,12 @@
                                                           #    .option("home", "/var/offloader")
                                                           #    .option("metadata", "postgresql://...")
 
+A real Pulsar cluster's topics by name: ``.option("pulsar_metadata", "zk:zk1:2181/pulsar")``
+with ``.option("topics", ...)`` (comma-separated names, a namespace ``tenant/ns``, or
+``regex:PATTERN`` over full names): the ledgers whose offload is complete, in ledger order per
+topic, ``topic`` the real topic name, each read from the bucket its offload context names
+(``store`` overrides it); a topic's ledgers not offloaded are reported once as a warning.
+
 Schema ``topic STRING, ledger_id LONG, entry_id LONG, payload BINARY``; one partition per data
 block (local ledgers of a topic, its open ledger included: one per ``max_block_size`` bytes
 of entries; the open ledger up to the entries its metadata counts at planning). A task fetches
@@ -62,6 +68,7 @@ from offloader.spark.plan import (
     StoreSpec,
     Task,
     parse_ledger_pairs,
+    plan_cluster,
     plan_discover,
     plan_pairs,
     plan_topics,
@@ -168,6 +175,23 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
         endpoint = opts.get("endpoint") or None
         region = opts.get("region") or None
         flt = self.entry_filter
+        if opts.get("pulsar_metadata"):
+            if not opts.get("topics") or opts.get("ledgers") or opts.get("discover"):
+                raise ConfigError(
+                    f"{SOURCE_NAME}: option pulsar_metadata takes option topics (names, a "
+                    "namespace tenant/ns, or regex:PATTERN), and neither ledgers nor discover"
+                )
+            return list(
+                plan_cluster(
+                    str(opts["pulsar_metadata"]),
+                    str(opts["topics"]),
+                    self.settings,
+                    store_url=store,
+                    endpoint_url=endpoint,
+                    region=region,
+                    entry_filter=flt,
+                )
+            )
         chosen = [k for k in ("ledgers", "discover", "topics") if opts.get(k)]
         if len(chosen) != 1 or (chosen == ["discover"] and not _flag(opts, "discover")):
             raise ConfigError(

@@ -1,0 +1,203 @@
+"""A real Pulsar cluster's metadata read from ZooKeeper, and the orphan audit of its bucket.
+
+``python -m bench pulsar_cluster [--topics N] [--ledgers L] [--objects M]``
+
+* ``pulsar_cluster.list_topics``: every topic's ``ManagedLedgerInfo`` of a cluster of N topics
+  (L ledgers each, offloaded, the node values LZ4-compressed as a broker with
+  ``managedLedgerInfoCompressionType=LZ4`` writes them) read and decoded by
+  ``offloader.pulsar_cluster`` (tenants, namespaces and topics listed, the nodes fetched
+  pipelined, each decompressed and decoded), against a bare ``kazoo`` listing of the topics'
+  directory and a pipelined ``get`` of the same nodes (no decoding). Lower is better; goal
+  ratio <= 1.5.
+* ``pulsar_cluster.orphan_audit``: the orphan audit of a bucket of M objects (a local
+  ``file://`` store: the figure is the audit's own work, not a network) against that cluster,
+  1% of the objects orphans, against one bare listing of the same store. Lower is better;
+  goal ratio <= 1.5.
+
+The ZooKeeper is the throwaway server of the tests (``devservers/zookeeper.py``); skipped
+with a note where it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+
+from bench import note, report
+
+ROOT = "/bench/managed-ledgers"
+
+
+def _populate(client: object, topics: int, ledgers: int) -> dict[str, list[tuple[int, str]]]:
+    from formats.pulsar import compression
+    from formats.pulsar.managed_ledger_info import (
+        DriverMetadata,
+        LedgerInfo,
+        ManagedLedgerInfo,
+        OffloadContext,
+        encode_managed_ledger_info,
+        uuid_halves,
+    )
+
+    driver = DriverMetadata("aws-s3", (("bucket", "b"), ("region", "r"), ("endpoint", "")))
+    zk = client  # a KazooClient
+    zk.ensure_path(f"{ROOT}/public/default/persistent")  # type: ignore[attr-defined]
+    out: dict[str, list[tuple[int, str]]] = {}
+    pending = []
+    lid = 1
+    for t in range(topics):
+        items = []
+        pairs = []
+        for _ in range(ledgers):
+            uid = str(uuid.uuid4())
+            msb, lsb = uuid_halves(uid)
+            items.append(
+                LedgerInfo(
+                    lid,
+                    entries=1000,
+                    size=1 << 20,
+                    timestamp=1_700_000_000_000,
+                    offload_context=OffloadContext(
+                        msb, lsb, complete=True, timestamp=1_700_000_000_000, driver_metadata=driver
+                    ),
+                )
+            )
+            pairs.append((lid, uid))
+            lid += 1
+        name = f"topic-{t:06d}"
+        out[name] = pairs
+        value = encode_managed_ledger_info(ManagedLedgerInfo(tuple(items)), codec=compression.LZ4)
+        path = f"{ROOT}/public/default/persistent/{name}"
+        pending.append(zk.create_async(path, value))  # type: ignore[attr-defined]
+        if len(pending) >= 500:
+            for p in pending:
+                p.get()
+            pending = []
+    for p in pending:
+        p.get()
+    return out
+
+
+def _bare(client: object) -> float:
+    zk = client
+    started = time.perf_counter()
+    base = f"{ROOT}/public/default/persistent"
+    names = zk.get_children(base)  # type: ignore[attr-defined]
+    results: list[bytes] = []
+    for start in range(0, len(names), 512):
+        window = [zk.get_async(f"{base}/{n}") for n in names[start : start + 512]]  # type: ignore[attr-defined]
+        results.extend(r.get()[0] for r in window)
+    assert len(results) == len(names)
+    return time.perf_counter() - started
+
+
+def _ours(url: str) -> tuple[float, int]:
+    from offloader.pulsar_cluster import open_cluster_source
+    from offloader.pulsar_cluster.base import all_topics
+
+    with open_cluster_source(url) as source:
+        started = time.perf_counter()
+        got = source.managed_ledgers(all_topics(source))
+        elapsed = time.perf_counter() - started
+    return elapsed, sum(len(ct.info.ledgers) for ct in got)
+
+
+def _audit(url: str, pairs: dict[str, list[tuple[int, str]]], objects: int) -> None:
+    from formats.keys import data_key, index_key
+    from offloader.offload.cluster_orphans import audit_cluster_bucket
+    from offloader.pulsar_cluster import open_cluster_source
+    from offloader.store import open_store
+
+    flat = [p for ps in pairs.values() for p in ps]
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-bucket.") as tmp:
+        store = open_store(f"file://{tmp}")
+        meta = {"s3managedledgeroffloaderformatversion": "1"}
+        written = 0
+        orphans = max(1, objects // 100)
+        for lid, uid in flat:
+            if written >= objects - orphans:
+                break
+            store.put(data_key(uid, lid), b"d", meta)
+            store.put(index_key(uid, lid), b"i", meta)
+            written += 2
+        for n in range(orphans):
+            store.put(data_key(str(uuid.uuid4()), 10_000_000 + n), b"o", meta)
+            written += 1
+        best_list = best_audit = float("inf")
+        found = 0
+        with open_cluster_source(url) as source:
+            for _ in range(3):
+                started = time.perf_counter()
+                listed = sum(1 for _ in store.list())
+                best_list = min(best_list, time.perf_counter() - started)
+                started = time.perf_counter()
+                audit = audit_cluster_bucket(
+                    source, store, min_age_ms=0, now_ms=lambda: int(time.time() * 1000)
+                )
+                best_audit = min(best_audit, time.perf_counter() - started)
+                found = len(audit.objects)
+        store.close()
+    assert listed == written and found == orphans, (listed, written, found, orphans)
+    report(
+        "pulsar_cluster.orphan_audit",
+        best_audit,
+        best_list,
+        "s",
+        higher_is_better=False,
+        objects=written,
+        orphans=orphans,
+        topics=len(pairs),
+        baseline_what="one bare listing of the same store",
+        goal_ratio=1.5,
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench pulsar_cluster", description=__doc__)
+    parser.add_argument("--topics", type=int, default=10_000, help="topics (10000)")
+    parser.add_argument("--ledgers", type=int, default=5, help="ledgers per topic (5)")
+    parser.add_argument("--objects", type=int, default=100_000, help="objects audited (100000)")
+    args = parser.parse_args(argv)
+    from kazoo.client import KazooClient
+
+    from devservers import zookeeper
+
+    reason = zookeeper.unavailable_reason()
+    if reason is not None:
+        note(f"bench pulsar_cluster: skipped, ZooKeeper cannot run here ({reason})")
+        return 0
+    with zookeeper.start_zookeeper() as server:
+        client = KazooClient(hosts=server.hosts, timeout=30)
+        client.start(timeout=60)
+        try:
+            pairs = _populate(client, args.topics, args.ledgers)
+            url = server.url("/bench")
+            _ours(url)  # warm: imports, the first connection
+            _bare(client)
+            best_ours = best_bare = float("inf")
+            ledgers = 0
+            for _ in range(3):
+                elapsed, ledgers = _ours(url)
+                best_ours = min(best_ours, elapsed)
+                best_bare = min(best_bare, _bare(client))
+            assert ledgers == args.topics * args.ledgers
+            report(
+                "pulsar_cluster.list_topics",
+                best_ours,
+                best_bare,
+                "s",
+                higher_is_better=False,
+                topics=args.topics,
+                ledgers_per_topic=args.ledgers,
+                compression="lz4",
+                baseline_what="bare kazoo get_children + pipelined get of the same nodes",
+                goal_ratio=1.5,
+                zookeeper_start_s=round(server.start_seconds, 3),
+            )
+            _audit(url, pairs, args.objects)
+        finally:
+            client.stop()
+            client.close()
+    return 0

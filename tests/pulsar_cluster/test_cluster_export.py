@@ -1,0 +1,86 @@
+"""``offloader --pulsar-metadata URL export run``: a real cluster's topic to Parquet exactly
+once (the local engine: the same tasks without a JVM), up to the last offloaded ledger, the
+watermark keyed by the cluster and the topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from devservers.endpoint import S3Endpoint
+from devservers.zookeeper import ZkServer
+from formats.pulsar.encode import OutgoingMessage, encode_entry
+from formats.pulsar.managed_ledger_info import LedgerInfo, ManagedLedgerInfo
+from offloader.export.naming import topic_dir
+from tests.cli.helpers import json_lines, ok
+from tests.pulsar_cluster.cluster_writer import ClusterWriter, offloaded, plain
+from tests.spark.conftest import upload_ledger
+
+pytestmark = pytest.mark.zookeeper
+TOPIC = "persistent://public/default/metrics"
+ML = "public/default/persistent/metrics"
+
+
+def _entries(lid: int) -> list[bytes]:
+    return [
+        encode_entry(
+            [OutgoingMessage(f"{lid}-{i}".encode())],
+            producer_name="p",
+            sequence_id=i,
+            publish_time=1_700_000_000_000 + lid * 1000 + i,
+            batch=False,
+        )
+        for i in range(5)
+    ]
+
+
+def _offload(endpoint: S3Endpoint, bucket: str, lid: int) -> LedgerInfo:
+    up = upload_ledger(endpoint, bucket, lid, _entries(lid), 4096, managed_ledger_name=ML)
+    return offloaded(lid, up.uuid, entries=5, bucket=bucket, endpoint=endpoint.url)
+
+
+def _rows(lake: Path) -> list[tuple[int, int]]:
+    out = []
+    for path in sorted(lake.rglob("*.parquet")):
+        table = pq.read_table(path)
+        out.extend(zip(table["ledger_id"].to_pylist(), table["entry_id"].to_pylist(), strict=True))
+    return sorted(out)
+
+
+def test_export_run_of_a_cluster_topic_exactly_once(
+    tmp_path: Path,
+    zk_server: ZkServer,
+    cluster: ClusterWriter,
+    moto_endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in moto_endpoint.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = moto_endpoint.new_bucket()
+    first = [_offload(moto_endpoint, bucket, 30), _offload(moto_endpoint, bucket, 31)]
+    later = _offload(moto_endpoint, bucket, 33)
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*first, plain(32, entries=5), later)))
+    url = zk_server.url(cluster.chroot)
+    lake = tmp_path / "lake"
+    home = tmp_path / "home"
+    args = ("--json", "--pulsar-metadata", url, "export", "run", "metrics", "--to", str(lake))
+    (report,) = json_lines(ok(home, *args, "--engine", "local"))
+    # ledger 32 is only in BookKeeper: the run stops before it, not past it
+    assert report["topic"] == TOPIC
+    assert report["rows"] == 10 and report["watermark"] == [31, 4]
+    assert _rows(lake) == [(lid, i) for lid in (30, 31) for i in range(5)]
+    # under the real topic's directory, as for the project's own topics
+    assert {p.relative_to(lake).parts[0] for p in lake.rglob("*.parquet")} == {topic_dir(TOPIC)}
+    (again,) = json_lines(ok(home, *args, "--engine", "local"))
+    assert again["rows"] == 0 and again["watermark"] == [31, 4]
+    # the broker offloads ledger 32: the next run exports 32 and 33, nothing twice
+    cluster.put_topic(
+        TOPIC, ManagedLedgerInfo((*first, _offload(moto_endpoint, bucket, 32), later))
+    )
+    (third,) = json_lines(ok(home, *args, "--engine", "local"))
+    assert third["rows"] == 10 and third["previous"] == [31, 4] and third["watermark"] == [33, 4]
+    assert _rows(lake) == [(lid, i) for lid in (30, 31, 32, 33) for i in range(5)]
