@@ -93,6 +93,12 @@ def anchor(path: tuple[str, ...]) -> str:
     return "-".join(("offloader", *path))
 
 
+def _inherited_settings(root: click.Command) -> dict[str, object]:
+    """The context settings every command inherits from the root group's context."""
+    names = root.context_settings.get("help_option_names")
+    return {} if names is None else {"help_option_names": names}
+
+
 def render(root: click.Command, prog: str = "offloader") -> str:
     """The whole reference as Markdown."""
     lines = [
@@ -110,7 +116,10 @@ def render(root: click.Command, prog: str = "offloader") -> str:
         depth = 2 if len(path) <= 1 else len(path) + 1
         lines.append(f"{'#' * depth} `{title}` {{#{anchor(path)}}}")
         lines.append("")
-        ctx = click.Context(command, info_name=title)
+        # the root's help option names (``-h, --help``): click caches a command's help option
+        # the first time a context asks for it, so a context without them would change what
+        # ``offloader ... --help`` accepts for the rest of the process
+        ctx = click.Context(command, info_name=title, **_inherited_settings(root))
         pieces = command.collect_usage_pieces(ctx)
         lines += ["```text", f"Usage: {title} {' '.join(pieces)}".rstrip(), "```", ""]
         if command.help:

@@ -154,3 +154,13 @@ def test_the_configuration_example_is_accepted(tmp_path: Path) -> None:
     loaded = config_file.load_file_config(tmp_path)
     assert loaded.broker.offload.max_block_size == 64 * 1024 * 1024
     assert loaded.broker.namespace_transforms
+
+
+def test_rendering_the_reference_leaves_the_commands_as_they_were() -> None:
+    """click caches each command's help option the first time a context asks for it: the
+    reference must ask with the root's ``-h, --help``, or ``-h`` stops working afterwards."""
+    from click.testing import CliRunner
+
+    cli_reference.render(cli)
+    result = CliRunner().invoke(cli, ["topics", "read", "-h"])
+    assert result.exit_code == 0 and "-h, --help" in result.output
