@@ -41,7 +41,21 @@ pg-deps: ## Install PostgreSQL from Debian when running as root, for the Postgre
 	  echo "pg-deps: not root and no PostgreSQL: its tests will not run (run 'sudo make pg-deps')"; \
 	fi
 
-test: install rgw-deps pg-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
+AZURITE_VERSION := 3.37.0
+AZURITE := tests/.node/node_modules/.bin/azurite-blob
+
+cloud-deps: ## Install Azurite (npm, into tests/.node) for the Azure tier; fake-gcs-server comes with the dev extra
+	@if [ -x $(AZURITE) ]; then \
+	  echo "cloud-deps: Azurite already installed"; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  echo "cloud-deps: installing azurite@$(AZURITE_VERSION) into tests/.node (about 1-2 min)"; \
+	  mkdir -p tests/.node && npm install --prefix tests/.node --no-audit --no-fund --silent \
+	    azurite@$(AZURITE_VERSION) >/dev/null || echo "cloud-deps: npm install failed; the Azure tier will not run"; \
+	else \
+	  echo "cloud-deps: no npm: the Azure tier will not run (apt-get install npm)"; \
+	fi
+
+test: install rgw-deps pg-deps cloud-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, GCS and Azure emulators, PostgreSQL, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install ## ruff and mypy
@@ -62,7 +76,7 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps pg-deps test lint fmt demo bench clean
+.PHONY: help install rgw-deps pg-deps cloud-deps test lint fmt demo bench clean
 
 # --- the documentation site (docs/, mkdocs.yml, docsgen/) -------------------------------------
 # The generated pages (CLI and configuration references, performance) are made at build time by
