@@ -316,8 +316,9 @@ class AzureObjectStore:
             return  # another upload of the key still needs its blocks
         blob = self._container.get_blob_client(self._prefix + key)
         try:
-            # drop the uncommitted blocks: commit nothing where no blob exists, then delete it
-            blob.commit_block_list([], etag="*", match_condition=MatchConditions.IfMissing)
+            # drop the uncommitted blocks: a Put Blob where no blob exists (If-None-Match: *)
+            # discards them, then the empty blob is deleted
+            blob.upload_blob(b"", overwrite=False)
             blob.delete_blob()
         except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
             pass  # a committed blob exists: its uncommitted blocks expire with Azure's 7 days
@@ -383,7 +384,10 @@ class AzureObjectStore:
         except AzureError as exc:
             self._raise("get_range", key, exc)
         props = downloader.properties
-        return GetResult(data=data, size=int(props.size), metadata=decode_metadata(props.metadata))
+        total = _total(props)
+        if start >= total:  # Azurite answers an empty 206 where Azure says 416
+            raise StoreError(f"get_range {self._show(key)}: range [{start}, {end}) past {total}")
+        return GetResult(data=data, size=total, metadata=decode_metadata(props.metadata))
 
     def open_range(self, key: str, start: int, end: int) -> RangeReader:
         if start < 0 or end <= start:
@@ -405,13 +409,15 @@ class AzureObjectStore:
             except AzureError as exc:
                 self._raise("open_range", key, exc)
             props = downloader.properties
+            if offset >= _total(props):
+                raise StoreError(
+                    f"open_range {self._show(key)}: offset {offset} past {_total(props)}"
+                )
             if not etags and props.etag:
                 etags.append(str(props.etag))
             if not metadata:
                 metadata.append(decode_metadata(props.metadata))
-            return _ChunkBody(downloader.chunks(), f"open_range {self._show(key)}"), int(
-                props.size
-            )
+            return _ChunkBody(downloader.chunks(), f"open_range {self._show(key)}"), _total(props)
 
         return ResumingRangeReader(
             opener,
@@ -516,6 +522,15 @@ class AzureObjectStore:
         else:
             error = StoreError(f"{op} {where}: {type(exc).__name__}")
         raise error from exc
+
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+
+def _total(props: Any) -> int:
+    """The whole blob's size: from Content-Range on a ranged answer, else its length."""
+    m = _CONTENT_RANGE.match(str(getattr(props, "content_range", "") or ""))
+    return int(m.group(3)) if m else int(props.size)
 
 
 def _code(exc: AzureError) -> str:
