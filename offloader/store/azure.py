@@ -199,6 +199,7 @@ class AzureObjectStore:
         settings: OffloadSettings | None = None,
         page_size: int = 1000,
         scheme: str = "az",
+        account: str = "",
     ) -> None:
         if not _CONTAINER_NAME.match(container or ""):
             raise ConfigError(
@@ -216,9 +217,15 @@ class AzureObjectStore:
         self._scheme = scheme
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
-        environ = (
-            {"AZURE_STORAGE_CONNECTION_STRING": connection_string} if connection_string else None
-        )
+        environ: Mapping[str, str] | None = None
+        if connection_string:
+            environ = {"AZURE_STORAGE_CONNECTION_STRING": connection_string}
+        elif account and os.environ.get("AZURE_STORAGE_ACCOUNT", account) != account:
+            raise ConfigError(
+                f"{self.url}: the URL names account {account!r} but AZURE_STORAGE_ACCOUNT is "
+                f"{os.environ['AZURE_STORAGE_ACCOUNT']!r}",
+                setting="store_url",
+            )
         self._service, self._endpoint = service_client_from_environment(self._settings, environ)
         self._container = self._service.get_container_client(container)
 
