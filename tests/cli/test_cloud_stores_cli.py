@@ -129,6 +129,9 @@ def test_operator_flow_on_each_cloud(
 
 
 def _one_line_error(env: dict[str, str], *args: str) -> str:
+    Path(env["OFFLOADER_HOME"]).mkdir(parents=True, exist_ok=True)
+    good = {**env, "OFFLOADER_STORE": str(Path(env["OFFLOADER_HOME"]) / "objects")}
+    offloader(good, "namespaces", "create", NS)  # a home, so that the store is what fails
     proc = subprocess.run(
         [*offloader_command(), *args], env=env, capture_output=True, text=True, timeout=120
     )
