@@ -3,8 +3,9 @@
 A store URL is ``s3://bucket[/prefix]``, ``gs://bucket[/prefix]`` (Google Cloud Storage),
 ``az://container[/prefix]`` (Azure Blob Storage; Azure's own
 ``abfs[s]://container@account.dfs.core.windows.net[/prefix]`` is accepted too and means the same
-container), ``file:///absolute/path`` or a plain path (a local directory). :func:`parse_store_url` turns it into a :class:`StoreLocation` (scheme, bucket,
-prefix or path) once, refusing what no backend takes (credentials in the URL, a query, a file
+container), ``file:///absolute/path`` or a plain path (a local directory).
+:func:`parse_store_url` turns it into a :class:`StoreLocation` (scheme, bucket, prefix or path)
+once, refusing what no backend takes (credentials in the URL, a query, a file
 URL with a host, an unknown scheme) with a :class:`ConfigError` whose ``setting`` is
 ``store_url``; every place that needs to know whether a store is S3 asks the value, never the
 string.

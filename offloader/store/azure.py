@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -101,10 +102,8 @@ def decode_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
     for name, value in (metadata or {}).items():
         low = str(name).lower()
         if low.startswith(_ESCAPED):
-            try:
+            with contextlib.suppress(ValueError):
                 low = bytes.fromhex(low[len(_ESCAPED) :]).decode("utf-8")
-            except ValueError:
-                pass
         out[low] = str(value)
     return out
 
@@ -126,7 +125,9 @@ def service_client_from_environment(
         "connection_timeout": settings.connect_timeout,
         "read_timeout": settings.read_timeout,
         "retry_policy": LinearRetry(
-            backoff=0.2, random_jitter_range=0, retry_total=max(0, settings.max_attempts - 1)
+            backoff=0.2,  # type: ignore[arg-type]
+            random_jitter_range=0,
+            retry_total=max(0, settings.max_attempts - 1),
         ),
     }
     conn = env.get("AZURE_STORAGE_CONNECTION_STRING")
@@ -274,9 +275,7 @@ class AzureObjectStore:
         self._marker(key, upload_id, "upload_part")
         block_id = _block_id(upload_id, part_number)
         try:
-            self._container.get_blob_client(self._prefix + key).stage_block(
-                block_id, _bytes(data)
-            )
+            self._container.get_blob_client(self._prefix + key).stage_block(block_id, _bytes(data))
         except AzureError as exc:
             self._raise("upload_part", key, exc)
         return UploadedPart(part_number=part_number, etag=block_id, crc32c=crc32c)

@@ -42,7 +42,7 @@ import crc32c as crc32c_lib
 import requests
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
-from google.cloud import storage  # type: ignore[attr-defined]
+from google.cloud import storage  # type: ignore[attr-defined,import-untyped]
 
 from offloader.config import OffloadSettings
 from offloader.errors import (
@@ -412,7 +412,9 @@ class GCSObjectStore:
             op, key, lambda: self._bucket.get_blob(name, timeout=self._timeout, retry=None)
         )
         if blob is None:
-            raise UploadNotFound(f"{op} {self._show(key)}: upload {upload_id[:16]}... does not exist")
+            raise UploadNotFound(
+                f"{op} {self._show(key)}: upload {upload_id[:16]}... does not exist"
+            )
         return blob
 
     def _drop_upload(self, key: str, upload_id: str) -> None:
@@ -429,6 +431,7 @@ class GCSObjectStore:
             except gexc.NotFound as exc:
                 if "bucket" in str(exc).lower():
                     raise
+
         self._call(op, key, delete)
 
     def _list_raw(self, prefix: str, op: str) -> Iterator[ObjectInfo]:
@@ -489,7 +492,9 @@ class GCSObjectStore:
             response.close()
             if response.status_code == 416:
                 raise StoreError(f"{op} {self._show(key)}: range not satisfiable {span}")
-            raise gexc.from_http_status(response.status_code, text or response.reason)
+            raise gexc.from_http_status(  # type: ignore[no-untyped-call]
+                response.status_code, text or response.reason
+            )
 
         return self._call(op, key, send)
 
@@ -522,8 +527,13 @@ class GCSObjectStore:
             except _TRANSIENT as exc:
                 if attempt >= attempts:
                     self._raise(op, key, exc)
-                log.debug("gcs attempt failed", store=self.url, op=op, attempt=attempt,
-                          error=type(exc).__name__)
+                log.debug(
+                    "gcs attempt failed",
+                    store=self.url,
+                    op=op,
+                    attempt=attempt,
+                    error=type(exc).__name__,
+                )
                 time.sleep(min(2.0, 0.1 * 2 ** (attempt - 1)))
             except Exception as exc:
                 self._raise(op, key, exc)
@@ -535,9 +545,7 @@ class GCSObjectStore:
         error: StoreError
         if isinstance(exc, gexc.NotFound):
             if "bucket" in text:
-                error = ObjectNotFound(
-                    f"{op} {where}: bucket {self._bucket_name!r} does not exist"
-                )
+                error = ObjectNotFound(f"{op} {where}: bucket {self._bucket_name!r} does not exist")
             else:
                 error = ObjectNotFound(f"{op} {where}: no such object")
         elif isinstance(exc, gexc.PreconditionFailed):
@@ -553,4 +561,3 @@ class GCSObjectStore:
         else:
             error = StoreError(f"{op} {where}: {type(exc).__name__}")
         raise error from exc
-

@@ -29,7 +29,10 @@ NS = "tenant/ns"
 TOPIC = "persistent://tenant/ns/events"
 PREFIX = "tiered"
 
-CLOUDS = [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)]
+CLOUDS = [
+    pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("azure", marks=pytest.mark.azure),
+]
 
 
 class Cloud:
@@ -77,7 +80,9 @@ def test_operator_flow_on_each_cloud(
     env = _env(cloud, tmp_path)
     small = ("--max-entries-per-ledger", "100", "--min-rollover-time", "0")
     offloader(env, "namespaces", "create", NS)
-    offloader(env, "--json", "topics", "produce", TOPIC, "--synthetic", "300", "--size", "1K", *small)
+    offloader(
+        env, "--json", "topics", "produce", TOPIC, "--synthetic", "300", "--size", "1K", *small
+    )
     offloader(env, "topics", "offload-prefix", TOPIC, "--size-threshold", "150K")
     assert offloader(env, "topics", "offload-status", TOPIC).stdout == "Offload was a success\n"
 

@@ -173,9 +173,7 @@ def start_azurite(workdir: Path) -> Iterator[AzuriteEmulator]:
     cmd = [str(AZURITE_BIN), "--blobHost", "127.0.0.1", "--blobPort", str(port)]
     # --inMemoryPersistence excludes --location; the debug log and the workspace go to workdir
     cmd += ["--silent", "--skipApiVersionCheck", "--inMemoryPersistence", "--loose"]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
     try:
         base = f"http://127.0.0.1:{port}"
         took = _wait_http(f"{base}/{AZURITE_ACCOUNT}?comp=list", proc, "azurite-blob")
