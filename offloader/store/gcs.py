@@ -40,6 +40,7 @@ from urllib.parse import quote
 
 import crc32c as crc32c_lib
 import requests
+import urllib3
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 from google.cloud import storage  # type: ignore[attr-defined,import-untyped]
@@ -113,7 +114,12 @@ class _MediaBody:
     def read(self, n: int) -> bytes:
         try:
             data: bytes = self._raw.read(n)
-        except (requests.RequestException, OSError, ValueError) as exc:
+        except (
+            requests.RequestException,
+            urllib3.exceptions.HTTPError,
+            OSError,
+            ValueError,
+        ) as exc:
             raise StoreUnavailable(
                 f"{self._where}: body read failed ({type(exc).__name__})"
             ) from exc
@@ -346,8 +352,16 @@ class GCSObjectStore:
         def opener(offset: int) -> tuple[Body, int]:
             pin = generation[0] if generation else None
             response = self._media("open_range", key, (offset, end), pin, stream=True)
-            if not generation and response.headers.get("x-goog-generation"):
-                generation.append(response.headers["x-goog-generation"])
+            answered = response.headers.get("x-goog-generation")
+            if pin is not None and answered and answered != pin:
+                # GCS answers 412 to ifGenerationMatch; a server that ignores it is caught here
+                response.close()
+                raise PreconditionFailed(
+                    f"open_range {self._show(key)}: the object was replaced while being read "
+                    f"(generation {pin}, now {answered})"
+                )
+            if not generation and answered:
+                generation.append(answered)
             if not metadata:
                 metadata.append(self._meta(response))
             size = self._total_size(response, int(response.headers.get("content-length", 0)))
