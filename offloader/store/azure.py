@@ -229,6 +229,9 @@ class AzureObjectStore:
             )
         self._service, self._endpoint = service_client_from_environment(self._settings, environ)
         self._container = self._service.get_container_client(container)
+        #: uploads this instance started or checked and has not ended: their parts skip the
+        #: marker check (a request per block); completion always checks the marker
+        self._live: set[str] = set()
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -265,6 +268,7 @@ class AzureObjectStore:
             )
         except AzureError as exc:
             self._raise("create_multipart_upload", key, exc)
+        self._live.add(upload_id)
         return upload_id
 
     def upload_part(
@@ -272,7 +276,9 @@ class AzureObjectStore:
     ) -> UploadedPart:
         if not 1 <= part_number <= 50000:
             raise StoreError(f"part number {part_number} not in 1..50000")
-        self._marker(key, upload_id, "upload_part")
+        if upload_id not in self._live:
+            self._marker(key, upload_id, "upload_part")
+            self._live.add(upload_id)
         block_id = _block_id(upload_id, part_number)
         try:
             self._container.get_blob_client(self._prefix + key).stage_block(block_id, _bytes(data))
@@ -290,24 +296,24 @@ class AzureObjectStore:
         if len(set(numbers)) != len(numbers):
             raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
         metadata = self._marker(key, upload_id, "complete_multipart_upload")
-        blob = self._container.get_blob_client(self._prefix + key)
-        try:
-            _, uncommitted = blob.get_block_list("uncommitted")
-        except ResourceNotFoundError:
-            uncommitted = []
-        except AzureError as exc:
-            self._raise("complete_multipart_upload", key, exc)
-        staged_ids = {b.id for b in uncommitted}
         for p in ordered:
-            if p.etag != _block_id(upload_id, p.part_number) or p.etag not in staged_ids:
+            if p.etag != _block_id(upload_id, p.part_number):
                 raise StoreError(
                     f"complete {self._show(key)}: InvalidPart: part {p.part_number} "
                     "was not staged with that id"
                 )
+        blob = self._container.get_blob_client(self._prefix + key)
         try:
             blob.commit_block_list([BlobBlock(block_id=p.etag) for p in ordered], metadata=metadata)
+        except HttpResponseError as exc:
+            if _code(exc) == "InvalidBlockList":  # a part that was never staged
+                raise StoreError(
+                    f"complete {self._show(key)}: InvalidPart: a part was not staged"
+                ) from exc
+            self._raise("complete_multipart_upload", key, exc)
         except AzureError as exc:
             self._raise("complete_multipart_upload", key, exc)
+        self._live.discard(upload_id)
         self._delete_raw(self._prefix + staged.marker_name(key, upload_id), "complete", key)
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
@@ -317,6 +323,7 @@ class AzureObjectStore:
             staged.check_user_key(key)
         except InvalidStoreKey:
             return
+        self._live.discard(upload_id)
         self._delete_raw(self._prefix + staged.marker_name(key, upload_id), "abort", key)
         if self.list_multipart_uploads_of(key):
             return  # another upload of the key still needs its blocks

@@ -11,9 +11,9 @@ import crc32c
 import pytest
 
 from offloader.config import OffloadSettings
-from offloader.errors import InvalidStoreKey, PreconditionFailed, StoreUnavailable
+from offloader.errors import InvalidStoreKey, PreconditionFailed, StoreError, StoreUnavailable
 from offloader.store.azure import AzureObjectStore, decode_metadata, encode_metadata
-from offloader.store.base import ObjectStore
+from offloader.store.base import ObjectStore, UploadedPart
 from offloader.store.gcs import GCSObjectStore
 from tests.contract.backends import PREFIX, make_azure_store, make_gcs_store, payload
 from tests.servers.cloud import AzuriteEmulator, GcsEmulator
@@ -128,3 +128,14 @@ def test_unreachable_endpoint_fails_fast(kind: str) -> None:
             call()
         assert store.url in str(info.value)
     assert time.monotonic() - started < 15
+
+
+def test_complete_checks_the_parts(cloud_store: ObjectStore) -> None:
+    upload_id = cloud_store.create_multipart_upload("k", {})
+    one = cloud_store.upload_part("k", upload_id, 1, b"one", crc32c.crc32c(b"one"))
+    two = cloud_store.upload_part("k", upload_id, 2, b"two", crc32c.crc32c(b"two"))
+    never = UploadedPart(3, two.etag)  # part 3 was never uploaded
+    with pytest.raises(StoreError, match="InvalidPart"):
+        cloud_store.complete_multipart_upload("k", upload_id, [one, never])
+    cloud_store.complete_multipart_upload("k", upload_id, [one, two])  # still completable
+    assert cloud_store.get("k").data == b"onetwo"
