@@ -62,12 +62,19 @@ def normalize_target(url: str) -> str:
             raise ConfigError(f"--to {text!r}: expected s3://bucket/prefix (no credentials)")
         prefix = parts.path.strip("/")
         return f"s3://{parts.netloc}" + (f"/{prefix}" if prefix else "")
+    if parts.scheme in ("gs", "az", "abfs", "abfss"):
+        from offloader.location import parse_store_url
+
+        location = parse_store_url(text)  # one parse of gs:// and az:// (abfs://) URLs
+        return f"{location.scheme}://{location.bucket}" + (
+            f"/{location.prefix}" if location.prefix else ""
+        )
     if parts.scheme == "file":
         text = parts.path
     elif parts.scheme and len(parts.scheme) > 1:
         raise ConfigError(
-            f"--to {text!r}: give a local directory, s3://bucket/prefix or "
-            "iceberg://NAMESPACE.TABLE"
+            f"--to {text!r}: give a local directory, s3://bucket/prefix, gs://bucket/prefix, "
+            "az://container/prefix or iceberg://NAMESPACE.TABLE"
         )
     return os.path.abspath(os.path.expanduser(text))
 
@@ -124,6 +131,11 @@ class ExportSpec:
     @property
     def is_s3(self) -> bool:
         return self.target.startswith("s3://")
+
+    @property
+    def is_remote(self) -> bool:
+        """An object-store target (s3://, gs://, az://), not a local directory."""
+        return self.target.split("://")[0] in ("s3", "gs", "az")
 
     @property
     def is_iceberg(self) -> bool:
