@@ -117,7 +117,7 @@ def _bytes(data: Buffer) -> bytes:
 
 
 def service_client_from_environment(
-    settings: OffloadSettings, environ: Mapping[str, str] | None = None
+    settings: OffloadSettings, environ: Mapping[str, str] | None = None, *, where: str = "Azure"
 ) -> tuple[BlobServiceClient, str]:
     """A client from Azure's own variables, and the account's blob endpoint (for messages)."""
     env = os.environ if environ is None else environ
@@ -146,13 +146,14 @@ def service_client_from_environment(
             )
         else:
             raise ConfigError(
-                "no Azure credentials: set AZURE_STORAGE_CONNECTION_STRING, or "
+                f"{where}: no Azure credentials: set AZURE_STORAGE_CONNECTION_STRING, or "
                 "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY",
                 setting="store_url",
             )
     except (ValueError, AzureError) as exc:
         raise ConfigError(
-            f"unusable Azure storage configuration ({type(exc).__name__})", setting="store_url"
+            f"{where}: unusable Azure storage configuration ({type(exc).__name__})",
+            setting="store_url",
         ) from None
     return client, str(client.url)
 
@@ -227,7 +228,9 @@ class AzureObjectStore:
                 f"{os.environ['AZURE_STORAGE_ACCOUNT']!r}",
                 setting="store_url",
             )
-        self._service, self._endpoint = service_client_from_environment(self._settings, environ)
+        self._service, self._endpoint = service_client_from_environment(
+            self._settings, environ, where=self.url
+        )
         self._container = self._service.get_container_client(container)
         #: uploads this instance started or checked and has not ended: their parts skip the
         #: marker check (a request per block); completion always checks the marker

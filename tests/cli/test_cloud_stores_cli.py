@@ -186,3 +186,20 @@ def _env_plain(tmp_path: Path) -> dict[str, str]:
     import os
 
     return {**os.environ, "OFFLOADER_HOME": str(tmp_path / "home")}
+
+
+@pytest.mark.parametrize(
+    ("url", "says"), [("gs://some-bucket/p", "Google"), ("az://some-box/p", "Azure")]
+)
+def test_no_credentials_is_one_line(tmp_path: Path, url: str, says: str) -> None:
+    import os
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("STORAGE_EMULATOR_HOST", "GOOGLE_", "AZURE_STORAGE_"))
+    }
+    env.update(OFFLOADER_HOME=str(tmp_path / "home"), OFFLOADER_STORE=url, NO_GCE_CHECK="True")
+    line = _one_line_error(env, "objects", "orphans")
+    assert url in line, line
+    assert f"no usable {says} credentials" in line or f"no {says} credentials" in line, line
