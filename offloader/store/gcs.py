@@ -11,10 +11,12 @@ be found by gc. The SDK gives all of that and the generation preconditions.
 **Multipart by composing parts** (not the XML API's multipart upload): each part is a temporary
 object ``.uploads/p/<upload id>/<n>`` (see :mod:`offloader.store.staged`), and completion is one
 ``compose`` (a tree of composes past GCS's 32 sources per call) into the target with the
-upload's metadata, then the parts are deleted. Composition works on the JSON API the SDK speaks,
-on fake-gcs-server as on GCS; the XML multipart API needs HMAC/XML signing that the SDK does not
-expose and the emulator does not serve. The upload's marker object makes it listable
-(``list_multipart_uploads``) so orphans and gc find uploads a crash abandoned.
+upload's metadata, then the parts are deleted. Why not the XML API's multipart upload: the SDK
+exposes it only through ``transfer_manager`` (a whole local file, not parts handed over one by
+one) with the part-level calls private, it has no call that lists unfinished XML uploads, and
+fake-gcs-server does not serve it (``POST /bucket/key?uploads`` answers 404 here); composition
+is public JSON-API surface, served by the emulator as by GCS. The upload's marker object makes
+it listable (``list_multipart_uploads``) so orphans and gc find uploads a crash abandoned.
 
 **Preconditions.** ``if_none_match`` is ``ifGenerationMatch=0``; a streamed range that is
 reopened after a dropped connection pins the first answer's generation (``ifGenerationMatch``),
