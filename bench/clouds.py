@@ -31,7 +31,7 @@ from typing import Any
 
 from bench import note, report
 from bench.common import BENCH_LEDGER, BENCH_UUID, ledger_for, quiet_logs
-from formats.keys import data_key
+from formats.keys import data_key, index_key
 from offloader.config import OffloadSettings
 from offloader.offload.writer import offload_ledger
 from offloader.read.handle import ReadHandle
@@ -97,7 +97,8 @@ def _measure(name: str, size: int, block: int, repeat: int) -> None:
             started = time.perf_counter()
             upload(f"raw-{time.time_ns()}", whole)
             raw_up.append(time.perf_counter() - started)
-            store.delete(data_key(BENCH_UUID, BENCH_LEDGER))
+            store.delete(data_key(BENCH_UUID, BENCH_LEDGER))  # the previous run's objects
+            store.delete(index_key(BENCH_UUID, BENCH_LEDGER))
             started = time.perf_counter()
             result = offload_ledger(ledger, store, BENCH_UUID, settings)
             ours_up.append(time.perf_counter() - started)
