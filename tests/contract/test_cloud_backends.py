@@ -5,7 +5,9 @@ fast, typed failures for an unreachable endpoint."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import crc32c
 import pytest
@@ -139,3 +141,49 @@ def test_complete_checks_the_parts(cloud_store: ObjectStore) -> None:
         cloud_store.complete_multipart_upload("k", upload_id, [one, never])
     cloud_store.complete_multipart_upload("k", upload_id, [one, two])  # still completable
     assert cloud_store.get("k").data == b"onetwo"
+
+
+def test_conditional_put_race_has_one_winner(cloud_store: ObjectStore) -> None:
+    winners: list[int] = []
+    losers: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def writer(i: int) -> None:
+        barrier.wait()
+        try:
+            cloud_store.put(
+                "race/index", f"writer {i}".encode() * 500, {"w": str(i)}, if_none_match=True
+            )
+            winners.append(i)
+        except PreconditionFailed:
+            losers.append(i)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1 and len(losers) == 5
+    got = cloud_store.get("race/index")
+    assert got.data == f"writer {winners[0]}".encode() * 500
+    assert dict(got.metadata) == {"w": str(winners[0])}
+
+
+def test_concurrent_uploads_of_different_keys(cloud_store: ObjectStore) -> None:
+    def upload(n: int) -> bytes:
+        chunks = [payload(3000, seed=n * 10 + i) for i in range(3)]
+        upload_id = cloud_store.create_multipart_upload(f"ledger-{n}", {"n": str(n)})
+        parts = [
+            cloud_store.upload_part(f"ledger-{n}", upload_id, i, c, crc32c.crc32c(c))
+            for i, c in enumerate(chunks, start=1)
+        ]
+        cloud_store.complete_multipart_upload(f"ledger-{n}", upload_id, parts)
+        return b"".join(chunks)
+
+    with ThreadPoolExecutor(4) as pool:
+        expected = list(pool.map(upload, range(6)))
+    for n, data in enumerate(expected):
+        got = cloud_store.get(f"ledger-{n}")
+        assert (got.data, dict(got.metadata)) == (data, {"n": str(n)})
+    assert cloud_store.list_multipart_uploads() == []
+    assert [i.key for i in cloud_store.list()] == [f"ledger-{n}" for n in range(6)]
