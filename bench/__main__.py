@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "export": "bench.export",
     "iceberg": "bench.iceberg",
     "pulsar_cluster": "bench.pulsar_cluster",
+    "clouds": "bench.clouds",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

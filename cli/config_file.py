@@ -241,8 +241,8 @@ def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJo
             raise ConfigError("[[export]] topics must be a list of topic names")
         if not isinstance(table.get("to"), str):
             raise ConfigError(
-                "[[export]] to must be a local directory, s3://bucket/prefix or "
-                "iceberg://NAMESPACE.TABLE"
+                "[[export]] to must be a local directory, s3://bucket/prefix, "
+                "gs://bucket/prefix, az://container/prefix or iceberg://NAMESPACE.TABLE"
             )
         try:
             iceberg = table["to"].strip().lower().startswith("iceberg://")

@@ -154,8 +154,9 @@ def _take_option(args: list[str], name: str, option: click.Option) -> list[str] 
     "store_url",
     metavar="URL",
     envvar="OFFLOADER_STORE",
-    help="Object store: s3://bucket[/prefix], file:///abs/path or a directory path (default: "
-    "$OFFLOADER_STORE, else store in offloader.toml, else file://<home>/objects).",
+    help="Object store: s3://bucket[/prefix], gs://bucket[/prefix], az://container[/prefix], "
+    "file:///abs/path or a directory path (default: $OFFLOADER_STORE, else store in "
+    "offloader.toml, else file://<home>/objects).",
 )
 @click.option(
     "--metadata",

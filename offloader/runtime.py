@@ -84,6 +84,10 @@ def broker_id_for(home: Path) -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
+#: Pulsar's offload driver name of each store scheme (its ``managedLedgerOffloadDriver``)
+DRIVER_NAMES = {"s3": "aws-s3", "gs": "google-cloud-storage", "az": "azureblob", "file": "file"}
+
+
 def driver_metadata_for(
     store: ObjectStore, *, region: str | None = None, endpoint_url: str | None = None
 ) -> DriverMetadata:
@@ -92,7 +96,7 @@ def driver_metadata_for(
     url = store.url
     location = parse_store_url(url)
     return DriverMetadata(
-        name="aws-s3" if location.is_s3 else "file",
+        name=DRIVER_NAMES[location.scheme],
         properties={
             DRIVER_STORE_URL: url,
             DRIVER_BUCKET: location.bucket,

@@ -20,6 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from devservers.cloud import (
+    AzuriteEmulator,
+    GcsEmulator,
+    azurite_unavailable_reason,
+    gcs_unavailable_reason,
+    start_azurite,
+    start_gcs,
+)
 from devservers.endpoint import S3Endpoint
 from devservers.moto_server import start_moto
 from devservers.postgres import PgServer, start_postgres
@@ -93,6 +101,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped_zk:
             config.hook.pytest_deselected(items=dropped_zk)
             items[:] = [item for item in items if not item.get_closest_marker("zookeeper")]
+    _deselect_cloud(config, items)
     reason = _rgw_unavailable_reason()
     config._rgw_skip_reason = reason  # type: ignore[attr-defined]
     if reason is None:
@@ -110,7 +119,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+def _on_cloud(item: pytest.Item, name: str) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return item.get_closest_marker(name) is not None or name in params
+
+
+def _deselect_cloud(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The GCS and Azure tiers are deselected, with a notice, when their emulator is missing."""
+    reasons = {"gcs": gcs_unavailable_reason(), "azure": azurite_unavailable_reason()}
+    config._cloud_skip_reasons = reasons  # type: ignore[attr-defined]
+    for name, reason in reasons.items():
+        if reason is None:
+            continue
+        dropped = [item for item in items if _on_cloud(item, name)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not _on_cloud(item, name)]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for name, reason in getattr(terminalreporter.config, "_cloud_skip_reasons", {}).items():
+        if reason:
+            terminalreporter.write_line(
+                f"{name} tier did not run: {reason}. Enable it with: make cloud-deps && make test",
+                yellow=True,
+            )
     pg_reason = getattr(terminalreporter.config, "_pg_skip_reason", None)
     if pg_reason:
         from devservers.postgres import DISABLE_ENV
@@ -144,6 +178,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def moto_endpoint() -> Iterator[S3Endpoint]:
     with start_moto() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[GcsEmulator]:
+    """fake-gcs-server on a free loopback port, for the whole session."""
+    with start_gcs() as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzuriteEmulator]:
+    """Azurite's blob service on a free loopback port, for the whole session."""
+    with start_azurite(tmp_path_factory.mktemp("azurite")) as emulator:
+        yield emulator
 
 
 @pytest.fixture(scope="session")

@@ -102,6 +102,9 @@ _S3_MODULES = ("offloader.store.s3", "offloader.store.s3_client", "offloader.sto
 SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "boto3": _S3_MODULES,
     "botocore": _S3_MODULES,
+    # gs:// and az:// stores: one module per SDK (its errors translated there)
+    "google": ("offloader.store.gcs",),
+    "azure": ("offloader.store.azure",),
     "sqlite3": ("offloader.metadata",),
     "psycopg": ("offloader.metadata",),
     "pyspark": ("offloader.spark",),

@@ -11,6 +11,7 @@ from offloader.location import (
     ENDPOINT_VARIABLES,
     StoreLocation,
     endpoint_variable,
+    is_remote_url,
     is_s3_url,
     parse_store_url,
     s3_endpoint,
@@ -45,7 +46,11 @@ def test_file_urls_and_plain_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     ("url", "message"),
     [
         ("", "empty"),
-        ("gs://b", "unsupported store URL scheme 'gs'"),
+        ("hdfs://b", "unsupported store URL scheme 'hdfs'"),
+        ("gs://key:secret@b/p", "contains credentials"),
+        ("az://key:secret@c/p", "contains credentials"),
+        ("az:///p", "has no container"),
+        ("gs://b/p?x=1", "query or fragment"),
         ("c:/x", "unsupported store URL"),
         ("s3://key:secret@b/p", "contains credentials"),
         ("s3:///p", "has no bucket"),
@@ -61,6 +66,31 @@ def test_what_no_backend_takes_is_a_config_error_naming_the_store_url(
         parse_store_url(url)
     assert info.value.setting == "store_url" and "secret" not in str(info.value)
     assert not is_s3_url(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme", "bucket", "prefix", "account"),
+    [
+        ("gs://bkt/a/b/", "gs", "bkt", "a/b", ""),
+        ("GS://bkt", "gs", "bkt", "", ""),
+        ("az://cont/p", "az", "cont", "p", ""),
+        ("abfs://cont@acct.dfs.core.windows.net/x/y", "az", "cont", "x/y", "acct"),
+        ("abfss://cont@acct.dfs.core.windows.net", "az", "cont", "", "acct"),
+        ("abfs://cont/p", "az", "cont", "p", ""),
+    ],
+)
+def test_gcs_and_azure_urls(url: str, scheme: str, bucket: str, prefix: str, account: str) -> None:
+    location = parse_store_url(url)
+    assert (location.scheme, location.bucket, location.prefix, location.account) == (
+        scheme,
+        bucket,
+        prefix,
+        account,
+    )
+    assert location.is_remote and not location.is_s3
+    assert location.is_gcs == (scheme == "gs") and location.is_azure == (scheme == "az")
+    assert is_remote_url(url) and not is_s3_url(url)
+    assert not is_remote_url("/some/dir") and not is_remote_url(None)
 
 
 def test_the_endpoint_rule_given_then_s3_variable_then_the_generic_one() -> None:

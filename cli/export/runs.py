@@ -30,8 +30,8 @@ _TARGET = click.option(
     "target",
     required=True,
     metavar="URL",
-    help="Where the files are: a local directory, s3://bucket/prefix, or an Iceberg table "
-    "iceberg://NAMESPACE.TABLE.",
+    help="Where the files are: a local directory, s3://bucket/prefix, gs://bucket/prefix, "
+    "az://container/prefix, or an Iceberg table iceberg://NAMESPACE.TABLE.",
 )
 _GENERATION = click.option(
     "--generation",
@@ -325,7 +325,8 @@ def _status_text(s: ExportStatus) -> str:
     "target",
     required=True,
     metavar="URL",
-    help="Where the files are: a local directory or s3://bucket/prefix.",
+    help="Where the files are: a local directory, s3://bucket/prefix, gs://bucket/prefix or "
+    "az://container/prefix.",
 )
 @click.option(
     "--to",

@@ -231,7 +231,7 @@ def clean_orphans(
         if age_ms < min_age_s * 1000:
             young += 1
             continue
-        uri = ("s3://" if spec.is_s3 else "file://") + info.path
+        uri = (f"{spec.scheme}://" if spec.is_remote else "file://") + info.path
         if not dry_run:
             try:
                 fs.delete_file(info.path)

@@ -78,12 +78,20 @@ def normalize_target(url: str) -> str:
                 f"--to {text!r}: an s3:// prefix has no '.' or '..' segments, '?' or '#'"
             )
         return f"s3://{parts.netloc}" + "".join(f"/{s}" for s in segments)
+    if parts.scheme in ("gs", "az", "abfs", "abfss"):
+        from offloader.location import parse_store_url
+
+        location = parse_store_url(text)  # one parse of gs:// and az:// (abfs://) URLs
+        segments = [s for s in location.prefix.split("/") if s]
+        if any(s in (".", "..") for s in segments):
+            raise ConfigError(f"--to {text!r}: a prefix has no '.' or '..' segments")
+        return f"{location.scheme}://{location.bucket}" + "".join(f"/{s}" for s in segments)
     if parts.scheme == "file":
         text = parts.path
     elif parts.scheme and len(parts.scheme) > 1:
         raise ConfigError(
-            f"--to {text!r}: give a local directory, s3://bucket/prefix or "
-            "iceberg://NAMESPACE.TABLE"
+            f"--to {text!r}: give a local directory, s3://bucket/prefix, gs://bucket/prefix, "
+            "az://container/prefix or iceberg://NAMESPACE.TABLE"
         )
     return os.path.realpath(os.path.expanduser(text))
 
@@ -151,6 +159,11 @@ class ExportSpec:
     @property
     def is_s3(self) -> bool:
         return is_s3_url(self.target)
+
+    @property
+    def is_remote(self) -> bool:
+        """An object-store target (s3://, gs://, az://), not a local directory."""
+        return self.target.split("://")[0] in ("s3", "gs", "az")
 
     @property
     def is_iceberg(self) -> bool:

@@ -1,9 +1,11 @@
 """The export target as the driver sees it: list, delete and mark files through ``pyarrow.fs``.
 
-A local directory (``LocalFileSystem``) or ``s3://bucket/prefix`` (``S3FileSystem`` with the
+A local directory (``LocalFileSystem``), ``s3://bucket/prefix`` (``S3FileSystem`` with the
 export's endpoint and region; credentials from the ``AWS_*`` environment; the SDK's flexible
-checksums off, see :data:`CHECKSUM_ENV`). Executors write data files through it
-(:mod:`offloader.spark.export_write`); ``_SUCCESS`` markers are put through
+checksums off, see :data:`CHECKSUM_ENV`), ``gs://bucket/prefix`` (``GcsFileSystem``) or
+``az://container/prefix`` (``AzureFileSystem``), each from its cloud's own environment; on
+GCS and Azure the data files are put whole through :mod:`offloader.store`. Executors write data
+files through it (:mod:`offloader.spark.export_write`); ``_SUCCESS`` markers are put through
 :mod:`offloader.store`. The driver lists a topic's files (their names say what they
 hold, :mod:`offloader.export.naming`), removes what a crashed run left (files past the
 watermark, temporary files, and on S3 unfinished multipart uploads, aborted through
@@ -26,7 +28,7 @@ import pyarrow.parquet as pq
 
 from offloader.errors import ConfigError, StoreError
 from offloader.export.naming import SUCCESS, ExportFile, is_temp_name, parse_file_name, topic_dir
-from offloader.location import is_s3_url, s3_endpoint
+from offloader.location import s3_endpoint
 from offloader.logs import get_logger
 from offloader.store.base import ObjectStore
 
@@ -44,13 +46,24 @@ class TargetSpec:
     region: str | None = None
 
     @property
+    def scheme(self) -> str:
+        """``s3``, ``gs``, ``az`` or ``file``."""
+        head, sep, _ = self.url.partition("://")
+        return head if sep else "file"
+
+    @property
     def is_s3(self) -> bool:
-        return is_s3_url(self.url)
+        return self.scheme == "s3"
+
+    @property
+    def is_remote(self) -> bool:
+        """An object store (S3, GCS, Azure): files are written and marked through it."""
+        return self.scheme != "file"
 
     @property
     def root(self) -> str:
-        """The root as a path of the filesystem (``bucket/prefix`` on S3)."""
-        return self.url[5:] if self.is_s3 else self.url
+        """The root as a path of the filesystem (``bucket/prefix`` on an object store)."""
+        return self.url.partition("://")[2] if self.is_remote else self.url
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}" if relative else self.root
@@ -98,9 +111,51 @@ def sdk_checksum_defaults() -> Iterator[None]:
                     os.environ[key] = old
 
 
+def _cloud_filesystem(spec: TargetSpec) -> pafs.FileSystem:
+    """pyarrow's GCS or Azure filesystem, configured as each cloud's tools are
+    (``STORAGE_EMULATOR_HOST``; ``AZURE_STORAGE_CONNECTION_STRING`` or
+    ``AZURE_STORAGE_ACCOUNT`` and ``AZURE_STORAGE_KEY``)."""
+    if spec.scheme == "gs":
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+        if not emulator:
+            return pafs.GcsFileSystem()
+        parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
+        return pafs.GcsFileSystem(
+            anonymous=True,
+            endpoint_override=parts.netloc,
+            scheme=parts.scheme or "http",
+            project_id=os.environ.get("GOOGLE_CLOUD_PROJECT") or "offloader",
+        )
+    conn = dict(
+        item.split("=", 1)
+        for item in os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "").split(";")
+        if "=" in item
+    )
+    account = conn.get("AccountName") or os.environ.get("AZURE_STORAGE_ACCOUNT")
+    key = conn.get("AccountKey") or os.environ.get("AZURE_STORAGE_KEY")
+    if not account or not key:
+        raise ConfigError(
+            f"export target {spec.url}: set AZURE_STORAGE_CONNECTION_STRING, or "
+            "AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY"
+        )
+    kwargs: dict[str, str] = {}
+    endpoint = conn.get("BlobEndpoint") or os.environ.get("AZURE_STORAGE_BLOB_ENDPOINT")
+    if endpoint:
+        parts = urlsplit(endpoint)
+        for service in ("blob", "dfs"):
+            kwargs[f"{service}_storage_authority"] = parts.netloc
+            kwargs[f"{service}_storage_scheme"] = parts.scheme or "https"
+    return pafs.AzureFileSystem(account_name=account, account_key=key, **kwargs)  # type: ignore[arg-type]
+
+
 def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
-    if not spec.is_s3:
+    if not spec.is_remote:
         return pafs.LocalFileSystem()
+    if not spec.is_s3:
+        try:
+            return _cloud_filesystem(spec)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"export target {spec.url}: {exc}") from None
     endpoint = s3_endpoint(spec.endpoint_url)
     kwargs: dict[str, object] = {
         "region": spec.region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
@@ -183,7 +238,7 @@ class ExportTarget:
     def put_marker(self, directory: str) -> None:
         path = self.spec.path(f"{directory}/{SUCCESS}")
         try:
-            if not self.spec.is_s3:
+            if not self.spec.is_remote:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "wb") as f:
                     os.fsync(f.fileno())
@@ -225,8 +280,8 @@ class ExportTarget:
         return None if lo is None or hi is None else (lo, hi)
 
     def abort_uploads(self, topic: str) -> int:
-        """Abort unfinished multipart uploads under the topic's directory (S3 only)."""
-        if not self.spec.is_s3:
+        """Abort unfinished multipart uploads under the topic's directory (object stores)."""
+        if not self.spec.is_remote:
             return 0
         from offloader.store import open_store
 

@@ -20,7 +20,7 @@ from offloader.errors import (
 from offloader.keyring import key_ring_path
 from offloader.ledgers import FsyncPolicy, LedgerStore
 from offloader.ledgers.info import FSYNC_POLICIES
-from offloader.location import is_s3_url, parse_store_url, s3_endpoint
+from offloader.location import is_remote_url, parse_store_url, s3_endpoint
 from offloader.metadata import (
     check_home,
     cluster_of,
@@ -57,9 +57,9 @@ def build_runtime(
         # the shared store needs no metadata file in the home (a new broker's is empty)
         open_read_only = check_home(home_path, read_only=read_only and not shared)
     except NotFound as exc:
-        if not is_s3_url(store_url):
+        if not is_remote_url(store_url):
             raise
-        missing_home, open_read_only = exc, True  # after the S3 settings' own checks
+        missing_home, open_read_only = exc, True  # after the remote store's own checks
     if open_read_only:
         create_store = False
     else:

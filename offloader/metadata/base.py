@@ -84,8 +84,9 @@ class TopicRecord:
 class DriverMetadata:
     """Where an offload's objects live (Pulsar's ``OffloadDriverMetadata``: name + properties).
 
-    ``name`` is the driver (``aws-s3``, ``file``); ``properties`` holds ``store_url``,
-    ``bucket``, ``region`` and ``endpoint`` (empty strings when unset), never credentials.
+    ``name`` is the driver (``aws-s3``, ``google-cloud-storage``, ``azureblob``, ``file``);
+    ``properties`` holds ``store_url``, ``bucket`` (an Azure container), ``region`` and
+    ``endpoint`` (empty strings when unset), never credentials.
     """
 
     name: str

@@ -181,7 +181,7 @@ class SparkRunner:
         conf = self.config()
 
         def run(items: Any) -> Any:
-            fs = conf.target.open() if conf.target.is_s3 else None
+            fs = conf.target.open() if conf.target.is_remote else None
             for rt in items:
                 yield from write_range_task(reader, rt, conf, fs)
 
@@ -223,7 +223,7 @@ class LocalRunner(SparkRunner):
         reader = self._reader(plans)
         tasks = self._tasks(reader, plans)
         conf = self.config()
-        fs = conf.target.open() if conf.target.is_s3 else None
+        fs = conf.target.open() if conf.target.is_remote else None
         return [w for rt in tasks for w in write_range_task(reader, rt, conf, fs)]
 
 

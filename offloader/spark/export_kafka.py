@@ -132,7 +132,7 @@ class KafkaRunner:
 
         def one(rt: RangeTask) -> list[WrittenFile | Held]:
             return write_range_task(
-                reader, rt, conf, conf.target.open() if conf.target.is_s3 else None
+                reader, rt, conf, conf.target.open() if conf.target.is_remote else None
             )
 
         return self._run(one, tasks)

@@ -296,11 +296,31 @@ def _write_s3(fs: Any, path: str, table: pa.Table) -> tuple[int, bytes]:
     return size, _footer(collected)
 
 
+def _write_whole(conf: WriteConfig, relative: str, table: pa.Table) -> tuple[int, bytes]:
+    """GCS and Azure: the file built in memory and put whole through :mod:`offloader.store`
+    (one PUT: the name appears complete or not at all; no rename, which Azure's flat namespace
+    does not have)."""
+    out = pa.BufferOutputStream()
+    collected: list[Any] = []
+    pq.write_table(table, out, compression="zstd", metadata_collector=collected)
+    data = out.getvalue()
+    crash_point("export.before_put")
+    store = conf.target.open_store()
+    try:
+        store.put(relative, memoryview(data), {})
+    finally:
+        store.close()
+    crash_point("export.after_file")
+    return data.size, _footer(collected)
+
+
 def _write(conf: WriteConfig, fs: Any, relative: str, table: pa.Table) -> tuple[int, bytes]:
     """Write ``table`` as the file ``relative``; its size and its footer (:func:`_footer`)."""
     path = conf.target.path(relative)
     if conf.target.is_s3:
         return _write_s3(fs, path, table)
+    if conf.target.is_remote:
+        return _write_whole(conf, relative, table)
     directory, _, name = path.rpartition("/")
     os.makedirs(directory, exist_ok=True)
     tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
@@ -342,7 +362,7 @@ def write_range_task(
         table, buckets, runs = _not_present(table, buckets, rt.present, conf)
         if not table.num_rows:
             return [*held]
-    if fs is None and conf.target.is_s3:
+    if fs is None and conf.target.is_remote:
         fs = conf.target.open()
     return [*_write_groups(rt, conf, table, buckets, fs, runs), *held]
 

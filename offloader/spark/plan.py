@@ -57,8 +57,10 @@ __all__ = [
 #: ``(topic, ledger_id, entry_id, payload)``; topic is None when nothing records it
 Record = tuple[str | None, int, int, bytes]
 
-#: environment variables the executors need to reach the store (credentials included)
-AWS_ENV_PREFIXES = ("AWS_",)
+#: environment variables the executors need to reach the store (credentials included): AWS's,
+#: Google's (``STORAGE_EMULATOR_HOST``, ``GOOGLE_APPLICATION_CREDENTIALS``, ...) and Azure's
+#: (``AZURE_STORAGE_CONNECTION_STRING``, ``AZURE_STORAGE_ACCOUNT``, ``AZURE_STORAGE_KEY``)
+AWS_ENV_PREFIXES = ("AWS_", "STORAGE_EMULATOR_HOST", "GOOGLE_", "AZURE_STORAGE_")
 #: index loads the driver runs in parallel
 INDEX_LOAD_THREADS = 8
 
@@ -66,7 +68,8 @@ _MANAGED_LEDGER = re.compile(r"^([^/]+)/([^/]+)/persistent/(.+)$")
 
 
 def aws_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The ``AWS_*`` variables of ``environ`` (default: this process), to hand to executors."""
+    """The store variables of ``environ`` (default: this process), to hand to executors:
+    ``AWS_*``, and GCS's and Azure's (:data:`AWS_ENV_PREFIXES`)."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if k.startswith(AWS_ENV_PREFIXES)}
 

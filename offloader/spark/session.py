@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from offloader.spark.daemon import DAEMON_CONF, DAEMON_MODULE
-from offloader.spark.plan import aws_environment
+from offloader.spark.plan import AWS_ENV_PREFIXES, aws_environment
 
 __all__ = ["HIDE_TRACEBACK_CONF", "JVM_NOISE", "QUIET_LOG4J2", "local_session", "propagate_aws_env"]
 
@@ -107,8 +107,9 @@ def local_session(
 
 
 def propagate_aws_env(sc: Any) -> None:
-    """Copy this process's ``AWS_*`` variables into the environment of new Python workers."""
+    """Copy this process's store variables (``AWS_*``, GCS's and Azure's) into the environment
+    of new Python workers."""
     env = sc.environment
-    for key in [k for k in env if k.startswith("AWS_")]:
+    for key in [k for k in env if k.startswith(AWS_ENV_PREFIXES)]:
         del env[key]
     env.update(aws_environment())

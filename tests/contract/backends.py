@@ -8,9 +8,12 @@ from typing import Any
 
 import crc32c
 
+from devservers.cloud import AzuriteEmulator, GcsEmulator
 from devservers.endpoint import S3Endpoint
 from offloader.config import OffloadSettings
+from offloader.store.azure import AzureObjectStore
 from offloader.store.base import ObjectStore, UploadedPart
+from offloader.store.gcs import GCSObjectStore
 from offloader.store.s3 import S3ObjectStore
 
 KiB = 1024
@@ -25,7 +28,7 @@ PREFIX = "pfx/run"
 
 @dataclass
 class Backend:
-    name: str  # "local", "moto" or "rgw"
+    name: str  # "local", "moto", "rgw", "gcs" or "azure"
     store: ObjectStore
     part_size: int  # smallest non-final part the backend accepts (kept small for speed)
     endpoint: S3Endpoint | None = None
@@ -45,6 +48,24 @@ def make_s3_store(
         aws_access_key_id=endpoint.access_key,
         aws_secret_access_key=endpoint.secret_key,
         **kwargs,
+    )
+
+
+def make_gcs_store(
+    emulator: GcsEmulator, bucket: str, prefix: str = PREFIX, **kwargs: Any
+) -> GCSObjectStore:
+    kwargs.setdefault("settings", TEST_SETTINGS)
+    kwargs.setdefault("page_size", PAGE_SIZE)
+    return GCSObjectStore(bucket, prefix, endpoint=emulator.url, **kwargs)
+
+
+def make_azure_store(
+    emulator: AzuriteEmulator, container: str, prefix: str = PREFIX, **kwargs: Any
+) -> AzureObjectStore:
+    kwargs.setdefault("settings", TEST_SETTINGS)
+    kwargs.setdefault("page_size", PAGE_SIZE)
+    return AzureObjectStore(
+        container, prefix, connection_string=emulator.connection_string, **kwargs
     )
 
 

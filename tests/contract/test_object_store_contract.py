@@ -52,7 +52,7 @@ from tests.contract.backends import (
 def test_satisfies_protocol(store: ObjectStore) -> None:
     assert isinstance(store, ObjectStore)
     assert store.supports_conditional_put is True
-    assert store.url.split("://")[0] in ("file", "s3")
+    assert store.url.split("://")[0] in ("file", "s3", "gs", "az")
 
 
 def test_put_get_head_round_trip(store: ObjectStore) -> None:

@@ -65,7 +65,11 @@ def test_spec_validation_and_fingerprint() -> None:
     with pytest.raises(ConfigError):
         normalize_target("s3://key:secret@b/p")
     with pytest.raises(ConfigError):
-        normalize_target("gs://b")
+        normalize_target("hdfs://b")
+    assert normalize_target("gs://b/p/") == "gs://b/p"
+    assert normalize_target("abfs://c@acct.dfs.core.windows.net/lake") == "az://c/lake"
+    with pytest.raises(ConfigError):
+        normalize_target("gs://key:secret@b/p")
     for bad in (
         {"generation": 0},
         {"max_file_size": 10},

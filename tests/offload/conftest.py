@@ -1,7 +1,8 @@
 """Fixtures and helpers for the writer and ReadHandle tests.
 
-``store_kind`` runs a test on a :class:`LocalObjectStore` (fast), on moto's server and on Ceph
-RGW (deselected with one summary line when Ceph is not installed, see tests/conftest.py).
+``store_kind`` runs a test on a :class:`LocalObjectStore` (fast), on moto's server, on Ceph
+RGW (deselected with one summary line when Ceph is not installed, see tests/conftest.py), on
+fake-gcs-server and on Azurite.
 RGW enforces S3's 5 MiB minimum for non-final parts, so :func:`settings_for` raises the block
 size to 5 MiB there; moto's test server accepts parts down to 1 KiB and local stores any size.
 The golden cases are read from ``tests/golden`` (data, index, manifest) and their payloads are
@@ -36,6 +37,8 @@ STORE_KINDS = [
     "local",
     pytest.param("moto", marks=pytest.mark.s3),
     pytest.param("rgw", marks=[pytest.mark.s3, pytest.mark.rgw]),
+    pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("azure", marks=pytest.mark.azure),
 ]
 
 
@@ -141,6 +144,22 @@ def s3_store(endpoint: S3Endpoint, settings: OffloadSettings | None = None) -> O
     )
 
 
+def cloud_store(kind: str, request: pytest.FixtureRequest) -> ObjectStore:
+    """A store on a fresh bucket (GCS, fake-gcs-server) or container (Azure, Azurite)."""
+    settings = OffloadSettings(max_attempts=2, read_timeout=30.0)
+    if kind == "gcs":
+        from offloader.store.gcs import GCSObjectStore
+
+        gcs = request.getfixturevalue("gcs_emulator")
+        return GCSObjectStore(gcs.new_bucket(), endpoint=gcs.url, settings=settings)
+    from offloader.store.azure import AzureObjectStore
+
+    azurite = request.getfixturevalue("azurite")
+    return AzureObjectStore(
+        azurite.new_container(), connection_string=azurite.connection_string, settings=settings
+    )
+
+
 def leftovers(store: ObjectStore) -> tuple[list[str], list[str]]:
     """(object keys, keys of incomplete multipart uploads) in the store."""
     return ([o.key for o in store.list()], [u.key for u in store.list_multipart_uploads()])
@@ -162,6 +181,8 @@ def store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> It
     """An empty store of ``store_kind`` (a fresh bucket on the S3 servers)."""
     if store_kind == "local":
         result: ObjectStore = LocalObjectStore(tmp_path / "objects")
+    elif store_kind in ("gcs", "azure"):
+        result = cloud_store(store_kind, request)
     else:
         endpoint: S3Endpoint = request.getfixturevalue(f"{store_kind}_endpoint")
         result = s3_store(endpoint)
