@@ -122,7 +122,7 @@ def render(root: click.Command, prog: str = "offloader") -> str:
         ctx = click.Context(
             command,
             info_name=title,
-            help_option_names=_inherited_settings(root).get("help_option_names"),
+            help_option_names=_help_option_names(root),
         )
         pieces = command.collect_usage_pieces(ctx)
         lines += ["```text", f"Usage: {title} {' '.join(pieces)}".rstrip(), "```", ""]
