@@ -137,18 +137,21 @@ def advance_watermark(
     software_version: str,
 ) -> bool:
     """Raise ``name``'s watermark to ``position`` (True) unless it is already there or higher
-    (False). Creates the new position's object, then deletes the lower ones.
+    (False): the new position's object is created; the lower ones stay.
+
+    Lower objects are never deleted here: a listing is not a snapshot (a file store's directory
+    scan, S3's pages), so a reader listing while a writer created a higher key and deleted a
+    lower one could miss both and see the watermark move backwards. Keeping them costs one
+    small key per offloaded ledger; the highest is the watermark, and a topic's deletion
+    removes them all (:func:`delete_watermarks`).
 
     The watermark this process last wrote or listed is remembered, so that an offload costs
-    one PUT and one DELETE, not a LIST too. A stale memory is safe: only keys known to be
-    lower than the one just created are deleted, so the highest key always survives; a key
-    another process wrote meanwhile is at worst left beside ours until a listing writer (or
-    the topic's deletion) removes it."""
+    one PUT, not a LIST too; a stale memory is safe (a lower position's key is written beside
+    the higher one, which still wins)."""
     cache_key = (store.url, kind, name)
     with _LAST_LOCK:
         known = _LAST.get(cache_key)
     if known is None:
-        lower: list[str] = []
         for info in store.list(watermark_prefix(kind, name)):
             try:
                 parsed = parse_watermark_key(info.key)
@@ -157,11 +160,8 @@ def advance_watermark(
             if parsed.position >= position:
                 _remember(cache_key, parsed.position, info.key)
                 return False
-            lower.append(info.key)
     elif known[0] >= position:
         return False
-    else:
-        lower = [known[1]]
     key = watermark_key(kind, name, position, tag)
     body = encode_watermark_body(kind, name, position, tag, now_ms)
     metadata = {MANIFEST_KIND_KEY: f"watermark-{kind}-v1", SOFTWARE_VERSION_KEY: software_version}
@@ -169,8 +169,6 @@ def advance_watermark(
         store.put(key, body, metadata, if_none_match=True)
     crash_point("manifest.after_watermark_put")
     _remember(cache_key, position, key)
-    for old in lower:
-        store.delete(old)
     return True
 
 

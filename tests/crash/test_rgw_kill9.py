@@ -115,8 +115,15 @@ def test_kill9_of_radosgw_mid_upload_then_recovery(
         assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
         (orphans,) = json_lines(ok(home, *store, "--json", "objects", "orphans", "--min-age", "0"))
         assert orphans["objects"] == [] and orphans["uploads"] == [], orphans
-        keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
-        assert len(keys) == 2 and keys[1] == keys[0] + "-index", keys  # one offload, whole
+        listed = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
+        # the offload's data and index, plus its completion marker and the topic's watermark
+        # (spec/bucket-manifests.md): nothing of the dead attempt
+        keys = [k for k in listed if "/_offloader/" not in k]
+        assert len(keys) == 2 and keys[1] == keys[0] + "-index", listed  # one offload, whole
+        manifests = [k for k in listed if "/_offloader/" in k]
+        assert (
+            len(manifests) == 2 and keys[0].rsplit("/", 1)[1].split("-ledger-")[0] in (manifests[0])
+        ), listed
         _ok(home, *store, "objects", "verify", "--verify-checksums")
         _ok(home, *store, "namespaces", "set-offload-deletion-lag", "public/default",
             "-l", "0")  # fmt: skip
