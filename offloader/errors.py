@@ -55,6 +55,8 @@ __all__ = [
     "InvalidLedgerState",
     "InvalidName",
     "InvalidStoreKey",
+    "KafkaMetadataError",
+    "KafkaMetadataUnavailable",
     "KeyRingError",
     "LedgerClosedError",
     "LedgerExistsError",
@@ -211,6 +213,17 @@ class PulsarMetadataError(OffloaderError):
 
 class PulsarMetadataUnavailable(PulsarMetadataError):
     """A Pulsar cluster's metadata store cannot be reached (or the session to it broke)."""
+
+
+class KafkaMetadataError(OffloaderError):
+    """A Kafka cluster's metadata (ZooKeeper znodes or a KRaft metadata log) refused a read,
+    lacks what the sidecar needs, or holds a value it cannot use. The message names the path.
+    The project never writes to it."""
+
+
+class KafkaMetadataUnavailable(KafkaMetadataError):
+    """A Kafka cluster's metadata cannot be reached (ZooKeeper down, the metadata log dir
+    missing)."""
 
 
 class InvalidName(OffloaderError):

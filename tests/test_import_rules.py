@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "offloader.metadata": 2,
     "offloader.ledgers": 2,
     "offloader.pulsar_cluster": 2,  # a real Pulsar cluster's metadata store, read only
+    "offloader.kafka_cluster": 2,  # a Kafka cluster's metadata (ZooKeeper or KRaft), read only
     "offloader.keyring": 1,
     "offloader.metrics.prometheus": 2,  # the exporter: a backend of the metrics set
     # what every flow shares
@@ -68,6 +69,9 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.pulsar_cluster", "offloader.store"),
     ("offloader.pulsar_cluster", "offloader.metadata"),
     ("offloader.pulsar_cluster", "offloader.ledgers"),
+    ("offloader.kafka_cluster", "offloader.store"),
+    ("offloader.kafka_cluster", "offloader.metadata"),
+    ("offloader.kafka_cluster", "offloader.ledgers"),
     ("offloader.spark", "offloader.service"),
     ("offloader.service", "offloader.spark"),
     ("offloader.spark", "offloader.offload"),
@@ -110,7 +114,7 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
     "prometheus_client": ("offloader.metrics.prometheus",),
-    "kazoo": ("offloader.pulsar_cluster.zookeeper",),
+    "kazoo": ("offloader.pulsar_cluster.zookeeper", "offloader.kafka_cluster.zookeeper"),
     # the catalog and table calls (errors translated there), the FileIO pyiceberg loads, and
     # the DataFiles of a run's files built from their footers with pyiceberg's helpers
     "pyiceberg": (
