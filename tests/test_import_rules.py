@@ -491,7 +491,11 @@ ERROR_MODULES = (
     "offloader.errors",
 )
 #: internal signals raised and caught inside one flow, never seen by a caller
-INTERNAL_SIGNALS = {"offloader.kafka.segments.SegmentGone"}
+INTERNAL_SIGNALS = {
+    "offloader.kafka.segments.SegmentGone",
+    # malformed bytes inside the metadata record decoder, typed (with the source) on the way out
+    "formats.kafka.metadata_records._Bad",
+}
 
 
 def test_exceptions_live_in_the_one_tree() -> None:

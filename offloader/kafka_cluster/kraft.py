@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from formats.kafka.batch import (
+    HEADER,
     HEADER_SIZE,
     BatchHeader,
     check_crc,
@@ -124,18 +125,6 @@ class _Topic:
         self.topic_id = topic_id
         self.kafka_id = _kafka_id(topic_id)
         self.partitions: dict[int, _Partition] = {}
-
-
-class _Truncated(Exception):
-    """Internal: the segment being followed was truncated under the view."""
-
-
-class _Corrupt(Exception):
-    """Internal: the log is unreadable at a position (carries the typed error)."""
-
-    def __init__(self, error: KafkaMetadataError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class KRaftClusterView:
@@ -277,12 +266,9 @@ class KRaftClusterView:
                 self._truncation_seen()
             if not self._loaded:
                 self._load_snapshot(snapshots[-1] if snapshots else None)
-            try:
-                self._follow(segments)
-            except _Truncated:
-                self._truncation_seen()
-                continue
-            return
+            if self._follow(segments):
+                return
+            self._truncation_seen()
         raise KafkaMetadataError(
             f"{self._dir}: the metadata log was truncated under the view three times in a row"
         )
@@ -370,9 +356,11 @@ class KRaftClusterView:
             )
 
     # --- the log ---------------------------------------------------------------------------
-    def _follow(self, segments: list[tuple[int, Path]]) -> None:
+    def _follow(self, segments: list[tuple[int, Path]]) -> bool:
+        """Read the log from the view's place; False when its segment was truncated under
+        it."""
         if not segments:
-            return
+            return True
         first = segments[0][0]
         if first > self._next_offset:
             where = (
@@ -400,22 +388,21 @@ class KRaftClusterView:
                 self._segment = path
                 self._position = 0
                 self._last_batch = None
-            newest = i == len(segments) - 1
-            try:
-                self._read_segment(path, newest)
-            except _Corrupt as exc:
-                raise exc.error from None
+            if not self._read_segment(path, newest=i == len(segments) - 1):
+                return False
+        return True
 
-    def _read_segment(self, path: Path, newest: bool) -> None:
+    def _read_segment(self, path: Path, *, newest: bool) -> bool:
         source = str(path)
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below, read in chunks
         except FileNotFoundError:
-            return  # deleted since the listing: the next refresh sees the new layout
+            return True  # deleted since the listing: the next refresh sees the new layout
         except OSError as exc:
             raise KafkaMetadataUnavailable(f"{source}: cannot read: {exc.strerror}") from None
         with handle:
-            self._check_place(handle)
+            if not self._in_place(handle):
+                return False
             handle.seek(self._position)
             buf = b""
             buf_start = self._position  # the file position of buf[0]
@@ -429,25 +416,22 @@ class KRaftClusterView:
                 for header in self._batches(buf, pos, source, buf_start, eof, newest):
                     self._apply_batch(buf, header, source, buf_start)
                 if eof:
-                    return
+                    return True
 
-    def _check_place(self, handle: BinaryIO) -> None:
-        """Raise :class:`_Truncated` when the open segment no longer holds what the view read
-        from it: shorter than the position reached, or another batch where the last one
-        applied was."""
+    def _in_place(self, handle: BinaryIO) -> bool:
+        """False when the open segment no longer holds what the view read from it: shorter
+        than the position reached, or another batch where the last one applied was."""
         if os.fstat(handle.fileno()).st_size < self._position:
-            raise _Truncated
+            return False
         if self._last_batch is None:
-            return
+            return True
         position, base_offset, crc = self._last_batch
         handle.seek(position)
         head = handle.read(HEADER_SIZE)
-        try:
-            header = read_batch_header(head, 0) if len(head) == HEADER_SIZE else None
-        except KafkaFormatError:
-            header = None
-        if header is None or header.base_offset != base_offset or header.crc != crc:
-            raise _Truncated
+        if len(head) != HEADER_SIZE:
+            return False
+        fields = HEADER.unpack(head)
+        return bool(fields[0] == base_offset and fields[4] == crc)
 
     def _batches(
         self, buf: bytes, pos: int, source: str, base: int, eof: bool, newest: bool
@@ -462,9 +446,9 @@ class KRaftClusterView:
             except KafkaTruncatedError as exc:
                 if not eof or newest:
                     return
-                raise _Corrupt(self._error(source, base + pos, exc)) from None
+                raise self._error(source, base + pos, exc) from None
             except KafkaFormatError as exc:
-                raise _Corrupt(self._error(source, base + pos, exc)) from None
+                raise self._error(source, base + pos, exc) from None
             yield header
             pos = header.end
 
@@ -478,7 +462,7 @@ class KRaftClusterView:
         try:
             check_crc(buf, header, source=source)
         except KafkaFormatError as exc:
-            raise _Corrupt(self._error(source, base + header.position, exc)) from None
+            raise self._error(source, base + header.position, exc) from None
         if header.last_offset >= self._next_offset and not header.is_control:
             apply = self._apply
             floor = self._next_offset
@@ -492,7 +476,7 @@ class KRaftClusterView:
                         if offset >= floor:
                             apply(record)
             except KafkaFormatError as exc:
-                raise _Corrupt(self._error(source, base + header.position, exc)) from None
+                raise self._error(source, base + header.position, exc) from None
         if header.next_offset > self._next_offset:
             self._next_offset = header.next_offset
         self._position = base + header.end

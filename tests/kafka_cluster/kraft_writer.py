@@ -187,10 +187,18 @@ class KRaftLog:
                 )
         return records
 
-    def write_snapshot(self, *, per_batch: int = 50, footer: bool = True) -> Path:
-        """A snapshot of the model at the next offset, as Kafka writes one: to a
-        ``.checkpoint.part`` file first, renamed when complete."""
-        end = self.next_offset
+    def write_snapshot(
+        self,
+        records: list[MetadataRecord] | None = None,
+        *,
+        end_offset: int | None = None,
+        per_batch: int = 50,
+        footer: bool = True,
+    ) -> Path:
+        """A snapshot (of the model at the next offset unless ``records`` and ``end_offset``
+        are given), as Kafka writes one: to a ``.checkpoint.part`` file first, renamed when
+        complete."""
+        end = self.next_offset if end_offset is None else end_offset
         name = snapshot_file_name(end, self.raft_epoch)
         part = self.dir / (name + ".part")
         offset = 0
@@ -208,7 +216,8 @@ class KRaftLog:
             control=True,
         )
         offset += 1
-        records = self.state_records()
+        if records is None:
+            records = self.state_records()
         for start in range(0, len(records), per_batch):
             chunk = records[start : start + per_batch]
             out += encode_batch(
