@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "iceberg": "bench.iceberg",
     "pulsar_cluster": "bench.pulsar_cluster",
     "clouds": "bench.clouds",
+    "kafka_cluster": "bench.kafka_cluster",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

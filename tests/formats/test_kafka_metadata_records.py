@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -334,3 +336,23 @@ def test_garbage_records_in_a_batch_are_typed_errors(junk: bytes, at: int) -> No
     (header,) = iter_batch_headers(raw, verify_crc=False)
     with contextlib.suppress(FormatError):
         list(iter_batch_metadata(raw, header))
+
+
+# --- the worked examples of spec/kafka-metadata.md (run by tests/formats/test_spec_vectors.py)
+def _check_vector(expected: MetadataRecord) -> Callable[[bytes], None]:
+    def check(raw: bytes) -> None:
+        assert encode_metadata_record(expected) == raw
+        assert decode_metadata_record(raw) == expected
+
+    return check
+
+
+KRAFT_CHECKS: dict[str, Callable[[Any], None]] = {
+    "kraft-topic-record": _check_vector(TopicRecord("orders", TID)),
+    "kraft-config-record": _check_vector(
+        ConfigRecord(2, "orders", "remote.storage.enable", "true")
+    ),
+    "kraft-partition-change-record": _check_vector(
+        PartitionChangeRecord(1, TID, isr=(2, 3), leader=3)
+    ),
+}
