@@ -466,7 +466,54 @@ def _decode_config(buf: Buffer, pos: int, end: int, version: int) -> ConfigRecor
     return ConfigRecord(resource_type, resource_name, name, value, version, tuple(unknown))
 
 
+#: ``>{n}i`` for the short int32 arrays of the fast path
+_INT32S: Final = tuple(struct.Struct(f">{n}i") for n in range(32))
+
+
 def _decode_partition_change(
+    buf: Buffer, pos: int, end: int, version: int
+) -> PartitionChangeRecord:
+    """The common shapes (at most an ISR of < 32 replicas and a leader, one-byte tags and
+    sizes) inline; anything else through :func:`_decode_partition_change_fields`."""
+    if pos + 21 <= end and buf[pos + 20] <= 2:
+        at = pos + 21
+        isr: Int32s | None = None
+        leader = NO_LEADER_CHANGE
+        for _ in range(buf[pos + 20]):
+            if at + 2 > end:
+                break
+            tag = buf[at]
+            size = buf[at + 1]
+            at += 2
+            if tag == 1 and size == 4 and at + 4 <= end:
+                leader = _I32.unpack_from(buf, at)[0]
+            elif tag == 0 and 0 < size < 0x80 and at + size <= end and buf[at] * 4 == size + 3:
+                isr = _INT32S[buf[at] - 1].unpack_from(buf, at + 1)
+            else:
+                break
+            at += size
+        else:
+            if at == end:
+                partition_id, topic_id = _I32_UUID.unpack_from(buf, pos)
+                return PartitionChangeRecord(
+                    partition_id,
+                    topic_id,
+                    isr,
+                    leader,
+                    None,
+                    None,
+                    None,
+                    NO_RECOVERY_STATE_CHANGE,
+                    None,
+                    None,
+                    None,
+                    version,
+                    (),
+                )
+    return _decode_partition_change_fields(buf, pos, end, version)
+
+
+def _decode_partition_change_fields(
     buf: Buffer, pos: int, end: int, version: int
 ) -> PartitionChangeRecord:
     if pos + 20 > end:

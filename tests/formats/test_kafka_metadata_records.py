@@ -356,3 +356,22 @@ KRAFT_CHECKS: dict[str, Callable[[Any], None]] = {
         PartitionChangeRecord(1, TID, isr=(2, 3), leader=3)
     ),
 }
+
+
+@given(partition_change_records())
+@settings(max_examples=300, deadline=None)
+def test_the_fast_partition_change_path_agrees_with_the_general_one(
+    record: PartitionChangeRecord,
+) -> None:
+    from formats.kafka.metadata_records import (
+        _decode_partition_change,
+        _decode_partition_change_fields,
+    )
+
+    raw = encode_metadata_record(record)
+    assert _decode_partition_change(raw, 3, len(raw), record.version) == (
+        _decode_partition_change_fields(raw, 3, len(raw), record.version)
+    )
+    simple = PartitionChangeRecord(record.partition_id, record.topic_id, record.isr, record.leader)
+    raw = encode_metadata_record(simple)
+    assert _decode_partition_change(raw, 3, len(raw), 0) == simple
