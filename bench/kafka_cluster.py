@@ -131,10 +131,10 @@ def _write_log(root: Path, records: int, partitions: int, seed: int = 7) -> tupl
         batch = []
         for _ in range(size):
             index = rng.randrange(len(leaders))
-            replicas = leaders[index]
+            members = leaders[index]
             t, p = divmod(index, per_topic)
-            new = rng.choice(replicas)
-            isr = tuple(sorted({new, *rng.sample(replicas, 1)}))
+            new = rng.choice(members)
+            isr = tuple(sorted({new, *rng.sample(members, 1)}))
             batch.append(PartitionChangeRecord(p, ids[t], isr=isr, leader=new))
         append(batch)
     segment.close()
