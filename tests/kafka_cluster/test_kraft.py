@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from formats.kafka.codecs import GZIP, ZSTD
 from formats.kafka.encode import NewRecord, encode_batch
 from formats.kafka.metadata_records import (
     RESOURCE_BROKER,
@@ -433,3 +434,30 @@ def test_the_contract_writer_makes_a_log_the_view_follows(tmp_path: Path) -> Non
         assert t is not None and t.config.retention_bytes == 100 and t.config.retention_ms == 10
         with pytest.raises(ValueError, match="cannot follow"):
             writer.set_leader("t", 0, 1, 2, [1])
+
+
+def test_refresh_reads_only_what_was_appended(mlog: KRaftLog) -> None:
+    mlog.append(topic("t", A, {0: (1, 2)}))
+    mlog.append([PartitionChangeRecord(0, A, leader=2)])
+    view = KRaftClusterView(mlog.root)
+    with open(mlog.segment, "r+b") as handle:  # damage the first batch, already applied
+        handle.seek(70)
+        handle.write(b"\xff\xff\xff\xff")
+    mlog.append([PartitionChangeRecord(0, A, leader=1)])
+    view.refresh()  # the damaged bytes are behind the view's position: not read again
+    p = view.partition("t", 0)
+    assert p is not None and (p.leader, p.leader_epoch) == (1, 2)
+    with pytest.raises(KafkaMetadataError, match="CRC32C"):
+        KRaftClusterView(mlog.root)  # a new view reads them
+
+
+@pytest.mark.parametrize("codec", [GZIP, ZSTD])
+def test_compressed_batches(mlog: KRaftLog, codec: int) -> None:
+    values = [encode_metadata_record(r) for r in topic("t", A, {0: (1, 2), 1: (2, 1)})]
+    batch = encode_batch(
+        [NewRecord(TIMESTAMP, None, v) for v in values], base_offset=0, codec=codec
+    )
+    mlog.append_raw(batch, len(values))
+    view = KRaftClusterView(mlog.root)
+    p = view.partition("t", 1)
+    assert p is not None and p.leader == 2
