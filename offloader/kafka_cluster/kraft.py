@@ -357,8 +357,8 @@ class KRaftClusterView:
 
     # --- the log ---------------------------------------------------------------------------
     def _follow(self, segments: list[tuple[int, Path]]) -> bool:
-        """Read the log from the view's place; False when its segment was truncated under
-        it."""
+        """Read the log from the view's place; False when a segment was truncated or deleted
+        under it."""
         if not segments:
             return True
         first = segments[0][0]
@@ -397,7 +397,7 @@ class KRaftClusterView:
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below, read in chunks
         except FileNotFoundError:
-            return True  # deleted since the listing: the next refresh sees the new layout
+            return False  # deleted since the listing: start again from a new listing
         except OSError as exc:
             raise KafkaMetadataUnavailable(f"{source}: cannot read: {exc.strerror}") from None
         with handle:
