@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "transform": "bench.transform",
     "kafka": "bench.kafka",
     "kafka_spark": "bench.kafka_spark",
+    "kafka_kraft": "bench.kafka_kraft",
     "metrics": "bench.metrics",
     "metadata": "bench.metadata",
     "rebuild": "bench.rebuild",
@@ -34,7 +35,6 @@ BENCHMARKS: dict[str, str] = {
     "iceberg": "bench.iceberg",
     "pulsar_cluster": "bench.pulsar_cluster",
     "clouds": "bench.clouds",
-    "kafka_cluster": "bench.kafka_cluster",
 }
 
 USAGE = f"usage: python -m bench <name> [args...] | all | list\nbenchmarks: {', '.join(BENCHMARKS)}"

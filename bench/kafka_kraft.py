@@ -1,6 +1,6 @@
 """Following a KRaft metadata log: the KRaft cluster view's catch-up and its steady state.
 
-``python -m bench kafka_cluster [--records N] [--partitions P] [--repeat R]``
+``python -m bench kafka_kraft [--records N] [--partitions P] [--repeat R]``
 
 A ``__cluster_metadata-0`` log of N records (1,000,000 by default) over P partitions (10,000:
 100 topics of 100) is written with the project's encoder (:mod:`formats.kafka.metadata_records`)
@@ -10,15 +10,15 @@ as a controller writes one: a ``FeatureLevelRecord``, each topic's creation as o
 broker records the view skips and leader change control batches between them, in segments
 rolled every quarter of the log.
 
-* ``kafka_cluster.catch_up``: opening a :class:`~offloader.kafka_cluster.kraft.KRaftClusterView`
+* ``kafka_kraft.catch_up``: opening a :class:`~offloader.kafka_cluster.kraft.KRaftClusterView`
   on the log (every record read, decoded and applied) against a bare read of the same log's
   batches with the project's batch reader (``iter_batch_headers`` with the CRC32C check and
   ``decode_records`` of every batch: what any reader of the log must do at least). Lower is
   better; goal ratio <= 2. A second line compares it with the CRC-checked header walk alone
   (no record decoded), for scale.
-* ``kafka_cluster.refresh_idle``: one ``refresh()`` with nothing appended (a listing, one
+* ``kafka_kraft.refresh_idle``: one ``refresh()`` with nothing appended (a listing, one
   open, a header read) against one ``os.listdir`` of the directory; reported, no goal.
-* ``kafka_cluster.leadership_pass``: the leadership check of an upload pass: ``refresh()``
+* ``kafka_kraft.leadership_pass``: the leadership check of an upload pass: ``refresh()``
   then ``partition()`` for each of the P partitions, against the same lookups in a plain
   dict; reported per pass, no goal.
 
@@ -190,7 +190,7 @@ def _best(fn: Callable[[], object], repeat: int) -> tuple[float, float, object]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench kafka_cluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench kafka_kraft", description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="records (1000000)")
     parser.add_argument("--partitions", type=int, default=10_000, help="partitions (10000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure, best kept (3)")
@@ -202,7 +202,7 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         records, size = _write_log(root, args.records, args.partitions)
         note(
-            f"bench kafka_cluster: wrote {records} records ({size / 2**20:.1f} MiB) in "
+            f"bench kafka_kraft: wrote {records} records ({size / 2**20:.1f} MiB) in "
             f"{time.perf_counter() - started:.1f} s"
         )
         _bare_records(root)  # warm the page cache and the imports
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
             "segments": len(_segments(root)),
         }
         report(
-            "kafka_cluster.catch_up",
+            "kafka_kraft.catch_up",
             ours_wall,
             bare_wall,
             "s",
@@ -232,7 +232,7 @@ def main(argv: list[str]) -> int:
             **common,
         )
         report(
-            "kafka_cluster.catch_up_vs_header_walk",
+            "kafka_kraft.catch_up_vs_header_walk",
             ours_wall,
             head_wall,
             "s",
@@ -259,7 +259,7 @@ def main(argv: list[str]) -> int:
         idle_wall, idle_cpu, _ = _best(idle, args.repeat)
         list_wall, list_cpu, _ = _best(listing, args.repeat)
         report(
-            "kafka_cluster.refresh_idle",
+            "kafka_kraft.refresh_idle",
             idle_wall / calls * 1e6,
             list_wall / calls * 1e6,
             "us",
@@ -294,7 +294,7 @@ def main(argv: list[str]) -> int:
         pass_wall, pass_cpu, _ = _best(leadership_pass, args.repeat)
         dict_wall, dict_cpu, _ = _best(dict_pass, args.repeat)
         report(
-            "kafka_cluster.leadership_pass",
+            "kafka_kraft.leadership_pass",
             pass_wall * 1e3,
             dict_wall * 1e3,
             "ms",
