@@ -7,9 +7,12 @@ metadata transactions, segment rolls, new snapshots, truncations and corrupt tai
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from formats.kafka.codecs import GZIP, ZSTD
 from formats.kafka.encode import NewRecord, encode_batch
@@ -20,6 +23,7 @@ from formats.kafka.metadata_records import (
     BeginTransactionRecord,
     ConfigRecord,
     EndTransactionRecord,
+    MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
@@ -29,7 +33,12 @@ from formats.kafka.metadata_records import (
 )
 from formats.kafka.names import uuid_to_kafka
 from offloader.errors import KafkaMetadataError, KafkaMetadataUnavailable
-from offloader.kafka_cluster.base import KAFKA_DEFAULTS, KafkaClusterView, PartitionState
+from offloader.kafka_cluster.base import (
+    KAFKA_DEFAULTS,
+    KafkaClusterView,
+    PartitionState,
+    TopicState,
+)
 from offloader.kafka_cluster.kraft import (
     METADATA_PARTITION_DIR,
     KRaftClusterView,
@@ -48,8 +57,8 @@ B = bytes.fromhex("0b" * 16)
 C = bytes.fromhex("0c" * 16)
 
 
-def topic(name: str, tid: bytes, replicas: dict[int, tuple[int, ...]]) -> list:
-    out: list = [TopicRecord(name, tid)]
+def topic(name: str, tid: bytes, replicas: dict[int, tuple[int, ...]]) -> list[MetadataRecord]:
+    out: list[MetadataRecord] = [TopicRecord(name, tid)]
     for number, reps in replicas.items():
         out.append(PartitionRecord(number, tid, reps, reps, leader=reps[0], leader_epoch=0))
     return out
@@ -107,7 +116,7 @@ def test_records_inside_the_snapshot_are_not_applied_twice(mlog: KRaftLog) -> No
     mlog.append(
         [PartitionChangeRecord(0, A, leader=2), PartitionChangeRecord(0, A, leader=3)]
     )  # offsets 2-3: the snapshot below holds offset 2, not 3
-    state_at_3 = [
+    state_at_3: list[MetadataRecord] = [
         TopicRecord("t", A),
         PartitionRecord(0, A, (1, 2, 3), (1, 2, 3), leader=2, leader_epoch=1),
     ]
@@ -461,3 +470,106 @@ def test_compressed_batches(mlog: KRaftLog, codec: int) -> None:
     view = KRaftClusterView(mlog.root)
     p = view.partition("t", 1)
     assert p is not None and p.leader == 2
+
+
+# --- a property: any run of operations, refreshed at any points, gives the writer's state ----
+NAMES = ("a", "b", "c")
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("create"), st.sampled_from(NAMES), st.integers(1, 3)),
+        st.tuples(st.just("delete"), st.sampled_from(NAMES)),
+        st.tuples(st.just("leader"), st.sampled_from(NAMES), st.integers(0, 2), st.integers(-1, 4)),
+        st.tuples(st.just("isr"), st.sampled_from(NAMES), st.integers(0, 2)),
+        st.tuples(
+            st.just("config"),
+            st.sampled_from(NAMES),
+            st.sampled_from(["retention.ms", "cleanup.policy"]),
+            st.none() | st.sampled_from(["1", "compact"]),
+        ),
+        st.tuples(st.just("default"), st.none() | st.sampled_from(["5", "7"])),
+        st.tuples(st.just("noise")),
+        st.tuples(st.just("roll")),
+        st.tuples(st.just("snapshot")),
+        st.tuples(st.just("refresh")),
+    ),
+    max_size=40,
+)
+
+
+def _expected(mlog: KRaftLog) -> dict[tuple[str, int], PartitionState]:
+    return {
+        (name, number): PartitionState(
+            name,
+            number,
+            None if part.leader < 0 else part.leader,
+            part.leader_epoch,
+            tuple(part.replicas),
+            tuple(part.isr),
+        )
+        for name, state in mlog.topics.items()
+        for number, part in state.partitions.items()
+    }
+
+
+def _check(view: KRaftClusterView, mlog: KRaftLog) -> None:
+    expected = _expected(mlog)
+    assert view.topics() == sorted(mlog.topics)
+    got = {
+        (name, number): state
+        for name in view.topics()
+        for number, state in (view.topic(name) or TopicState(name, None)).partitions.items()
+    }
+    assert got == expected
+    for name in view.topics():
+        t = view.topic(name)
+        assert t is not None and t.topic_id == kid(mlog.topics[name].topic_id)
+        overrides = mlog.configs.get((RESOURCE_TOPIC, name), {})
+        assert t.config.overrides == frozenset(overrides)
+        default = mlog.configs.get((RESOURCE_BROKER, ""), {}).get("log.retention.ms")
+        want = overrides.get("retention.ms", default or KAFKA_DEFAULTS["retention.ms"])
+        assert t.config.get("retention.ms") == want
+
+
+@given(operations)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_run_of_operations(ops: list[tuple]) -> None:  # type: ignore[type-arg]
+    with tempfile.TemporaryDirectory(prefix="kraft-prop.") as tmp:
+        mlog = KRaftLog(Path(tmp))
+        view = KRaftClusterView(mlog.root)
+        serial = 0
+        for op in ops:
+            kind = op[0]
+            if kind == "create" and op[1] not in mlog.topics:
+                serial += 1
+                tid = serial.to_bytes(16, "big")
+                mlog.append(topic(op[1], tid, {p: (1, 2, 3) for p in range(op[2])}))
+            elif kind == "delete" and op[1] in mlog.topics:
+                mlog.append([RemoveTopicRecord(mlog.topics[op[1]].topic_id)])
+            elif kind in ("leader", "isr") and op[1] in mlog.topics:
+                state = mlog.topics[op[1]]
+                if op[2] in state.partitions:
+                    change = (
+                        PartitionChangeRecord(op[2], state.topic_id, leader=op[3])
+                        if kind == "leader"
+                        else PartitionChangeRecord(op[2], state.topic_id, isr=(3,))
+                    )
+                    mlog.append([change])
+            elif kind == "config":
+                mlog.append([ConfigRecord(RESOURCE_TOPIC, op[1], op[2], op[3])])
+            elif kind == "default":
+                mlog.append([ConfigRecord(RESOURCE_BROKER, "", "log.retention.ms", op[1])])
+            elif kind == "noise":
+                mlog.append([no_op()])
+                mlog.append_control()
+            elif kind == "roll":
+                mlog.roll()
+            elif kind == "snapshot":
+                mlog.roll()
+                mlog.write_snapshot()
+                mlog.delete_segments_before(mlog.next_offset)
+            elif kind == "refresh":
+                view.refresh()
+                _check(view, mlog)
+        view.refresh()
+        _check(view, mlog)
+        _check(KRaftClusterView(mlog.root), mlog)
