@@ -9,8 +9,10 @@ range, and **one ranged GET** reads it:
 
 * **start**: the entry at or after the offset names the batch that holds it (entries are a
   batch's *last* offset and its position); the batch before (at the entry below) is read only
-  when it lies within :data:`SKIP_SLACK` bytes, where Kafka's index rule (an entry at most
-  every ``index.interval.bytes``) may have left small unindexed batches in between. When the
+  when it lies within :data:`SKIP_SLACK` bytes (8 KiB), where Kafka's index rule (an entry
+  once more than ``index.interval.bytes`` were appended) may have left small unindexed batches
+  in between. Batches bigger than the interval each have their entry: the read starts at the
+  wanted one (but in a segment's first two batches: its first batch never has an entry). When the
   read starts at the entry and its first batch starts after the offset (an unindexed batch
   held it), the bytes from the entry below are read by a second GET; when even those start
   after it (a wrong ``.index``), the segment is read from its start, as Kafka's own lookup
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from formats.kafka.batch import HEADER_SIZE, BatchHeader, iter_batch_headers
+from formats.kafka.index import INDEX_INTERVAL_BYTES
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.integrity import BatchGuard, VerifiedLog, check_transform, mismatch
@@ -51,8 +54,9 @@ __all__ = ["SKIP_SLACK", "SPAN_SLACK", "FetchedBatches", "fetch_batches", "segme
 log = get_logger(__name__)
 
 #: the batch before the wanted one is read (rather than a second GET risked) when it starts at
-#: most this many bytes before the index entry of the wanted one
-SKIP_SLACK = 64 * 1024
+#: most this many bytes before the index entry of the wanted one: twice Kafka's default
+#: ``index.interval.bytes``, below which entries are that close and batches small
+SKIP_SLACK = 2 * INDEX_INTERVAL_BYTES
 #: a plain ``.log`` read is widened to whole spans (every byte span-checked) when that costs
 #: at most this many bytes (or a tenth of the range)
 SPAN_SLACK = 128 * 1024
@@ -159,7 +163,7 @@ def _plan(
     j = bisect.bisect_left(offsets, target)  # the first entry at or after the offset
     floor = positions[j - 1] if j > 0 else 0
     start = floor
-    if j < len(positions) and positions[j] - floor > SKIP_SLACK:
+    if 0 < j < len(positions) and positions[j] - floor > SKIP_SLACK:
         start = positions[j]  # the entry names the batch holding the offset (its last offset)
     first_end = positions[j + 1] if j + 1 < len(positions) else size  # that batch's end, at most
     end = size
