@@ -95,7 +95,9 @@ def test_c_columns_are_the_pure_columns_and_the_records(
     st.lists(record, min_size=1, max_size=4),
     st.data(),
 )
-def test_malformed_records_raise_the_same_typed_error(rows: list[NewRecord], data: st.DataObject) -> None:  # fmt: skip
+def test_malformed_records_raise_the_same_typed_error(
+    rows: list[NewRecord], data: st.DataObject
+) -> None:
     payload = bytearray(b"".join(encode_record(r, i, 0) for i, r in enumerate(rows)))
     how = data.draw(st.sampled_from(["cut", "flip", "splice", "count", "garbage"]))
     count = len(rows)

@@ -237,7 +237,7 @@ def test_edge_batches_in_partial_spans_are_checked_against_the_index(
     store.delete(key)
     store.put(key, bytes(data), got.metadata)
     # the batch's first bytes sit in a partial span at the edge of the read: the .index refuses
-    with pytest.raises(RemoteSegmentMismatch, match="where the .index puts offsets"):
+    with pytest.raises(RemoteSegmentMismatch, match=r"where the \.index puts offsets"):
         setup.fetch(record, target.base_offset + 2, max_records=1)
     # a read that checks the whole span refuses it by its CRC32C
     monkeypatch.setattr(batches, "SPAN_SLACK", 10**9)
