@@ -5,9 +5,12 @@
  * typed error (or computes the rare big value). No exception is raised for bad data.
  *
  * decode_columns(data: bytes-like, base_offset: int, base_timestamp: int, max_timestamp: int,
- *                log_append_time: bool, last_offset_delta: int, record_count: int)
+ *                log_append_time: bool, last_offset_delta: int, record_count: int,
+ *                [lo: int, limit: int])
  *   -> None | (offsets: list[int], timestamps: list[int], keys: list[bytes|None],
  *              values: list[bytes|None], headers: list[tuple[tuple[str, bytes|None], ...]])
+ * Every record is checked; only those at offset ``lo`` or above, at most ``limit`` of them
+ * (-1: all), are emitted.
  *
  * A record is: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
  * keyLength varint | key | valueLength varint | value | headerCount varint |
@@ -41,9 +44,10 @@ static int rd_varint(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, in
     return (*out < INT32_MIN || *out > INT32_MAX) ? -1 : 0;
 }
 
-/* a length-prefixed field: *obj a new bytes (or None, new reference) */
+/* a length-prefixed field: *obj a new bytes (or None, new reference; None too when not
+ * ``want``ed: the field is checked and skipped) */
 static int rd_bytes(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, PyObject **obj,
-                    int *failed) {
+                    int *failed, int want) {
     int64_t n;
     if (rd_varint(p, pos, end, &n)) return -1;
     if (n < 0) {
@@ -53,6 +57,12 @@ static int rd_bytes(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, PyO
         return 0;
     }
     if (n > end - *pos) return -1;
+    if (!want) {
+        *pos += (Py_ssize_t)n;
+        Py_INCREF(Py_None);
+        *obj = Py_None;
+        return 0;
+    }
     *obj = PyBytes_FromStringAndSize((const char *)p + *pos, (Py_ssize_t)n);
     if (*obj == NULL) { *failed = 2; return -1; }
     *pos += (Py_ssize_t)n;
@@ -62,10 +72,12 @@ static int rd_bytes(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, PyO
 static PyObject *decode_columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
     long long base_offset, base_ts, max_ts, last_delta, count;
+    long long lo = INT64_MIN, limit = -1;
     int log_append;
-    if (!PyArg_ParseTuple(args, "y*LLLpLL", &buf, &base_offset, &base_ts, &max_ts, &log_append,
-                          &last_delta, &count))
+    if (!PyArg_ParseTuple(args, "y*LLLpLL|LL", &buf, &base_offset, &base_ts, &max_ts,
+                          &log_append, &last_delta, &count, &lo, &limit))
         return NULL;
+    long long emitted = 0;
     const unsigned char *p = (const unsigned char *)buf.buf;
     Py_ssize_t size = buf.len, pos = 0;
     int failed = 0; /* 1: not accepted (None), 2: a Python error (memory) */
@@ -88,9 +100,13 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         if (rd_zigzag(p, &pos, end, 10, &ts_delta) || rd_varint(p, &pos, end, &delta)) {
             failed = 1; goto done;
         }
+        long long at;
+        int want = 1; /* an overflow is refused below */
+        if (!__builtin_add_overflow(base_offset, (long long)delta, &at))
+            want = at >= lo && (limit < 0 || emitted < limit);
         PyObject *key = NULL, *value = NULL;
-        if (rd_bytes(p, &pos, end, &key, &failed)) { if (!failed) failed = 1; goto done; }
-        if (rd_bytes(p, &pos, end, &value, &failed)) {
+        if (rd_bytes(p, &pos, end, &key, &failed, want)) { if (!failed) failed = 1; goto done; }
+        if (rd_bytes(p, &pos, end, &value, &failed, want)) {
             Py_DECREF(key);
             if (!failed) failed = 1;
             goto done;
@@ -119,7 +135,7 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
                 }
                 pos += (Py_ssize_t)klen;
                 PyObject *hvalue = NULL;
-                if (rd_bytes(p, &pos, end, &hvalue, &failed)) {
+                if (rd_bytes(p, &pos, end, &hvalue, &failed, 1)) {
                     Py_DECREF(hkey);
                     if (!failed) failed = 1;
                     break;
@@ -143,6 +159,12 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         else if (__builtin_add_overflow(base_ts, (long long)ts_delta, &ts)) {
             Py_DECREF(headers); Py_DECREF(key); Py_DECREF(value); failed = 1; goto done;
         }
+        if (!want) {
+            /* checked, not wanted: no objects for it */
+            Py_DECREF(headers); Py_DECREF(key); Py_DECREF(value);
+            continue;
+        }
+        emitted++;
         PyObject *o = PyLong_FromLongLong(offset), *t = PyLong_FromLongLong(ts);
         int bad = o == NULL || t == NULL || PyList_Append(cols[0], o) ||
                   PyList_Append(cols[1], t) || PyList_Append(cols[2], key) ||

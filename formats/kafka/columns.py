@@ -92,8 +92,11 @@ def decode_columns_py(
     log_append_time: bool,
     last_offset_delta: int,
     record_count: int,
+    lo: int = -(2**63),
+    limit: int = -1,
 ) -> tuple[list[int], list[int], list[bytes | None], list[bytes | None], list[Headers]]:
-    """The pure-Python record loop (see the module docstring): five lists."""
+    """The pure-Python record loop (see the module docstring): five lists. Every record is
+    checked; those at offset ``lo`` or above, at most ``limit`` (-1: all), are returned."""
     view = memoryview(data).cast("B")
     size = len(view)
     offsets: list[int] = []
@@ -141,6 +144,8 @@ def decode_columns_py(
         if delta <= previous:
             raise KafkaCorruptError(f"record offset {base_offset + delta} does not increase")
         previous = delta
+        if base_offset + delta < lo or 0 <= limit <= len(offsets):
+            continue
         offsets.append(base_offset + delta)
         timestamps.append(max_timestamp if log_append_time else base_timestamp + ts_delta)
         keys.append(key)
@@ -159,8 +164,11 @@ def decode_columns(
     log_append_time: bool,
     last_offset_delta: int,
     record_count: int,
+    lo: int = -(2**63),
+    limit: int = -1,
 ) -> RecordColumns:
-    """The records of an uncompressed records region as columns (C loop, else pure)."""
+    """The records of an uncompressed records region as columns (C loop, else pure); only
+    those at offset ``lo`` or above, at most ``limit`` of them (-1: all)."""
     args = (
         data,
         base_offset,
@@ -169,6 +177,8 @@ def decode_columns(
         log_append_time,
         last_offset_delta,
         record_count,
+        lo,
+        limit,
     )
     found = C_MODULE.decode_columns(*args) if C_MODULE is not None else None
     if found is None:
@@ -176,9 +186,18 @@ def decode_columns(
     return RecordColumns(*found)
 
 
-def batch_columns(buf: Buffer, header: BatchHeader, *, source: str | None = None) -> RecordColumns:
+def batch_columns(
+    buf: Buffer,
+    header: BatchHeader,
+    *,
+    source: str | None = None,
+    lo: int = -(2**63),
+    limit: int = -1,
+) -> RecordColumns:
     """The records of the batch ``header`` describes in ``buf`` (decompressed first when the
-    batch is compressed); a malformed record is a typed error naming the batch and ``source``."""
+    batch is compressed), those at offset ``lo`` or above, at most ``limit`` (-1: all; every
+    record is checked either way); a malformed record is a typed error naming the batch and
+    ``source``."""
     if header.compression == NONE:  # a view of the region: no copy before the C loop
         payload: Buffer = memoryview(buf)[header.position + HEADER_SIZE : header.end]
     else:
@@ -192,6 +211,8 @@ def batch_columns(buf: Buffer, header: BatchHeader, *, source: str | None = None
             header.timestamp_type == LOG_APPEND_TIME,
             header.last_offset_delta,
             header.record_count,
+            lo,
+            limit,
         )
     except KafkaTruncatedError as exc:
         raise KafkaTruncatedError(

@@ -131,11 +131,16 @@ def _remote_rows(
         for header in fetched.headers:
             if header.is_control:
                 continue
-            cols = batch_columns(fetched.data, header, source=view.source)
+            # from the wanted offset (not below a straddling copy's start), the count's records
+            cols = batch_columns(
+                fetched.data,
+                header,
+                source=view.source,
+                lo=cursor,
+                limit=-1 if remaining is None else remaining,
+            )
             kind = header.timestamp_type
             for at, found in enumerate(cols.offsets):
-                if found < cursor:
-                    continue  # before the wanted offset in its batch (or below the copy's start)
                 yield KafkaRecordRow(
                     topic,
                     partition,

@@ -62,9 +62,15 @@ def _both(args: tuple[bytes, int, int, int, bool, int, int]) -> None:
 
 
 @SETTINGS
-@given(st.lists(record, min_size=1, max_size=8), st.integers(0, 2**62), st.booleans())
+@given(
+    st.lists(record, min_size=1, max_size=8),
+    st.integers(0, 2**62),
+    st.booleans(),
+    st.integers(-1, 9),
+    st.integers(-1, 9),
+)
 def test_c_columns_are_the_pure_columns_and_the_records(
-    rows: list[NewRecord], base: int, log_append: bool
+    rows: list[NewRecord], base: int, log_append: bool, skip: int, limit: int
 ) -> None:
     batch = encode_batch(rows, base_offset=base, log_append_time=2**41 if log_append else None)
     h = read_batch_header(batch, 0)
@@ -88,6 +94,14 @@ def test_c_columns_are_the_pure_columns_and_the_records(
     assert cols.keys == [r.key for r in records]
     assert cols.values == [r.value for r in records]
     assert cols.headers == [r.headers for r in records]
+    # from an offset, at most ``limit`` records: the same slice from both loops
+    lo = base + skip
+    sliced = C_MODULE.decode_columns(*args, lo, limit)
+    assert sliced == decode_columns_py(*args, lo, limit)
+    kept = [i for i, o in enumerate(cols.offsets) if o >= lo]
+    kept = kept if limit < 0 else kept[:limit]
+    assert sliced[0] == [cols.offsets[i] for i in kept]
+    assert sliced[3] == [cols.values[i] for i in kept]
 
 
 @SETTINGS
