@@ -6,6 +6,7 @@ public decoder raises the same typed error either way; and the columns are decod
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,8 @@ from formats.kafka.encode import NewRecord, encode_batch, encode_record
 from formats.kafka.errors import KafkaCorruptError, KafkaFormatError, KafkaTruncatedError
 from formats.kafka.varint import write_varint
 
+#: the extension (None only when pure Python is asked for: the tests below are skipped then)
+C: Any = C_MODULE
 PURE = os.environ.get("LEDGER_OFFLOADER_PURE_PYTHON", "") not in ("", "0")
 pytestmark = pytest.mark.skipif(PURE, reason="LEDGER_OFFLOADER_PURE_PYTHON set: no C to compare")
 
@@ -48,7 +51,7 @@ def _args(
 def _both(args: tuple[bytes, int, int, int, bool, int, int]) -> None:
     """C's answer is pure Python's, or None where pure Python raises (or computes a value
     beyond int64); the public decoder gives the same result or the same error either way."""
-    c = C_MODULE.decode_columns(*args)
+    c = C.decode_columns(*args)
     try:
         pure = decode_columns_py(*args)
     except KafkaFormatError as exc:
@@ -85,7 +88,7 @@ def test_c_columns_are_the_pure_columns_and_the_records(
         h.record_count,
     )
     assert (h.timestamp_type == 1) == log_append
-    c = C_MODULE.decode_columns(*args)
+    c = C.decode_columns(*args)
     assert c is not None and c == decode_columns_py(*args)
     cols = batch_columns(batch, h)
     records = decode_records(batch, h)
@@ -96,7 +99,7 @@ def test_c_columns_are_the_pure_columns_and_the_records(
     assert cols.headers == [r.headers for r in records]
     # from an offset, at most ``limit`` records: the same slice from both loops
     lo = base + skip
-    sliced = C_MODULE.decode_columns(*args, lo, limit)
+    sliced = C.decode_columns(*args, lo, limit)
     assert sliced == decode_columns_py(*args, lo, limit)
     kept = [i for i, o in enumerate(cols.offsets) if o >= lo]
     kept = kept if limit < 0 else kept[:limit]
@@ -144,7 +147,7 @@ def test_malformed_records_raise_the_same_typed_error(
 )
 def test_named_errors(payload: bytes, error: type[Exception]) -> None:
     args = _args(payload, count=1)
-    assert C_MODULE.decode_columns(*args) is None
+    assert C.decode_columns(*args) is None
     with pytest.raises(error):
         decode_columns(*args)
 
@@ -164,7 +167,7 @@ def test_int64_overflow_is_left_to_the_pure_loop() -> None:
     body += write_varint(0)
     payload = write_varint(len(body)) + body
     args = (payload, 0, 2**62, 0, False, 0, 1)
-    assert C_MODULE.decode_columns(*args) is None
+    assert C.decode_columns(*args) is None
     assert decode_columns(*args).timestamps == [2**63]
 
 
