@@ -29,7 +29,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from formats.kafka.batch import BatchHeader, Record, decode_records, iter_batch_headers
+from formats.kafka.batch import BatchHeader, iter_batch_headers
 from formats.kafka.columns import batch_columns
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.kafka.batches import segment_batches
@@ -68,11 +68,11 @@ class _Start:
         assert self.timestamp is not None
         return header.max_timestamp >= self.timestamp
 
-    def record_ok(self, record: Record) -> bool:
+    def record_ok(self, offset: int, timestamp: int) -> bool:
         if self.offset is not None:
-            return record.offset >= self.offset
+            return offset >= self.offset
         assert self.timestamp is not None
-        return record.timestamp >= self.timestamp
+        return timestamp >= self.timestamp
 
 
 def _start_position(view: SegmentView, start: _Start) -> tuple[int, int]:
@@ -211,22 +211,25 @@ def _rows_from(
             consumed = header.end
             if header.is_control or (not started and not start.batch_may_hold(header)):
                 continue
-            for record in decode_records(data, header, source=view.source):
-                if record.offset < view.base:
+            cols = batch_columns(data, header, source=view.source)
+            kind = header.timestamp_type
+            for i, offset in enumerate(cols.offsets):
+                if offset < view.base:
                     continue  # below a straddling copy's start: the copy before has it
+                timestamp = cols.timestamps[i]
                 if not started:
-                    if not start.record_ok(record):
+                    if not start.record_ok(offset, timestamp):
                         continue
                     started = True
                 yield KafkaRecordRow(
                     topic,
                     partition,
-                    record.offset,
-                    record.timestamp,
-                    header.timestamp_type,
-                    record.key,
-                    record.value,
-                    record.headers,
+                    offset,
+                    timestamp,
+                    kind,
+                    cols.keys[i],
+                    cols.values[i],
+                    cols.headers[i],
                     view.tier,
                 )
         if consumed == 0:
