@@ -5,8 +5,8 @@ the ``.index`` fetched once and cached, then **one ranged GET** of the batches t
 count needs, from the batch holding the offset) and their records decoded into columns
 (:mod:`formats.kafka.columns`, C loop). From a time, and for local segments, the segment is
 read from the index position at or before the wanted offset, sized from the segment's bytes
-per offset for the requested count (another GET only when that estimate falls short). A time
-lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
+per offset for the requested count (another GET only when that estimate falls short), and
+decoded into columns the same way. A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
 wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
 so are the records of a remote copy below its effective start (a segment that straddled the
 watermark when it was copied: the copy before answers for them); control batches (transaction
