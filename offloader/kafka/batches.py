@@ -79,8 +79,10 @@ class FetchedBatches:
     position: int
     data: bytes
     headers: tuple[BatchHeader, ...]
-    #: data GETs this fetch made (1 unless an unindexed batch or a wrong ``.index`` needed more)
-    gets: int
+    #: reads of the ``.log`` this fetch made, each one ranged GET at most (1 unless an
+    #: unindexed batch or a wrong ``.index`` needed more; a read inside the whole spans the
+    #: previous one fetched costs no GET)
+    reads: int
 
     @property
     def positions(self) -> tuple[int, ...]:
@@ -208,12 +210,12 @@ def segment_batches(
     read = _reader(store, cache, record)
     plan = _plan(record, offsets, positions, offset, max_records, max_bytes, min_bytes)
     data, lo, hi = read(plan.start, plan.end)
-    at, gets, checked = plan.start, 1, [(lo, hi)]
+    at, reads, checked = plan.start, 1, [(lo, hi)]
     headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     if headers and headers[0].base_offset > offset and at > plan.floor:
         # an unindexed batch between the entry below and the wanted one's holds the offset
         more, lo, hi = read(plan.floor, at)
-        data, at, gets = more + data, plan.floor, gets + 1
+        data, at, reads = more + data, plan.floor, reads + 1
         checked.append((lo, hi))
         headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     if headers and headers[0].base_offset > offset and at > 0:
@@ -225,7 +227,7 @@ def segment_batches(
             first_batch=headers[0].base_offset,
         )
         data, lo, hi = read(0, plan.end)
-        at, gets, checked = 0, gets + 1, [(lo, hi)]
+        at, reads, checked = 0, reads + 1, [(lo, hi)]
         headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     chosen = _choose(headers, offset, max_records, max_bytes, min_bytes)
     end = at + len(data)
@@ -233,14 +235,14 @@ def segment_batches(
         # the batch holding the offset runs past what was read (no index entry bounds it)
         end = min(record.size_bytes, end + max(len(data), SPAN_SLACK))
         data, lo, hi = read(at, end)
-        gets, checked = gets + 1, [(lo, hi)]
+        reads, checked = reads + 1, [(lo, hi)]
         headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
         chosen = _choose(headers, offset, max_records, max_bytes, min_bytes)
     if not chosen:
         list(iter_batch_headers(data, source=key))  # raises: a batch cut off by the end
         raise mismatch(record, key, f"no batch in the .log holds offset {offset}")
     _check(record, key, chosen, at, checked, offsets, positions)
-    return _cut(record, key, data, at, chosen, gets)
+    return _cut(record, key, data, at, chosen, reads)
 
 
 def _choose(
@@ -311,7 +313,7 @@ def _cut(
     data: bytes,
     at: int,
     chosen: list[BatchHeader],
-    gets: int,
+    reads: int,
 ) -> FetchedBatches:
     """The chosen batches as one buffer (a slice of what was read, positions rebased)."""
     first, last = chosen[0].position, chosen[-1].end
@@ -320,7 +322,7 @@ def _cut(
         BatchHeader(h.position - first, *(getattr(h, f) for f in _FIELDS)) for h in chosen
     )
     return FetchedBatches(
-        record.topic, record.partition, key, record.segment_id, at + first, body, rebased, gets
+        record.topic, record.partition, key, record.segment_id, at + first, body, rebased, reads
     )
 
 

@@ -1,20 +1,21 @@
 """Fetch Kafka records by offset or timestamp, from the remote tier, the local log, or both.
 
-From an offset, a remote segment is read by batch fetches (:mod:`offloader.kafka.batches`:
-the ``.index`` fetched once and cached, then **one ranged GET** of the batches the requested
-count needs, from the batch holding the offset) and their records decoded into columns
+From an offset, a remote segment is read by batch fetches (:mod:`offloader.kafka.batches`: the
+``.index`` fetched once and cached, then **one ranged GET** of the batches the requested count
+needs, from the batch holding the offset) and their records decoded into columns
 (:mod:`formats.kafka.columns`, C loop). From a time, and for local segments, the segment is
-read from the index position at or before the wanted offset, sized from the segment's bytes
-per offset for the requested count (another GET only when that estimate falls short), and
-decoded into columns the same way. A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
-wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
-so are the records of a remote copy below its effective start (a segment that straddled the
-watermark when it was copied: the copy before answers for them); control batches (transaction
-markers) are not returned. Every batch must lie inside its segment's
-offsets, after the one before, and the first one found through the ``.index`` must not start
-after the offset looked up (else the segment is read from its start): a flipped base offset or a
-wrong index entry never shifts or skips records (:class:`~offloader.kafka.integrity.BatchGuard`);
-remote bytes are checked against the record's span CRC32Cs before they are parsed.
+read from the index position at or before the wanted offset, sized from the segment's bytes per
+offset for the requested count (another GET only when that estimate falls short), and decoded
+into columns the same way. A time lookup goes ``.timeindex`` -> offset -> ``.index`` ->
+position. Records before the wanted offset (or timestamp) in the first batch are dropped, so
+the output starts exactly there; so are the records of a remote copy below its effective start
+(a segment that straddled the watermark when it was copied: the copy before answers for them);
+control batches (transaction markers) are not returned. Every batch must lie inside its
+segment's offsets, after the one before, and the first one found through the ``.index`` must
+not start after the offset looked up (else the segment is read from its start): a flipped base
+offset or a wrong index entry never shifts or skips records
+(:class:`~offloader.kafka.integrity.BatchGuard`); remote bytes are checked against the record's
+span CRC32Cs before they are parsed.
 
 Modes (Pinterest's): ``kafka-only`` and ``remote-only`` read one tier; ``kafka-preferred`` reads a
 segment from the local log when it has it, else from the remote tier; ``remote-preferred`` the

@@ -149,7 +149,7 @@ def test_the_batches_of_every_kind_of_offset_in_one_get(
                 got = setup.fetch(record, offset, max_records=count)
                 _check_fetched(setup, topic, record, offset, got, count)
                 assert setup.metrics.requests == Counter({"get_range": 1}), (topic, offset)
-                assert got.gets == 1
+                assert got.reads == 1
                 # never the batch before when the index points at the right one (big batches:
                 # every batch has its entry): the batches, and spans within a tenth of them
                 # (the segment's first batch has no entry: a read ending in it ends at the
@@ -308,3 +308,28 @@ def test_transformed_segments_read_the_chunks_covering_the_batches(secret: Setup
     with pytest.raises(Exception) as caught:
         segment_batches(store, secret.tier.indexes, record, middle.base_offset, max_records=1)
     assert type(caught.value).__name__ in ("ChunkAuthenticationError", "RemoteSegmentMismatch")
+
+
+def test_an_unindexed_batch_behind_a_far_entry_costs_a_second_get(
+    tmp_path: Path, make_tier: Callable[..., KafkaTier], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big one-record batches at even offsets, small ones at odd: the small ones get the
+    entries (Kafka's rule: an entry once more than 4096 bytes were appended), the big ones
+    none. The read starts at the entry after the offset, finds a batch past it, and reads the
+    bytes from the entry below with a second GET: still exactly the batches asked for."""
+    root = tmp_path / "logs"
+    write_partition(root, "mixed", 0, records=60, per_batch=1, codecs=(0,),
+                    segment_bytes=300 * 1024,
+                    value_of=lambda t, p, o: b"v" * (20_000 if o % 2 == 0 else 10))  # fmt: skip
+    tier = make_tier(settings=SETTINGS)
+    assert tier.upload(root).ok
+    setup = Setup(tier, root, CountingMetrics(), ByteCounting(tier.ctx.store))
+    monkeypatch.setattr(batches, "SPAN_SLACK", 0)  # exact reads: each one a GET
+    record = setup.record("mixed", 0)
+    index = tier.indexes.offset_index(record)
+    assert all(o % 2 for o in index.offsets)  # the small batches have the entries
+    for offset in (4, 10, 11, 12, 21, 22):  # (offset 0 and every 13th: small tombstones)
+        got = setup.fetch(record, offset, max_records=2)
+        _check_fetched(setup, "mixed", record, offset, got, 2)
+        assert got.reads == setup.metrics.requests["get_range"]
+        assert got.reads == (2 if offset % 2 == 0 else 1), offset
