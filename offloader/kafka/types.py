@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 #: ``busy``: another uploader holds the partition (its lock, or a live copy of the offsets);
 #: this one left it alone
@@ -38,9 +38,9 @@ class UploadReport:
         return not self.of("corrupt") and not self.of("failed")
 
 
-@dataclass(frozen=True)
-class KafkaRecordRow:
-    """One record read back (``kafka read``, the Spark source's rows)."""
+class KafkaRecordRow(NamedTuple):
+    """One record read back (``kafka read``, the Spark source's rows). A named tuple: made
+    a thousand at a time per fetch, it costs a tenth of a frozen dataclass."""
 
     topic: str
     partition: int
