@@ -274,7 +274,9 @@ class ZooKeeperClusterView:
         self, path: str, value: Mapping[str, Any]
     ) -> tuple[int | None, int, tuple[int, ...]]:
         leader, epoch, isr = value.get("leader"), value.get("leader_epoch"), value.get("isr", [])
-        if not _int(leader) or not _int(epoch) or not _ints(isr):
+        if not (isinstance(leader, int) and isinstance(epoch, int)) or not (
+            _int(leader) and _int(epoch) and _ints(isr)
+        ):
             raise self._bad(
                 path, f"malformed JSON (leader {leader!r}, leader_epoch {epoch!r}, isr {isr!r})"
             )

@@ -4,7 +4,8 @@ Accepted as Pulsar's ``metadataStoreUrl`` spells them: ``zk:`` (and ``metadata-s
 ``zk://`` and a bare ``host:port[,host:port][/chroot]`` all mean ZooKeeper. ``etcd:`` and
 ``oxia://`` are Pulsar's other stores: named, and refused as not supported yet. A malformed URL
 is a :class:`~offloader.errors.ConfigError` naming the part at fault (the ``host:port`` list
-and chroot are parsed by :func:`offloader.zk.address.parse_zk_address`, shared with the Kafka reader).
+and chroot are parsed by :func:`offloader.zk.address.parse_zk_address`, shared with the Kafka
+reader).
 """
 
 from __future__ import annotations

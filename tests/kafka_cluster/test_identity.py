@@ -65,13 +65,13 @@ def test_kraft_mode(tmp_path: Path) -> None:
     ],
 )
 def test_malformed_files_are_named(tmp_path: Path, text: str | bytes, fault: str) -> None:
-    with pytest.raises(KafkaMetadataError, match="meta.properties") as info:
+    with pytest.raises(KafkaMetadataError, match=r"meta\.properties") as info:
         read_broker_identity(_write(tmp_path, text))
     assert fault in str(info.value)
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(KafkaMetadataError, match="meta.properties: no such file"):
+    with pytest.raises(KafkaMetadataError, match=r"meta\.properties: no such file"):
         read_broker_identity(tmp_path)
 
 
