@@ -6,8 +6,8 @@ from the original size)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from offloader.errors import ObjectNotFound
 from offloader.kafka.context import KafkaContext
