@@ -284,7 +284,8 @@ class LeadershipGate:
             f"under a leader that lost the partition): upload stopped at "
             f"{segment.base_offset - 1}, before this segment"
         )
-        self.meta.set_partition_error(topic, number, reason, self._clock_ms())
+        if self.meta.get_partition(topic, number) is not None:
+            self.meta.set_partition_error(topic, number, reason, self._clock_ms())
         return SegmentOutcome(topic, number, segment.base_offset, "skipped", detail=reason)
 
     # --- remote retention ---------------------------------------------------------------------
