@@ -2,7 +2,8 @@
 
 ``python -m tests.kafka_cluster.sidecar_worker HOME STORE PG_URL ZK_URL LOG_DIR``: prints
 ``READY``, runs one ``kafka upload`` pass over the broker's log dir with the cluster's metadata
-(only what this broker leads) on the shared store and PostgreSQL metadata, prints ``UPLOADED n SKIPPED m`` and ``DONE``.
+(only what this broker leads) on the shared store and PostgreSQL metadata, prints
+``UPLOADED n SKIPPED m`` and ``DONE``.
 A corrupt or failed segment exits 3 (the harness fails the test on it).
 """
 

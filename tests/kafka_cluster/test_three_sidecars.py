@@ -98,6 +98,10 @@ class Cluster:
         for p in PARTITIONS:
             self.zk.set_leader(TOPIC, p, self.leader, self.epoch, list(BROKERS))
 
+    def open(self) -> Offloader:
+        """An offloader on the shared store and metadata (broker 1's home)."""
+        return Offloader.from_settings(self.home(1), self.store, metadata_url=self.pg_url)
+
     def run(self, broker: int, point: str | None, delay: float) -> bool:
         return kill_run(WORKER, self.args(broker), point, delay)
 
