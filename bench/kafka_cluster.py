@@ -23,6 +23,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bench import note, report
 
@@ -35,7 +36,7 @@ def _json(value: object) -> bytes:
 
 def _populate(zk: object, topics: int, partitions: int) -> list[str]:
     """Kafka's znodes for ``topics`` x ``partitions`` (RF 3), half of the topics tiered."""
-    pending = []
+    pending: list[Any] = []
     state_paths = []
 
     def flush(force: bool = False) -> None:
