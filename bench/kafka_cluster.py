@@ -121,7 +121,7 @@ def main(argv: list[str]) -> int:
             started = time.perf_counter()
             view = open_cluster_view(server.url(ROOT))
             first_load = time.perf_counter() - started
-            gate = LeadershipGate(view, None, lambda: int(time.time() * 1000))  # type: ignore[arg-type]
+            gate = LeadershipGate(lambda: view, None, lambda: int(time.time() * 1000))  # type: ignore[arg-type]
 
             def ours() -> None:
                 view.refresh()

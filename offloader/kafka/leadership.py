@@ -142,22 +142,39 @@ class LeadershipGate:
     """The gate of one uploader (see the module docstring)."""
 
     def __init__(
-        self, view: KafkaClusterView, meta: KafkaMetadataStore, clock_ms: Callable[[], int]
+        self,
+        open_view: Callable[[], KafkaClusterView],
+        meta: KafkaMetadataStore,
+        clock_ms: Callable[[], int],
     ) -> None:
-        self.view = view
+        """``open_view`` opens the cluster's view on first use (so commands that never consult
+        the cluster, ``kafka read`` say, never connect to it)."""
+        self._view: KafkaClusterView | None = None
+        self._open = open_view
         self.meta = meta
         self._clock_ms = clock_ms
         self._brokers: dict[Path, int] = {}
         #: (topic, partition) -> the broker id it was admitted for in this pass
         self._admitted: dict[tuple[str, int], int] = {}
 
-    def close(self) -> None:
-        self.view.close()
+    @property
+    def view(self) -> KafkaClusterView:
+        if self._view is None:
+            self._view = self._open()
+        return self._view
 
-    def begin_pass(self) -> None:
-        """Once per upload pass: the cluster's metadata brought up to date."""
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.close()
+
+    def begin_pass(self, log_dir: Path | None = None) -> None:
+        """Once per upload pass: the cluster's metadata brought up to date, and this broker's
+        id read from ``log_dir`` (a missing or malformed ``meta.properties`` fails the pass
+        before any partition is looked at)."""
         self.view.refresh()
         self._admitted.clear()
+        if log_dir is not None:
+            self.broker_id(log_dir)
 
     def broker_id(self, log_dir: Path) -> int:
         """This broker's id, from the log dir's ``meta.properties`` (read once)."""
@@ -169,7 +186,8 @@ class LeadershipGate:
     # --- decisions --------------------------------------------------------------------------
 
     def role(self, topic: str, partition: int, broker_id: int | None) -> ClusterRole:
-        """Leader / follower / offline / no metadata, with the reason it does not upload."""
+        """Leader / follower / offline / no metadata, with the reason it does not upload
+        (``broker_id`` None: not relative to a broker; ``leader`` then means it has one)."""
         state = self.view.topic(topic)
         if state is None:
             where = self.view.location
@@ -190,9 +208,8 @@ class LeadershipGate:
                 p.leader_epoch,
                 f"follower: broker {p.leader} leads in epoch {p.leader_epoch}",
             )
-        refusal = topic_refusal(state)
-        role: Role = "leader" if broker_id is not None else "follower"
-        return ClusterRole(role, p.leader, p.leader_epoch, refusal)
+        # this broker leads it (or, with no broker id, someone does)
+        return ClusterRole("leader", p.leader, p.leader_epoch, topic_refusal(state))
 
     def plan(
         self, partition: LocalPartition, log_dir: Path

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from offloader.errors import ObjectNotFound
+from offloader.errors import KafkaMetadataError, ObjectNotFound
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.leadership import ClusterRole
 from offloader.kafka.logdir import UnreadablePartition, scan_log_dir
@@ -40,10 +40,14 @@ def partition_status(
                 )
     gate = ctx.gate
     broker_id = None
+    unavailable = None
     if gate is not None:
-        gate.view.refresh()
-        if log_dir is not None:
-            broker_id = gate.broker_id(log_dir)
+        try:
+            gate.view.refresh()
+            if log_dir is not None:
+                broker_id = gate.broker_id(log_dir)
+        except KafkaMetadataError as exc:  # the status all the same, saying why it has no roles
+            gate, unavailable = None, f"cluster metadata unavailable: {exc}"
     gaps = ctx.meta.list_gaps(topic)
     records = {(p.topic, p.partition): p for p in ctx.meta.list_partitions(topic)}
     problems = {(u.topic, u.partition): u.error for u in unreadable}
@@ -79,6 +83,7 @@ def partition_status(
                 in_progress=sum(1 for s in segments if s.state == COPY_STARTED),
                 last_error=problems.get(key) or (record.last_error if record else None),
                 **_cluster_fields(role, broker_id, finished),
+                **({"not_uploading": unavailable} if unavailable else {}),
             )
         )
     return out

@@ -39,9 +39,9 @@ class KafkaTier:
         clock_ms: Callable[[], int],
     ) -> None:
         self.ctx = KafkaContext(store, meta, settings, clock_ms)
-        if settings.cluster_metadata is not None:
-            view = open_cluster_view(settings.cluster_metadata)
-            self.ctx.gate = LeadershipGate(view, meta, clock_ms)
+        url = settings.cluster_metadata
+        if url is not None:  # connected on first use: kafka read never needs the cluster
+            self.ctx.gate = LeadershipGate(lambda: open_cluster_view(url), meta, clock_ms)
         self.indexes = IndexCache(
             store, key_ring=settings.key_ring, cache_bytes=settings.cache_bytes
         )

@@ -528,7 +528,7 @@ def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) 
     scheme = resolve_key_scheme(ctx)  # a conflicting key option fails before anything is done
     unreadable: list[UnreadablePartition] = []
     if ctx.gate is not None:
-        ctx.gate.begin_pass()  # the cluster's metadata, once per pass
+        ctx.gate.begin_pass(log_dir)  # the cluster's metadata, once per pass
     for partition in scan_log_dir(log_dir, topics, unreadable):
         try:
             if ctx.gate is not None:  # only this broker's led, tiered partitions
