@@ -82,18 +82,20 @@ def partition_status(
                 ),
                 in_progress=sum(1 for s in segments if s.state == COPY_STARTED),
                 last_error=problems.get(key) or (record.last_error if record else None),
-                **_cluster_fields(role, broker_id, finished),
-                **({"not_uploading": unavailable} if unavailable else {}),
+                **_cluster_fields(role, broker_id, finished, unavailable),
             )
         )
     return out
 
 
 def _cluster_fields(
-    role: ClusterRole | None, broker_id: int | None, finished: Sequence[RemoteSegmentRecord]
+    role: ClusterRole | None,
+    broker_id: int | None,
+    finished: Sequence[RemoteSegmentRecord],
+    unavailable: str | None,
 ) -> dict[str, Any]:
     if role is None:
-        return {}
+        return {"not_uploading": unavailable} if unavailable else {}
     reason = role.reason
     if reason is not None and reason.startswith("compacted topic") and finished:
         listed = ", ".join(f"{s.base_offset}..{s.end_offset}" for s in finished)
