@@ -72,6 +72,7 @@ class ZkReader:
                 f"cannot reach ZooKeeper at {','.join(address.hosts)} ({type(exc).__name__}, "
                 f"{timeout:g} s)"
             ) from None
+        self._watchers: dict[Watch, Callable[[WatchedEvent], None]] = {}
         #: bumped whenever the session was suspended or lost (watches may have been missed)
         self.session_breaks = 0
         self._client.add_listener(self._on_state)
@@ -97,14 +98,18 @@ class ZkReader:
             return self._error(f"{where}: {path}: {type(exc).__name__} {exc}".rstrip())
         return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
-    @staticmethod
-    def _watcher(watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
+    def _watcher(self, watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
+        """kazoo's watcher for ``watch``: one per ``watch`` (kazoo keeps a set of watchers per
+        path, so re-reading a node does not add a second call)."""
         if watch is None:
             return None
+        fire = self._watchers.get(watch)
+        if fire is None:
 
-        def fire(event: WatchedEvent) -> None:
-            watch(event.path)
+            def fire(event: WatchedEvent) -> None:
+                watch(event.path)
 
+            self._watchers[watch] = fire
         return fire
 
     def exists(self, path: str, watch: Watch | None = None) -> bool:
@@ -138,36 +143,43 @@ class ZkReader:
         self, paths: Iterable[str], watch: Watch | None = None
     ) -> Iterator[tuple[str, bytes | None]]:
         """``(path, value or None)`` in ``paths``' order, :data:`WINDOW` requests in flight
-        (ZooKeeper answers the next ones while the caller decodes). With ``watch``, an
-        ``exists`` watch is set on each path first (it fires on a change, a creation or a
-        deletion)."""
+        (ZooKeeper answers the next ones while the caller decodes). With ``watch``, each node
+        read gets a data watch (it fires on a change or a deletion), and a missing one an
+        ``exists`` watch (it fires when the node is created)."""
         fire = self._watcher(watch)
-        pending: deque[tuple[str, Any, Any]] = deque()
+        pending: deque[tuple[str, Any]] = deque()
         names = iter(paths)
 
         def send(path: str) -> None:
-            watched = self._client.exists_async(path, watch=fire) if fire else None
-            pending.append((path, watched, self._client.get_async(path)))
+            pending.append((path, self._client.get_async(path, watch=fire)))
 
         for path in names:
             send(path)
             if len(pending) >= WINDOW:
                 break
         while pending:
-            path, watched, result = pending.popleft()
+            path, result = pending.popleft()
             nxt = next(names, None)
             if nxt is not None:
                 send(nxt)
             try:
-                if watched is not None:
-                    watched.get()
                 data, _stat = result.get()
             except NoNodeError:
+                if fire is not None and self._missing_watched(path, fire):
+                    yield path, self.get(path)  # created meanwhile: read it (its watch is set)
+                    continue
                 yield path, None
                 continue
             except Exception as exc:
                 raise self.translate(exc, path) from None
             yield path, bytes(data)
+
+    def _missing_watched(self, path: str, fire: Callable[[WatchedEvent], None]) -> bool:
+        """An ``exists`` watch on a node that was missing; True if it exists by now."""
+        try:
+            return self._client.exists(path, watch=fire) is not None
+        except Exception as exc:
+            raise self.translate(exc, path) from None
 
     def sync(self, path: str = "/") -> None:
         """Catch this session up with the ensemble's leader, then wait until every watch
