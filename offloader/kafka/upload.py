@@ -450,12 +450,12 @@ def _upload_locked(
     for segment in partition.closed:
         following = [b for b in bases if b > segment.base_offset]
         next_base = following[0] if following else None
+        if next_base is not None and next_base - 1 < expected:
+            continue  # every offset the segment can hold is remote already
         stop = ctx.gate and ctx.gate.before_segment(partition, segment, next_base)
         if stop:  # leadership moved, or the epoch lineage did
             report.segments.append(stop)
             return
-        if next_base is not None and next_base - 1 < expected:
-            continue  # every offset the segment can hold is remote already
         if segment.base_offset > expected and expected not in known_gaps:
             # no local segment holds expected..base-1 (those before this one end below it)
             _gap(
