@@ -305,6 +305,21 @@ class LeadershipGate:
             self.meta.set_partition_error(topic, number, reason, self._clock_ms())
         return SegmentOutcome(topic, number, segment.base_offset, "skipped", detail=reason)
 
+    def copy_lag_reason(self, topic: str) -> str | None:
+        """What KIP-1241's copy lag makes closed segments of ``topic`` wait for (None: none
+        set)."""
+        state = self.view.topic(topic)
+        if state is None:
+            return None
+        parts = []
+        if state.config.remote_copy_lag_ms is not None:
+            parts.append(f"remote.copy.lag.ms={state.config.remote_copy_lag_ms}")
+        if state.config.remote_copy_lag_bytes is not None:
+            parts.append(f"remote.copy.lag.bytes={state.config.remote_copy_lag_bytes}")
+        if not parts:
+            return None
+        return f"waiting for the copy lag ({' or '.join(parts)}): closed segments are copied later"
+
     # --- remote retention ---------------------------------------------------------------------
 
     def retention(self, topic: str) -> KafkaRetention | None:

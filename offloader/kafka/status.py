@@ -5,6 +5,7 @@ from the original size)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,10 @@ def partition_status(
         closed_end = local_info[2] if local_info else None
         lag = None if closed_end is None else max(0, closed_end - watermark)
         role = None if gate is None else gate.role(key[0], key[1], broker_id)
+        if gate is not None and role is not None and role.reason is None and lag:
+            waiting = gate.copy_lag_reason(key[0])  # the leader holds closed segments back
+            if waiting is not None:
+                role = dataclasses.replace(role, reason=waiting)
         out.append(
             PartitionStatus(
                 topic=key[0],

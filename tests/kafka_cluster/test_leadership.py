@@ -144,6 +144,11 @@ def test_copy_lag_holds_young_segments_back(
     tier = sidecar()
     report = tier.upload(dirs[1])
     assert not report.of("uploaded") and report.ok  # every segment written just now
+    (row,) = tier.status(log_dir=dirs[1])
+    assert row.role == "leader" and row.upload_lag
+    assert row.not_uploading == (
+        "waiting for the copy lag (remote.copy.lag.ms=60000): closed segments are copied later"
+    )
     wall_clock.now += 61_000
     assert tier.upload(dirs[1]).of("uploaded")
     # by bytes: the segments wait until the partition holds that much not yet remote
