@@ -150,7 +150,13 @@ def open_cluster_view(url: str, *, timeout: float = 10.0) -> KafkaClusterView:
         return ZooKeeperClusterView(parsed.zookeeper, timeout=timeout)
     assert parsed.directory is not None
     # the KRaft backend is loaded only when asked for (by name: it reads the metadata log)
-    kraft = importlib.import_module("offloader.kafka_cluster.kraft")
+    name = "offloader.kafka_cluster.kraft"
+    try:
+        kraft = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        raise ConfigError(f"{url!r}: the KRaft backend is not in this build") from None
     view: KafkaClusterView = kraft.KRaftClusterView(parsed.directory)
     view.refresh()
     return view
