@@ -127,3 +127,28 @@ def test_a_steady_refresh_reads_no_node(zk_writer: ZkClusterWriter) -> None:
         zk_writer.set_leader("t3", 2, 2, 1, [2])
         view.refresh()
         assert reads == [f"{zk_writer.chroot}/brokers/topics/t3/partitions/2/state"]
+
+
+def test_a_session_break_reads_everything_again(zk_writer: ZkClusterWriter) -> None:
+    from kazoo.client import KazooState
+
+    for n in range(3):
+        zk_writer.create_topic(f"t{n}", ID, {0: [1], 1: [1]})
+    with open_cluster_view(zk_writer.url) as view:
+        reads: list[str] = []
+        inner = view._zk.get_many  # type: ignore[attr-defined]
+
+        def counting(paths, watch=None):  # type: ignore[no-untyped-def]
+            paths = list(paths)
+            reads.extend(paths)
+            return inner(paths, watch)
+
+        view._zk.get_many = counting  # type: ignore[attr-defined]
+        # kazoo tells its listeners the connection was suspended: watches may have been lost
+        view._zk._on_state(KazooState.SUSPENDED)  # type: ignore[attr-defined]
+        view.refresh()
+        states = [p for p in reads if p.endswith("/state")]
+        assert len(states) == 6 and len([p for p in reads if "/config/" in p]) == 4
+        reads.clear()
+        view.refresh()
+        assert reads == []
