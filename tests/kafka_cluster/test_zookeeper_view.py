@@ -32,7 +32,8 @@ def test_an_unreachable_zookeeper_is_unavailable() -> None:
         open_cluster_view(f"zk://127.0.0.1:{port}", timeout=1.0)
 
 
-def test_a_missing_chroot_is_named(zk_server: ZkServer) -> None:
+def test_a_missing_chroot_is_named(zk_server: ZkServer, kafka_zk_admin: KazooClient) -> None:
+    # kafka_zk_admin: the server's first session made (its first write preallocates the log)
     with pytest.raises(KafkaMetadataError, match="chroot /no-such-kafka does not exist"):
         open_cluster_view(zk_server.url("/no-such-kafka"))
 
