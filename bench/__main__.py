@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "export": "bench.export",
     "iceberg": "bench.iceberg",
     "pulsar_cluster": "bench.pulsar_cluster",
+    "kafka_cluster": "bench.kafka_cluster",
     "clouds": "bench.clouds",
 }
 
