@@ -26,7 +26,13 @@ from offloader.export.kafka import split_key
 from offloader.export.lock import export_lock
 from offloader.export.naming import ExportFile
 from offloader.export.plan import Position, before
-from offloader.export.run import adopt_watermark, find_watermark, missing_below, pulsar_spans
+from offloader.export.run import (
+    adopt_watermark,
+    find_watermark,
+    missing_below,
+    pulsar_spans,
+    write_record,
+)
 from offloader.export.settings import parse_time_ms
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.metadata.base import MetadataStore
@@ -235,17 +241,17 @@ def reset_export(
         if new <= (-1, -1):
             publish = None
         committed = [f for f in removed if f.last <= mark.position]
-        exports.reset(
-            replace(
-                mark,
-                ledger_id=new[0],
-                entry_id=new[1],
-                publish_time_ms=publish,
-                rows=max(0, mark.rows - rows),
-                files=max(0, mark.files - len(committed)),
-                updated_ms=now_ms(),
-            )
+        lowered = replace(
+            mark,
+            ledger_id=new[0],
+            entry_id=new[1],
+            publish_time_ms=publish,
+            rows=max(0, mark.rows - rows),
+            files=max(0, mark.files - len(committed)),
+            updated_ms=now_ms(),
         )
+        write_record(target, lowered)  # the target's copy first: never ahead of the store
+        exports.reset(lowered)
         crash_point("export.reset_after_watermark")
         for f in removed:
             target.delete(f.path)
