@@ -178,3 +178,41 @@ def test_the_record_round_trips() -> None:
     path = record_path(mark.topic, mark.generation)
     assert path.startswith(f"{RECORDS_DIR}/g2-") and path.endswith(".json")
     assert decode_record(encode_record(mark), path) == mark
+
+
+def test_an_iceberg_table_keeps_its_watermarks_through_a_lost_home(tmp_path: Path) -> None:
+    from tests.iceberg.helpers import digest as table_values_digest
+    from tests.iceberg.helpers import table_digest
+
+    clock = Clock()
+    store = f"file://{tmp_path / 'objects'}"
+    catalog = f"sqlite:///{tmp_path / 'catalog' / 'catalog.db'}"  # outside the home
+    warehouse = str(tmp_path / "warehouse")
+    spec = ExportSpec("iceberg://lake.orders", partition_by="dt", catalog=catalog,
+                      warehouse=warehouse)  # fmt: skip
+    old = _home(tmp_path / "home", store, clock, None, None)
+    values = produce_ledger(old, clock, TOPIC, 0, 70)
+    offload_all(old, TOPIC)
+    with old:
+        (first,) = old.export_iceberg_run([TOPIC], spec, engine="local")
+        more = produce_ledger(old, clock, TOPIC, 70, 30)
+        offload_all(old, TOPIC)
+    shutil.rmtree(tmp_path / "home")
+    with _home(tmp_path / "new-home", store, clock, None, None) as new:
+        report = new.metadata_rebuild(
+            export_targets=["iceberg://lake.orders"], catalog=catalog, warehouse=warehouse
+        )
+        (item,) = [i for i in report.items if i.kind == KIND]
+        assert (item.action, item.topic, item.fields["source"]) == ("present", TOPIC, "table")
+        assert (item.ledger_id, item.fields["entry_id"]) == first.watermark
+        (second,) = new.export_iceberg_run([TOPIC], spec, engine="local")
+        assert (second.previous, second.rows) == (first.watermark, 30)
+        rows, ids, got = table_digest(second.metadata_location)
+    assert (rows, ids, got) == (100, 100, table_values_digest(values + more))
+    with _home(tmp_path / "other", store, clock, None, None) as other:
+        missing = other.metadata_rebuild(
+            export_targets=["iceberg://lake.nothing"], catalog=catalog, warehouse=warehouse,
+            dry_run=True,
+        )  # fmt: skip
+    (problem,) = [i for i in missing.items if i.kind == KIND]
+    assert problem.action == "problem" and "no table lake.nothing" in problem.detail
