@@ -178,6 +178,9 @@ def test_the_record_round_trips() -> None:
     path = record_path(mark.topic, mark.generation)
     assert path.startswith(f"{RECORDS_DIR}/g2-") and path.endswith(".json")
     assert decode_record(encode_record(mark), path) == mark
+    spec = (Path(__file__).parents[2] / "spec" / "export.md").read_text()
+    example = next(line for line in spec.splitlines() if line.startswith('{"entry_id":991'))
+    assert encode_record(mark) == (example + "\n").encode()  # spec/export.md §5a
 
 
 def test_an_iceberg_table_keeps_its_watermarks_through_a_lost_home(tmp_path: Path) -> None:
