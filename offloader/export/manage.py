@@ -48,6 +48,7 @@ __all__ = [
     "parse_reset_point",
     "pulsar_lag",
     "reset_export",
+    "straddle_free",
 ]
 
 
@@ -178,7 +179,7 @@ def _names(topic: str) -> tuple[str, str, int | None]:
     return name, name, None
 
 
-def _straddle_free(files: list[ExportFile], mark: Position) -> Position:
+def straddle_free(files: list[ExportFile], mark: Position) -> Position:
     """Move ``mark`` back until no file holds entries on both sides of it."""
     changed = True
     while changed:
@@ -224,7 +225,7 @@ def reset_export(
             new = mark.position
         if later:
             new = min(new, before(min(f.first for f in later)))
-        new = _straddle_free(files, min(new, mark.position))
+        new = straddle_free(files, min(new, mark.position))
         removed = [f for f in files if f.last > new]
         rows = 0
         first_publish: int | None = None

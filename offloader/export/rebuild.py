@@ -10,8 +10,8 @@ The :class:`~offloader.rebuild.base.Rebuilder` of kind ``export-watermarks``, ha
   files a crashed run left past it are removed by the next run, files gone below it written
   again). A stream with files but no record (a target written before records existed) gets
   the watermark its names and ``_SUCCESS`` markers allow: the last position of a file in a
-  directory that has ``_SUCCESS`` (a partition no run writes into again), its file count from
-  the names, rows unknown (0), settings unknown (the next run's are kept).
+  directory that has ``_SUCCESS`` (a partition no run writes into again), moved back before
+  any file that straddles it, its file count from the names, rows unknown (0), settings unknown (the next run's are kept).
 * **An Iceberg table** (``iceberg://NS.TABLE``, through its catalog) carries its watermarks
   itself (snapshot summary and properties, §10): they are read and reported, nothing is
   written (an Iceberg run never reads the home's store).
@@ -29,6 +29,7 @@ from urllib.parse import unquote
 
 from offloader.errors import ExportError, OffloadConflict, OffloaderError
 from offloader.export.iceberg_target import IcebergTarget
+from offloader.export.manage import straddle_free
 from offloader.export.naming import SUCCESS, ExportFile, is_shortened, parse_file_name
 from offloader.export.record import decode_record, is_record_path
 from offloader.export.target import ExportTarget, TargetSpec
@@ -93,11 +94,16 @@ def watermark_from_files(
     now_ms: int,
 ) -> ExportWatermark | None:
     """A stream's watermark from its files' names and the ``_SUCCESS`` markers alone: the
-    last position of a file in a marked directory (None when no file is in one)."""
+    last position of a file in a marked directory, moved back before any file that straddles
+    it (None when no file is in a marked directory)."""
     final = [f.last for f in files if f.directory in markers]
     if not final:
         return None
-    end = max(final)
+    # back before any file holding entries on both sides of it (files of other partition
+    # values interleave): the next run removes the files past it and writes them again whole
+    end = straddle_free(list(files), max(final))
+    if end[1] < -1 or end < (0, -1):
+        return None
     count = sum(1 for f in files if f.last <= end)
     return ExportWatermark(target, key, generation, end[0], end[1], files=count, updated_ms=now_ms)
 

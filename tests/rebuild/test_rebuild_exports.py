@@ -219,3 +219,52 @@ def test_an_iceberg_table_keeps_its_watermarks_through_a_lost_home(tmp_path: Pat
         )  # fmt: skip
     (problem,) = [i for i in missing.items if i.kind == KIND]
     assert problem.action == "problem" and "no table lake.nothing" in problem.detail
+
+
+KILL_POINTS = (
+    "export.after_file:2",
+    "export.before_advance",
+    "export.after_advance",
+    "export.after_marker",
+    "export.after_record",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("earlier_run", [False, True], ids=["first-run", "second-run"])
+def test_kill9_then_the_home_lost_then_rebuilt_continues_exactly_once(
+    tmp_path: Path, earlier_run: bool
+) -> None:
+    """Per crash point: an export run killed there (the first run of the target, or a run
+    after a completed one), the home deleted, ``metadata rebuild --export-target`` on a new
+    home, ``export run`` to completion: every message exactly once (DuckDB)."""
+    from tests.crash.export_worker import TOPIC as CRASH_TOPIC
+    from tests.crash.export_worker import spec as crash_spec
+    from tests.crash.sweep import kill_run
+
+    killed = 0
+    for n, point in enumerate(KILL_POINTS):
+        case = tmp_path / f"case{n}"
+        store, lake = f"file://{case / 'objects'}", case / "lake"
+        clock = Clock()
+        old = _home(case / "home", store, clock, None, None)
+        values = produce_ledger(old, clock, CRASH_TOPIC, 0, 70)
+        values += produce_ledger(old, clock, CRASH_TOPIC, 70, 60)
+        if earlier_run:
+            offload_all(old, CRASH_TOPIC)
+            old.export_run([CRASH_TOPIC], crash_spec(str(lake), None), engine="local")
+            values += produce_ledger(old, clock, CRASH_TOPIC, 130, 50)
+        offload_all(old, CRASH_TOPIC)
+        old.close()
+        args = [str(case / "home"), store, str(lake)]
+        if not kill_run("tests.rebuild.export_loss_worker", args, point, -1):
+            killed += 1
+        shutil.rmtree(case / "home")
+        with _home(case / "new-home", store, clock, None, None) as new:
+            report = new.metadata_rebuild(export_targets=[str(lake)])
+            assert report.count("problem") == 0, report.items
+            new.export_run([CRASH_TOPIC], crash_spec(str(lake), None), engine="local")
+            status = new.export_status(CRASH_TOPIC, str(lake))
+            assert status.missing_files == 0 and status.uncommitted_files == 0
+        assert duck_digest(str(lake)) == (len(values), len(values), digest(values)[1]), point
+    assert killed >= len(KILL_POINTS) - 1  # (a marker may have nothing to mark)
