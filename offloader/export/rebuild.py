@@ -11,7 +11,8 @@ The :class:`~offloader.rebuild.base.Rebuilder` of kind ``export-watermarks``, ha
   again). A stream with files but no record (a target written before records existed) gets
   the watermark its names and ``_SUCCESS`` markers allow: the last position of a file in a
   directory that has ``_SUCCESS`` (a partition no run writes into again), moved back before
-  any file that straddles it, its file count from the names, rows unknown (0), settings unknown (the next run's are kept).
+  any file that straddles it, its file count from the names, rows unknown (0), settings
+  unknown (the next run's are kept).
 * **An Iceberg table** (``iceberg://NS.TABLE``, through its catalog) carries its watermarks
   itself (snapshot summary and properties, §10): they are read and reported, nothing is
   written (an Iceberg run never reads the home's store).
