@@ -268,3 +268,32 @@ def test_kill9_then_the_home_lost_then_rebuilt_continues_exactly_once(
             assert status.missing_files == 0 and status.uncommitted_files == 0
         assert duck_digest(str(lake)) == (len(values), len(values), digest(values)[1]), point
     assert killed >= len(KILL_POINTS) - 1  # (a marker may have nothing to mark)
+
+
+def test_kafka_partitions_have_a_record_each(tmp_path: Path) -> None:
+    """A Kafka export leaves one record per partition; without records, the names give each
+    partition's key (``kafka:<topic>:<partition>``)."""
+    from offloader.api import KafkaSettings
+    from tests.kafka.logdir import write_partition
+
+    root, lake = tmp_path / "logs", tmp_path / "lake"
+    write_partition(root, "orders", 0, records=300)
+    write_partition(root, "orders", 1, records=200)
+    with Offloader.from_settings(tmp_path / "home", f"file://{tmp_path / 'objects'}") as off:
+        assert off.kafka(KafkaSettings()).upload(root).ok
+        reports = off.export_run(
+            ["orders"], ExportSpec(str(lake), max_file_size=2048), engine="local", kafka=True
+        )
+        committed = {r.topic: r.watermark for r in reports}
+        assert sorted(committed) == ["kafka:orders:0", "kafka:orders:1"]
+    with _home(tmp_path / "new-home", f"file://{tmp_path / 'o2'}", Clock(), None, None) as new:
+        dry = new.metadata_rebuild(dry_run=True, export_targets=[str(lake)])
+        found = {i.topic: (i.ledger_id, i.fields["entry_id"]) for i in dry.items if i.kind == KIND}
+        assert found == committed
+        shutil.rmtree(lake / RECORDS_DIR)
+        dry = new.metadata_rebuild(dry_run=True, export_targets=[str(lake)])
+        guessed = {i.topic: i for i in dry.items if i.kind == KIND}
+        assert set(guessed) <= set(committed)
+        for key, item in guessed.items():
+            assert item.fields["source"] == "files"
+            assert (item.ledger_id, item.fields["entry_id"]) <= committed[key]
