@@ -26,13 +26,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from urllib.parse import unquote
 
 from offloader.errors import ExportError, OffloadConflict, OffloaderError
-from offloader.export.iceberg_target import IcebergTarget
+from offloader.export.iceberg_target import IcebergTarget, resolve_target
 from offloader.export.manage import straddle_free
 from offloader.export.naming import SUCCESS, ExportFile, is_shortened, parse_file_name
 from offloader.export.record import decode_record, is_record_path
+from offloader.export.settings import normalize_target
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.logs import get_logger
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
@@ -123,6 +125,31 @@ class ExportWatermarks:
         self._exports = exports
         self._parquet = list(parquet)
         self._iceberg = list(iceberg)
+
+    @classmethod
+    def of_urls(
+        cls,
+        exports: ExportMetadataStore,
+        urls: Sequence[str],
+        home: Path,
+        *,
+        catalog: str | None = None,
+        warehouse: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+    ) -> ExportWatermarks:
+        """The rebuilder of the targets the user named (``--export-target``, the spellings of
+        ``export run --to``): ``iceberg://NS.TABLE`` with ``catalog``/``warehouse`` (else
+        the home's defaults), any other a Parquet target (``endpoint_url``/``region``)."""
+        parquet: list[TargetSpec] = []
+        iceberg: list[IcebergTarget] = []
+        for url in dict.fromkeys(urls):
+            if url.strip().lower().startswith("iceberg://"):
+                table = resolve_target(url, home, catalog=catalog, warehouse=warehouse)
+                iceberg.append(replace(table, endpoint_url=endpoint_url, region=region))
+            else:
+                parquet.append(TargetSpec(normalize_target(url), endpoint_url, region))
+        return cls(exports, parquet, iceberg)
 
     def existing_records(self, rt: Runtime) -> int:
         return sum(len(self._exports.list_watermarks(target=t.url)) for t in self._parquet)

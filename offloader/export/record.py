@@ -20,6 +20,7 @@ import json
 import re
 
 from offloader.errors import ExportError
+from offloader.metadata.export import watermark_record
 from offloader.metadata.export_base import ExportWatermark
 
 __all__ = [
@@ -91,19 +92,7 @@ def decode_record(data: bytes, where: str) -> ExportWatermark:
     bad += [k for k in ("target", "topic", "settings") if not isinstance(body.get(k), str)]
     if bad:
         raise ExportError(f"export watermark record {where}: bad field(s) {', '.join(bad)}")
-    mark = ExportWatermark(
-        target=body["target"],
-        topic=body["topic"],
-        generation=body["generation"],
-        ledger_id=body["ledger_id"],
-        entry_id=body["entry_id"],
-        publish_time_ms=publish,
-        settings=body["settings"],
-        rows=body["rows"],
-        files=body["files"],
-        invalid_rows=body["invalid_rows"],
-        updated_ms=body["updated_ms"],
-    )
+    mark = watermark_record(body)
     if record_path(mark.topic, mark.generation).rpartition("/")[2] != where.rpartition("/")[2]:
         raise ExportError(
             f"export watermark record {where}: holds {mark.topic} generation "

@@ -220,28 +220,18 @@ class AdminFacade(FacadeBase):
         read and reported."""
         rebuilders: list[Rebuilder] | None = None
         if export_targets:
-            from offloader.export.iceberg_target import resolve_target
             from offloader.export.rebuild import ExportWatermarks
-            from offloader.export.settings import normalize_target
-            from offloader.export.target import TargetSpec
 
-            parquet, iceberg = [], []
-            for url in dict.fromkeys(export_targets):
-                if url.strip().lower().startswith("iceberg://"):
-                    iceberg.append(
-                        resolve_target(
-                            url,
-                            self._rt.home,
-                            catalog=catalog,
-                            warehouse=warehouse,
-                            endpoint_url=endpoint_url,
-                            region=region,
-                        )
-                    )
-                else:
-                    parquet.append(TargetSpec(normalize_target(url), endpoint_url, region))
-            exports = self._export_meta()
-            rebuilders = [*default_rebuilders(), ExportWatermarks(exports, parquet, iceberg)]
+            exports = ExportWatermarks.of_urls(
+                self._export_meta(),
+                export_targets,
+                self._rt.home,
+                catalog=catalog,
+                warehouse=warehouse,
+                endpoint_url=endpoint_url,
+                region=region,
+            )
+            rebuilders = [*default_rebuilders(), exports]
         return rebuild(
             self._rt,
             topics=topics,

@@ -124,7 +124,7 @@ class Transacting(Generic[H]):
             return
         ex = self.executor(handle)
         name = f"offloader_{next(_SAVEPOINTS)}"
-        ex.run(f"SAVEPOINT {name}")
+        self._run_translated(ex, f"SAVEPOINT {name}")
         try:
             yield ex
         except BaseException as exc:
@@ -137,7 +137,16 @@ class Transacting(Generic[H]):
             if error is exc:
                 raise
             raise error from exc
-        ex.run(f"RELEASE SAVEPOINT {name}")
+        self._run_translated(ex, f"RELEASE SAVEPOINT {name}")
+
+    def _run_translated(self, ex: Executor, sql: str) -> None:
+        try:
+            ex.run(sql)
+        except Exception as exc:
+            error = self.translate(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     @contextmanager
     def reading(self) -> Iterator[Executor]:
