@@ -10,16 +10,17 @@
    (ours: our store's listing, the key parsing and the plan) on a fresh home, and the whole
    rebuild, writing every ledger's SQLite records (the listing again, then one batch, one
    transaction, per topic: ``MetadataStore.batch``), against a second bare listing made just
-   before it (the server's speed drifts with the machine's load). The requests both make are counted on the
-   S3 client (GETs and HEADs per listed object: 0 is the goal); each row carries this
-   process's CPU seconds (``client_cpu_s``; ``baseline_client_cpu_s`` for the bare listing).
-2. **Upload cost of the manifests** (goal: >= 0.97). M ledgers of 1 KiB entries are offloaded
-   to moto through the facade; the time spent writing each offload's marker and watermark is
-   measured around those calls in the same run (a marker PUT, a watermark PUT and the DELETE
-   of the previous one: three small requests per ledger, plus one LIST for a topic's first).
-   ``ours`` is the offload throughput with the manifests, ``baseline`` the same run's
-   throughput without their time (the manifests cannot be turned off: they are what makes the
-   bucket the source of truth).
+   before it (the server's speed drifts with the machine's load). The requests both make are
+   counted on the S3 client (GETs and HEADs per listed object: 0 is the goal); each row
+   carries this process's CPU seconds (``client_cpu_s``; ``baseline_client_cpu_s`` for the
+   bare listing).
+2. **Upload cost of the manifests** (goal: >= 0.97). Ledgers of 1 KiB entries are offloaded
+   to moto through the facade, A/B in the same run: topics with the completion marker and
+   watermark object (a marker PUT, a watermark PUT: small requests written on a thread of
+   their own while the next ledger uploads), and topics whose two manifest calls are replaced
+   by no-ops (the manifests cannot be turned off otherwise: they are what makes the bucket the
+   source of truth); with, without, with, without, M/2 ledgers each. ``ours`` is the
+   throughput with them, ``baseline`` without.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -179,17 +179,6 @@ def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
     )
 
 
-def _timed(func: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            spent.append(time.perf_counter() - started)
-
-    return wrapper
-
-
 def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Path) -> None:
     from offloader.offload import commit
 
@@ -200,47 +189,63 @@ def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Pat
     off = _offloader(
         tmp / "offload-home", f"s3://{bucket}/o", endpoint, max_entries_per_ledger=per_ledger
     )
-    topic = "persistent://bench/offload/t"
     off.create_namespace("bench/offload")
     payload = [bytes([i % 251]) * entry for i in range(per_ledger)]
-    for _ in range(ledgers):
-        off.produce(topic, payload)
-    off.roll_over(topic)
-    spent: list[float] = []
+    half = max(1, ledgers // 2)
     marker, watermark = commit.write_ledger_marker, commit.advance_watermark
-    commit.write_ledger_marker = _timed(marker, spent)  # type: ignore[assignment]
-    commit.advance_watermark = _timed(watermark, spent)  # type: ignore[assignment]
-    try:
-        started, cpu = time.perf_counter(), time.process_time()
-        trigger = off.offload_prefix(topic, size_threshold=0)
-        total, cpu = time.perf_counter() - started, time.process_time() - cpu
-    finally:
-        commit.write_ledger_marker, commit.advance_watermark = marker, watermark
+
+    def skip(*_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    totals = {"with": [0.0, 0.0, 0], "without": [0.0, 0.0, 0]}  # seconds, CPU s, ledgers
+    for round_ in range(2):  # with, without, with, without: the server's drift spread evenly
+        for variant in ("with", "without"):
+            topic = f"persistent://bench/offload/{variant}-{round_}"
+            for _ in range(half):
+                off.produce(topic, payload)
+            off.roll_over(topic)
+            if variant == "without":
+                commit.write_ledger_marker = skip  # type: ignore[assignment]
+                commit.advance_watermark = skip  # type: ignore[assignment]
+            try:
+                started, cpu = time.perf_counter(), time.process_time()
+                trigger = off.offload_prefix(topic, size_threshold=0)
+                spent = (time.perf_counter() - started, time.process_time() - cpu)
+            finally:
+                commit.write_ledger_marker, commit.advance_watermark = marker, watermark
+            assert len(trigger.offloaded) >= half and not trigger.failed, trigger
+            totals[variant][0] += spent[0]
+            totals[variant][1] += spent[1]
+            totals[variant][2] += len(trigger.offloaded)
     off.close()
-    done = len(trigger.offloaded)
-    assert done >= ledgers and not trigger.failed, trigger
-    manifests = sum(spent)
-    size_mb = done * per_ledger * entry / 1e6
+    mb = {v: t[2] * per_ledger * entry / 1e6 for v, t in totals.items()}
     report(
         "rebuild.offload_with_manifests",
-        size_mb / total,
-        size_mb / (total - manifests),
+        mb["with"] / totals["with"][0],
+        mb["without"] / totals["without"][0],
         "MB/s",
-        ledgers=done,
+        ledgers_each=int(totals["with"][2]),
         ledger_bytes=per_ledger * entry,
-        manifest_seconds=round(manifests, 3),
-        manifest_ms_per_ledger=round(1000 * manifests / done, 2),
-        offload_seconds=round(total, 3),
-        client_cpu_s=round(cpu, 3),
+        offload_seconds=round(totals["with"][0], 3),
+        baseline_offload_seconds=round(totals["without"][0], 3),
+        client_cpu_s=round(totals["with"][1], 3),
+        baseline_client_cpu_s=round(totals["without"][1], 3),
         server="moto (own process)",
-        method="marker and watermark calls timed inside the same offload run",
+        method="A/B in one run: topics offloaded with the marker and watermark, and topics "
+        "with both calls replaced by no-ops, alternated twice (the manifests overlap the next "
+        "ledger's upload, so their cost is no longer a sum of their calls)",
     )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rebuild", description=__doc__)
     parser.add_argument("--ledgers", type=int, default=10_000, help="ledgers to rebuild (10000)")
-    parser.add_argument("--offload-ledgers", type=int, default=6, help="ledgers to offload (6)")
+    parser.add_argument(
+        "--offload-ledgers",
+        type=int,
+        default=6,
+        help="ledgers offloaded per variant, in two rounds (6)",
+    )
     parser.add_argument("--ledger-size", default="32M", help="bytes per offloaded ledger (32M)")
     args = parser.parse_args(argv)
     from offloader.units import parse_size
