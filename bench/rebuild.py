@@ -7,17 +7,21 @@
    directly, small objects, on 16 threads: this is set-up, not measured), in topics of 100
    ledgers, each with its watermark object. Then, in the same run: a bare boto3
    ``list_objects_v2`` pass over the bucket (the baseline), ``metadata rebuild --dry-run``
-   (ours: our store's listing, the key parsing and the plan) on a fresh home, and, beside it,
-   a rebuild that writes the SQLite records of the first 1,000 ledgers (the whole listing
-   still, then six metadata transactions per ledger, each one fsync'd). The requests the
-   rebuild makes are counted on the S3 client (GETs and HEADs per ledger: 0 is the goal).
-2. **Upload cost of the manifests** (goal: >= 0.97). M ledgers of 1 KiB entries are offloaded
-   to moto through the facade; the time spent writing each offload's marker and watermark is
-   measured around those calls in the same run (a marker PUT, a watermark PUT and the DELETE
-   of the previous one: three small requests per ledger, plus one LIST for a topic's first).
-   ``ours`` is the offload throughput with the manifests, ``baseline`` the same run's
-   throughput without their time (the manifests cannot be turned off: they are what makes the
-   bucket the source of truth).
+   (ours: our store's listing, the key parsing and the plan) on a fresh home, and the whole
+   rebuild, writing every ledger's SQLite records (the listing again, then one batch, one
+   transaction, per topic: ``MetadataStore.batch``), against a second bare listing made just
+   before it (the server's speed drifts with the machine's load). The requests both make are
+   counted on the S3 client (GETs and HEADs per listed object: 0 is the goal); each row
+   carries this process's CPU seconds (``client_cpu_s``; ``baseline_client_cpu_s`` for the
+   bare listing).
+2. **Upload cost of the manifests** (goal: >= 0.97). Ledgers of 1 KiB entries are offloaded
+   to moto through the facade, A/B in the same run: topics with the completion marker and
+   watermark object (a marker PUT, a watermark PUT: small requests written on a thread of
+   their own while the next ledger uploads), and topics whose two manifest calls are replaced
+   by no-ops (the manifests cannot be turned off otherwise: they are what makes the bucket the
+   source of truth); after a warm-up offload, four rounds ordered with/without,
+   without/with, ..., M/4 ledgers each (each topic deleted after its round). ``ours`` is the
+   throughput with them, ``baseline`` without.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -114,57 +117,67 @@ def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
     started = time.perf_counter()
     keys = _populate(endpoint, bucket, "r/", ledgers)
     note(f"bench rebuild: {keys} objects written in {time.perf_counter() - started:.1f} s")
+    cpu = time.process_time()
     bare, listed = _bare_listing(endpoint, bucket, "r/")
+    bare_cpu = time.process_time() - cpu
     assert listed == keys, (listed, keys)
     off = _offloader(tmp / "dry-home", f"s3://{bucket}/r", endpoint)
     counts = _count_requests(off)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     dry = off.metadata_rebuild(dry_run=True)
-    ours = time.perf_counter() - started
+    ours, dry_cpu = time.perf_counter() - started, time.process_time() - cpu
     off.close()
     assert dry.count("offload") == ledgers and dry.count("problem") == 0
     requests = dict(counts)
-    # the records written into SQLite, for the first 10 topics (1,000 ledgers) only: one
-    # listing of everything still, then six metadata transactions per ledger
+    # the whole rebuild: the same listing, then every ledger's records written into SQLite
+    # (one batch, one transaction, per topic)
+    # the bare listing again, just before: the server's speed drifts with the machine's load
+    cpu = time.process_time()
+    bare_again, _ = _bare_listing(endpoint, bucket, "r/")
+    bare_again_cpu = time.process_time() - cpu
     off = _offloader(tmp / "home", f"s3://{bucket}/r", endpoint)
-    started = time.perf_counter()
-    written = off.metadata_rebuild(topics=r"persistent://bench/rebuild/t[0-9]")
-    write_seconds = time.perf_counter() - started
+    counts = _count_requests(off)
+    started, cpu = time.perf_counter(), time.process_time()
+    written = off.metadata_rebuild()
+    write_seconds, write_cpu = time.perf_counter() - started, time.process_time() - cpu
     off.close()
     wrote = written.count("offload")
-    assert wrote == min(ledgers, 10 * TOPICS_OF)
-    gets = requests.get("GetObject", 0)
-    heads = requests.get("HeadObject", 0)
+    assert wrote == ledgers and written.count("problem") == 0
+    gets = requests.get("GetObject", 0) + counts.get("GetObject", 0)
+    heads = requests.get("HeadObject", 0) + counts.get("HeadObject", 0)
+    common = {
+        "ledgers": ledgers,
+        "objects": keys,
+        "list_requests": requests.get("ListObjectsV2", 0),
+        "upload_list_requests": requests.get("ListMultipartUploads", 0),
+        "gets_per_object": round(gets / 2 / keys, 4),
+        "heads_per_object": round(heads / 2 / keys, 4),
+        "baseline_client_cpu_s": round(bare_cpu, 3),
+        "server": "moto (own process)",
+    }
     report(
         f"rebuild.dry_run_vs_list.{ledgers}",
         ours,
         bare,
         "s",
         higher_is_better=False,
-        ledgers=ledgers,
-        objects=keys,
-        list_requests=requests.get("ListObjectsV2", 0),
+        client_cpu_s=round(dry_cpu, 3),
         store_calls=dict(dry.requests),
-        upload_list_requests=requests.get("ListMultipartUploads", 0),
-        gets_per_ledger=round(gets / ledgers, 4),
-        heads_per_ledger=round(heads / ledgers, 4),
-        rebuild_with_sqlite_writes_s=round(write_seconds, 3),
-        rebuild_with_sqlite_writes_ledgers=wrote,
-        # the listing again (as long as the dry run's), then the records: the rest per ledger
-        sqlite_write_ms_per_ledger=round(1000 * max(write_seconds - ours, 0) / max(wrote, 1), 2),
-        server="moto (own process)",
+        **common,
     )
-
-
-def _timed(func: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            spent.append(time.perf_counter() - started)
-
-    return wrapper
+    common["baseline_client_cpu_s"] = round(bare_again_cpu, 3)
+    report(
+        f"rebuild.write_vs_list.{ledgers}",
+        write_seconds,
+        bare_again,
+        "s",
+        higher_is_better=False,
+        client_cpu_s=round(write_cpu, 3),
+        store_calls=dict(written.requests),
+        # the records' cost: the client CPU beyond the dry run's (listing and plan)
+        write_cpu_ms_per_ledger=round(1000 * max(write_cpu - dry_cpu, 0) / wrote, 3),
+        **common,
+    )
 
 
 def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Path) -> None:
@@ -177,46 +190,69 @@ def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Pat
     off = _offloader(
         tmp / "offload-home", f"s3://{bucket}/o", endpoint, max_entries_per_ledger=per_ledger
     )
-    topic = "persistent://bench/offload/t"
     off.create_namespace("bench/offload")
     payload = [bytes([i % 251]) * entry for i in range(per_ledger)]
-    for _ in range(ledgers):
-        off.produce(topic, payload)
-    off.roll_over(topic)
-    spent: list[float] = []
+    rounds = 4
+    per = max(1, ledgers // rounds)
     marker, watermark = commit.write_ledger_marker, commit.advance_watermark
-    commit.write_ledger_marker = _timed(marker, spent)  # type: ignore[assignment]
-    commit.advance_watermark = _timed(watermark, spent)  # type: ignore[assignment]
-    try:
-        started = time.perf_counter()
-        trigger = off.offload_prefix(topic, size_threshold=0)
-        total = time.perf_counter() - started
-    finally:
-        commit.write_ledger_marker, commit.advance_watermark = marker, watermark
+
+    def skip(*_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def one(topic: str, manifests: bool) -> tuple[float, float, int]:
+        for _ in range(per):
+            off.produce(topic, payload)
+        off.roll_over(topic)
+        if not manifests:
+            commit.write_ledger_marker = skip  # type: ignore[assignment]
+            commit.advance_watermark = skip  # type: ignore[assignment]
+        try:
+            started, cpu = time.perf_counter(), time.process_time()
+            trigger = off.offload_prefix(topic, size_threshold=0)
+            spent = (time.perf_counter() - started, time.process_time() - cpu)
+        finally:
+            commit.write_ledger_marker, commit.advance_watermark = marker, watermark
+        assert len(trigger.offloaded) >= per and not trigger.failed, trigger
+        off.delete_topic(topic)  # its objects too: moto keeps every object in memory
+        return spent[0], spent[1], len(trigger.offloaded)
+
+    one("persistent://bench/offload/warm-up", True)  # clients, pools, the first topic's LIST
+    totals = {True: [0.0, 0.0, 0], False: [0.0, 0.0, 0]}  # seconds, CPU s, ledgers
+    for round_ in range(rounds):  # with/without, then without/with: ABBA against the drift
+        for manifests in (True, False) if round_ % 2 == 0 else (False, True):
+            spent = one(f"persistent://bench/offload/{manifests}-{round_}", manifests)
+            for i in range(3):
+                totals[manifests][i] += spent[i]
     off.close()
-    done = len(trigger.offloaded)
-    assert done >= ledgers and not trigger.failed, trigger
-    manifests = sum(spent)
-    size_mb = done * per_ledger * entry / 1e6
+    mb = {v: t[2] * per_ledger * entry / 1e6 for v, t in totals.items()}
     report(
         "rebuild.offload_with_manifests",
-        size_mb / total,
-        size_mb / (total - manifests),
+        mb[True] / totals[True][0],
+        mb[False] / totals[False][0],
         "MB/s",
-        ledgers=done,
+        ledgers_each=int(totals[True][2]),
         ledger_bytes=per_ledger * entry,
-        manifest_seconds=round(manifests, 3),
-        manifest_ms_per_ledger=round(1000 * manifests / done, 2),
-        offload_seconds=round(total, 3),
+        offload_seconds=round(totals[True][0], 3),
+        baseline_offload_seconds=round(totals[False][0], 3),
+        client_cpu_s=round(totals[True][1], 3),
+        baseline_client_cpu_s=round(totals[False][1], 3),
         server="moto (own process)",
-        method="marker and watermark calls timed inside the same offload run",
+        method="A/B in one run: topics offloaded with the marker and watermark, and topics "
+        "with both calls replaced by no-ops, in four rounds ordered ABBA after a warm-up "
+        "offload (the manifests overlap the next ledger's upload, so their cost is no longer "
+        "a sum of their calls)",
     )
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rebuild", description=__doc__)
     parser.add_argument("--ledgers", type=int, default=10_000, help="ledgers to rebuild (10000)")
-    parser.add_argument("--offload-ledgers", type=int, default=6, help="ledgers to offload (6)")
+    parser.add_argument(
+        "--offload-ledgers",
+        type=int,
+        default=8,
+        help="ledgers offloaded per variant, in four rounds (8)",
+    )
     parser.add_argument("--ledger-size", default="32M", help="bytes per offloaded ledger (32M)")
     args = parser.parse_args(argv)
     from offloader.units import parse_size

@@ -19,8 +19,16 @@ import click
 from cli.context import CliContext, pass_cli
 from cli.render import Progress, echo_json, echo_table, progress_enabled
 from cli.settings import open_offloader
-from offloader.api import RebuildReport
+from offloader.api import RebuildItem, RebuildReport
 from offloader.errors import VerificationError
+
+
+def _position(item: RebuildItem) -> str | int:
+    """The ledger id, or an export watermark's ``ledger:entry``."""
+    if item.ledger_id is None:
+        return ""
+    entry = item.fields.get("entry_id") if item.kind == "export-watermarks" else None
+    return item.ledger_id if entry is None else f"{item.ledger_id}:{entry}"
 
 
 def _echo(report: RebuildReport) -> None:
@@ -28,7 +36,7 @@ def _echo(report: RebuildReport) -> None:
         (
             item.action,
             item.topic or "",
-            "" if item.ledger_id is None else item.ledger_id,
+            _position(item),
             item.uuid or "",
             item.detail,
         )
@@ -45,6 +53,9 @@ def _echo(report: RebuildReport) -> None:
         f"attempt(s), {s['present']} already present, {s['conflict']} conflict(s), "
         f"{s['problem']} problem(s)"
     )
+    exports = [i for i in report.items if i.kind == "export-watermarks" and i.action == "watermark"]
+    if exports:
+        click.echo(f"{verb} {len(exports)} export watermark(s)")
 
 
 @click.command()
@@ -63,8 +74,33 @@ def _echo(report: RebuildReport) -> None:
     is_flag=True,
     help="Add only what is missing to a store that has records; never change one.",
 )
+@click.option(
+    "--export-target",
+    "export_targets",
+    metavar="URL",
+    multiple=True,
+    help="Also rebuild the export watermarks of this target (repeatable): a Parquet target "
+    "(directory, s3://, gs://, az://) from its watermark records, or iceberg://NS.TABLE "
+    "(read from the table; nothing to write).",
+)
+@click.option("--catalog", metavar="URI", help="The catalog of iceberg:// targets.")
+@click.option("--warehouse", metavar="URL", help="The warehouse of iceberg:// targets.")
+@click.option(
+    "--target-endpoint",
+    metavar="URL",
+    help="S3 endpoint of s3:// export targets (default: --endpoint-url).",
+)
 @pass_cli
-def rebuild(cli: CliContext, topics: str | None, dry_run: bool, merge: bool) -> None:
+def rebuild(
+    cli: CliContext,
+    topics: str | None,
+    dry_run: bool,
+    merge: bool,
+    export_targets: tuple[str, ...],
+    catalog: str | None,
+    warehouse: str | None,
+    target_endpoint: str | None,
+) -> None:
     """Recreate the metadata store's records from the object store's listing.
 
     Reads only the listing (completion markers and watermark objects; spec/bucket-manifests.md),
@@ -74,18 +110,32 @@ def rebuild(cli: CliContext, topics: str | None, dry_run: bool, merge: bool) -> 
     recorded as superseded. Refuses a metadata store that already has topics unless --merge.
     Exits 1 if a marker's objects are missing.
 
+    With --export-target, the export watermarks of those targets too (spec/export.md §5a):
+    a Parquet target's from the watermark record each run leaves in its _offloader/
+    directory (exact: `export run` then continues exactly once), or, for files written
+    before records existed, from the file names and _SUCCESS markers. --merge never
+    lowers a watermark the store has.
+
     \b
     Examples:
       offloader --home new-home --store s3://bucket metadata rebuild --dry-run
       offloader --home new-home --store s3://bucket metadata rebuild --topics 'persistent://public/default/.*'
       offloader --json metadata rebuild --merge
+      offloader --home new-home --store s3://bucket metadata rebuild --export-target s3://lake/pulsar
     """
     with (
         open_offloader(cli) as offloader,
         Progress("listing", enabled=progress_enabled(cli), unit="objects") as progress,
     ):
         report = offloader.metadata_rebuild(
-            topics=topics, dry_run=dry_run, merge=merge, progress=progress
+            topics=topics,
+            dry_run=dry_run,
+            merge=merge,
+            progress=progress,
+            export_targets=export_targets,
+            catalog=catalog,
+            warehouse=warehouse,
+            endpoint_url=target_endpoint or cli.endpoint_url,
         )
     if report.objects_listed == 0:
         click.echo(

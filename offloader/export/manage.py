@@ -26,7 +26,13 @@ from offloader.export.kafka import split_key
 from offloader.export.lock import export_lock
 from offloader.export.naming import ExportFile
 from offloader.export.plan import Position, before
-from offloader.export.run import adopt_watermark, find_watermark, missing_below, pulsar_spans
+from offloader.export.run import (
+    adopt_watermark,
+    find_watermark,
+    missing_below,
+    pulsar_spans,
+    write_record,
+)
 from offloader.export.settings import parse_time_ms
 from offloader.export.target import ExportTarget, TargetSpec
 from offloader.metadata.base import MetadataStore
@@ -42,6 +48,7 @@ __all__ = [
     "parse_reset_point",
     "pulsar_lag",
     "reset_export",
+    "straddle_free",
 ]
 
 
@@ -172,7 +179,7 @@ def _names(topic: str) -> tuple[str, str, int | None]:
     return name, name, None
 
 
-def _straddle_free(files: list[ExportFile], mark: Position) -> Position:
+def straddle_free(files: list[ExportFile], mark: Position) -> Position:
     """Move ``mark`` back until no file holds entries on both sides of it."""
     changed = True
     while changed:
@@ -218,7 +225,7 @@ def reset_export(
             new = mark.position
         if later:
             new = min(new, before(min(f.first for f in later)))
-        new = _straddle_free(files, min(new, mark.position))
+        new = straddle_free(files, min(new, mark.position))
         removed = [f for f in files if f.last > new]
         rows = 0
         first_publish: int | None = None
@@ -235,17 +242,17 @@ def reset_export(
         if new <= (-1, -1):
             publish = None
         committed = [f for f in removed if f.last <= mark.position]
-        exports.reset(
-            replace(
-                mark,
-                ledger_id=new[0],
-                entry_id=new[1],
-                publish_time_ms=publish,
-                rows=max(0, mark.rows - rows),
-                files=max(0, mark.files - len(committed)),
-                updated_ms=now_ms(),
-            )
+        lowered = replace(
+            mark,
+            ledger_id=new[0],
+            entry_id=new[1],
+            publish_time_ms=publish,
+            rows=max(0, mark.rows - rows),
+            files=max(0, mark.files - len(committed)),
+            updated_ms=now_ms(),
         )
+        write_record(target, lowered)  # the target's copy first: never ahead of the store
+        exports.reset(lowered)
         crash_point("export.reset_after_watermark")
         for f in removed:
             target.delete(f.path)

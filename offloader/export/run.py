@@ -44,6 +44,7 @@ from offloader.export.plan import (
     hold_back,
     topic_plan,
 )
+from offloader.export.record import encode_record, record_path
 from offloader.export.settings import ExportSpec, same_target
 from offloader.export.target import ExportTarget, TargetListing, TargetSpec
 from offloader.logs import get_logger
@@ -67,6 +68,7 @@ __all__ = [
     "run_export",
     "target_spec",
     "write_markers",
+    "write_record",
 ]
 
 log = get_logger(__name__)
@@ -174,6 +176,15 @@ def write_markers(
             listing.markers.add(directory)
             written += 1
     return written
+
+
+def write_record(target: ExportTarget, mark: ExportWatermark) -> None:
+    """The target's copy of ``mark`` (:mod:`offloader.export.record`; spec/export.md §5a),
+    written whole. After a run's compare-and-set (and its ``_SUCCESS`` markers); before a
+    reset's: so the record is never ahead of the store's watermark, and a rebuild from it
+    continues exactly once."""
+    target.put_whole(record_path(mark.topic, mark.generation), encode_record(mark))
+    crash_point("export.after_record")
 
 
 def _value_of_dir(directory: str, partitioning: Partitioning) -> str | None:
@@ -467,6 +478,7 @@ def commit(
         written = write_markers(
             target, listing, spec.generation, spec.partitioning, new.publish_time_ms, dirs
         )
+    write_record(target, new)
     log.info("export.committed", topic=plan.topic, watermark=new.position, files=len(files))
     return TopicExportReport(
         plan.topic,

@@ -9,8 +9,10 @@ files through it (:mod:`offloader.spark.export_write`); ``_SUCCESS`` markers are
 :mod:`offloader.store`. The driver lists a topic's files (their names say what they
 hold, :mod:`offloader.export.naming`), removes what a crashed run left (files past the
 watermark, temporary files, and on S3 unfinished multipart uploads, aborted through
-:mod:`offloader.store`), writes ``_SUCCESS`` markers and reads the Parquet footers ``export
-reset --to TIME`` needs. Executors write files themselves (:mod:`offloader.spark.export_write`).
+:mod:`offloader.store`), writes ``_SUCCESS`` markers and the watermark records
+(:mod:`offloader.export.record`, written whole: a temporary file renamed, or one PUT) and
+reads the Parquet footers ``export reset --to TIME`` needs. Executors write files themselves
+(:mod:`offloader.spark.export_write`).
 """
 
 from __future__ import annotations
@@ -250,6 +252,50 @@ class ExportTarget:
                 store.close()
         except OSError as exc:
             raise StoreError(f"export target {self.spec.url}: cannot write {path}: {exc}") from None
+
+    def put_whole(self, relative: str, data: bytes) -> None:
+        """Write a small object whole: there complete or not at all (a temporary file fsync'd
+        and renamed locally; one PUT on an object store)."""
+        path = self.spec.path(relative)
+        try:
+            if not self.spec.is_remote:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                temp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+                with open(temp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temp, path)
+                return
+            store = self.spec.open_store()
+            try:
+                store.put(relative, data, {})
+            finally:
+                store.close()
+        except OSError as exc:
+            raise StoreError(f"export target {self.spec.url}: cannot write {path}: {exc}") from None
+
+    def read_whole(self, relative: str) -> bytes:
+        """A small object's bytes (a watermark record)."""
+        try:
+            with self.fs.open_input_stream(self.spec.path(relative)) as f:
+                return bytes(f.read())
+        except OSError as exc:
+            raise StoreError(
+                f"export target {self.spec.url}: cannot read {relative}: {exc}"
+            ) from None
+
+    def list_all(self, under: str = "") -> list[tuple[str, int]]:
+        """Every file under the root (or under ``under``), as ``(relative path, size)``: one
+        recursive listing."""
+        selector = pafs.FileSelector(self.spec.path(under), recursive=True, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise StoreError(f"export target {self.spec.url}: cannot list: {exc}") from None
+        return sorted(
+            (self._rel(i.path), int(i.size or 0)) for i in infos if i.type == pafs.FileType.File
+        )
 
     def delete_marker(self, directory: str) -> None:
         self.delete(f"{directory}/{SUCCESS}")

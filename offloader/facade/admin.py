@@ -3,7 +3,7 @@ and the objects' verification, orphan audit and garbage collection."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from offloader.api_types import (
@@ -28,7 +28,7 @@ from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
-from offloader.rebuild import RebuildReport, rebuild
+from offloader.rebuild import Rebuilder, RebuildReport, default_rebuilders, rebuild
 
 if TYPE_CHECKING:
     pass
@@ -204,12 +204,42 @@ class AdminFacade(FacadeBase):
         dry_run: bool = False,
         merge: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        export_targets: Sequence[str] = (),
+        catalog: str | None = None,
+        warehouse: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
     ) -> RebuildReport:
         """Recreate the metadata store's records from the object store's listing
         (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
         expression matched in full against full topic names. Refuses a store with records
-        unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing."""
-        return rebuild(self._rt, topics=topics, dry_run=dry_run, merge=merge, progress=progress)
+        unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing. ``export_targets``:
+        export targets whose watermarks are rebuilt too (spec/export.md §5a): Parquet
+        targets (``endpoint_url``/``region`` for ``s3://``) from their watermark records,
+        ``iceberg://NS.TABLE`` tables (``catalog``/``warehouse``, else the home's defaults)
+        read and reported."""
+        rebuilders: list[Rebuilder] | None = None
+        if export_targets:
+            from offloader.export.rebuild import ExportWatermarks
+
+            exports = ExportWatermarks.of_urls(
+                self._export_meta(),
+                export_targets,
+                self._rt.home,
+                catalog=catalog,
+                warehouse=warehouse,
+                endpoint_url=endpoint_url,
+                region=region,
+            )
+            rebuilders = [*default_rebuilders(), exports]
+        return rebuild(
+            self._rt,
+            topics=topics,
+            dry_run=dry_run,
+            merge=merge,
+            progress=progress,
+            rebuilders=rebuilders,
+        )
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
         return orphan_report(*self._audit(min_age_seconds), False)

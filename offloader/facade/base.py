@@ -4,6 +4,7 @@ opened on first use, managed ledgers by topic name."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.metadata import (
     ExportMetadataStore,
+    open_export_metadata_store,
     open_kafka_metadata_store,
 )
 from offloader.naming import NamespaceName, TopicName
@@ -60,6 +62,14 @@ class FacadeBase:
             self._rt.meta.close()
         finally:
             self._rt.store.close()
+
+    def _export_meta(self) -> ExportMetadataStore:
+        if self._exports is None:
+            # the runtime's store: a shared PostgreSQL one keeps every broker's watermarks
+            location = self._rt.metadata_location
+            read_only = not self._rt.metadata_url and not os.access(self._rt.home, os.W_OK)
+            self._exports = open_export_metadata_store(location, read_only=read_only)
+        return self._exports
 
     def kafka(self, settings: KafkaSettings | None = None) -> KafkaTier:
         """The Kafka tier (segments of broker log directories) on this store and home; opened

@@ -3,7 +3,6 @@ the service loop after each pass (continuous mode), their status, reset and tabl
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -38,10 +37,6 @@ from offloader.export.settings import ExportJob, ExportSpec, normalize_target
 from offloader.export.target import TargetSpec
 from offloader.facade.service import ServiceFacade
 from offloader.logs import get_logger
-from offloader.metadata import (
-    ExportMetadataStore,
-    open_export_metadata_store,
-)
 from offloader.service import run as run_service_loop
 
 if TYPE_CHECKING:
@@ -121,14 +116,6 @@ class ExportFacade(ServiceFacade):
         return self._spark
 
     # --- exports to Parquet (spec/export.md) ----------------------------------------------
-    def _export_meta(self) -> ExportMetadataStore:
-        if self._exports is None:
-            # the runtime's store: a shared PostgreSQL one keeps every broker's watermarks
-            location = self._rt.metadata_location
-            read_only = not self._rt.metadata_url and not os.access(self._rt.home, os.W_OK)
-            self._exports = open_export_metadata_store(location, read_only=read_only)
-        return self._exports
-
     def export_run(
         self,
         topics: Iterable[str],

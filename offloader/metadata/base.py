@@ -27,6 +27,7 @@ older than a running offload could be.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -386,6 +387,14 @@ class MetadataStore(Protocol):
 
     def get_offload_lock(self, topic: str) -> OffloadLock | None:
         """The current holder, if any."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """One write transaction for every change the body makes (for many records at once:
+        one commit instead of one per call). Each change is still all or nothing on its own
+        (a savepoint: one that raises is undone alone and the body may go on); everything is
+        committed at the end, or rolled back if the body raises. Reads inside see the batch's
+        changes; other threads wait for its end; a batch inside a batch joins it."""
         ...
 
     def close(self) -> None:

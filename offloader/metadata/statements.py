@@ -11,6 +11,8 @@ lock), so the caller's read-modify-write is atomic on both.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Generic, Protocol, Self, TypeVar
@@ -56,10 +58,28 @@ class Transactions(Protocol):
         """A transaction that only reads: its SELECTs see one snapshot."""
         ...
 
+    def batch(self) -> AbstractContextManager[None]:
+        """One write transaction for every change the body makes (see :class:`Transacting`)."""
+        ...
+
+
+#: the savepoints of a batch's changes are named ``offloader_<n>``
+_SAVEPOINTS = itertools.count(1)
+
 
 class Transacting(Generic[H]):
     """A backend database's :class:`Transactions`, from its own ``write``/``read`` (which yield
-    its driver's handle: a connection, a cursor) and the :meth:`executor` over that handle."""
+    its driver's handle: a connection, a cursor) and the :meth:`executor` over that handle.
+
+    **Batches.** Inside :meth:`batch`, the thread that opened it runs every ``writing`` and
+    ``reading`` in the batch's one write transaction: each change in a ``SAVEPOINT`` of its
+    own (the same statement on both backends), so a change that fails is rolled back alone,
+    exactly as its own transaction would have been, and the caller may go on; the batch
+    commits once at its end (one fsync on SQLite, one round trip of ``COMMIT`` on PostgreSQL),
+    or rolls everything back when its body raises. The batch holds the database's lock: other
+    threads wait for its end. A batch inside a batch joins it."""
+
+    _batching: tuple[int, H] | None = None
 
     def write(self) -> AbstractContextManager[H]:
         raise NotImplementedError
@@ -71,23 +91,85 @@ class Transacting(Generic[H]):
         """The executor over ``handle`` (inside one transaction)."""
         raise NotImplementedError
 
+    def translate(self, exc: BaseException) -> BaseException:
+        """The backend's error for its driver's ``exc`` (``exc`` itself when not a driver
+        error): what its transactions raise, raised by a batch's changes too."""
+        return exc
+
+    def _batch_handle(self) -> H | None:
+        held = self._batching
+        return held[1] if held is not None and held[0] == threading.get_ident() else None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction around the body's changes (see the class)."""
+        if self._batch_handle() is not None:
+            yield
+            return
+        with self.write() as handle:
+            self._batching = (threading.get_ident(), handle)
+            try:
+                yield
+            finally:
+                self._batching = None
+
     @contextmanager
     def writing(self) -> Iterator[Executor]:
-        """:meth:`write`, as the executor the shared statements run on."""
-        with self.write() as handle:
-            yield self.executor(handle)
+        """:meth:`write`, as the executor the shared statements run on (in a batch: a
+        savepoint of its transaction)."""
+        handle = self._batch_handle()
+        if handle is None:
+            with self.write() as handle:
+                yield self.executor(handle)
+            return
+        ex = self.executor(handle)
+        name = f"offloader_{next(_SAVEPOINTS)}"
+        self._run_translated(ex, f"SAVEPOINT {name}")
+        try:
+            yield ex
+        except BaseException as exc:
+            error = self.translate(exc)
+            try:
+                ex.run(f"ROLLBACK TO SAVEPOINT {name}")
+                ex.run(f"RELEASE SAVEPOINT {name}")
+            except Exception:  # the connection is gone: the batch fails at its end
+                pass
+            if error is exc:
+                raise
+            raise error from exc
+        self._run_translated(ex, f"RELEASE SAVEPOINT {name}")
+
+    def _run_translated(self, ex: Executor, sql: str) -> None:
+        try:
+            ex.run(sql)
+        except Exception as exc:
+            error = self.translate(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     @contextmanager
     def reading(self) -> Iterator[Executor]:
-        """:meth:`read`, as the executor the shared statements run on."""
+        """:meth:`read`, as the executor the shared statements run on (in a batch: its
+        transaction, which sees the batch's changes)."""
+        handle = self._batch_handle()
+        if handle is not None:
+            yield self.executor(handle)
+            return
         with self.read() as handle:
             yield self.executor(handle)
 
 
 class SqlStore:
-    """What every store over one backend database has: ``close`` and the ``with`` form."""
+    """What every store over one backend database has: ``close``, ``batch`` and the ``with``
+    form."""
 
     _db: Transactions
+
+    def batch(self) -> AbstractContextManager[None]:
+        """One write transaction for the changes the body makes (a savepoint each: a change
+        that fails is undone alone); committed at its end, rolled back if the body raises."""
+        return self._db.batch()
 
     def close(self) -> None:
         self._db.close()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import uuid as uuidlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from formats.extension import crc32c
 from formats.keys import data_key, index_key, parse_key
@@ -57,17 +58,20 @@ from offloader.offload.manifests import (
 )
 from offloader.offload.timed_reader import timed_reader
 from offloader.offload.transformed import WriteTransform, resolve_write_transform
-from offloader.offload.writer import offload_ledger
+from offloader.offload.writer import OffloadResult, offload_ledger
 from offloader.runtime import Runtime
 
 __all__ = [
+    "Uploaded",
     "clean_attempt",
     "delete_ledger_objects",
     "delete_objects",
+    "finish_attempt",
     "managed_ledger_of",
     "offload_one",
     "retry_delay_ms",
     "retry_due",
+    "upload_attempt",
 ]
 
 log = get_logger(__name__)
@@ -137,6 +141,19 @@ def write_transform_for(rt: Runtime, topic: str) -> WriteTransform | None:
     return resolve_write_transform(policy, settings.key_ring, settings.transform_chunk_size)
 
 
+@dataclass(frozen=True)
+class Uploaded:
+    """An attempt whose data object and index are in the store (:func:`upload_attempt`):
+    what :func:`finish_attempt` needs to write its manifests and complete it."""
+
+    ledger: LedgerRecord
+    managed_ledger_name: str
+    attempt: str
+    result: OffloadResult
+    index_crc32c: int
+    transform: str
+
+
 def offload_one(
     rt: Runtime,
     ledger: LedgerRecord,
@@ -148,6 +165,39 @@ def offload_one(
 
     Raises what the attempt failed with (after recording it with ``fail_offload``), or
     :class:`OffloadConflict` if the compare-and-set lost (our objects are deleted then)."""
+    return finish_attempt(rt, upload_attempt(rt, ledger, managed_ledger_name, progress=progress))
+
+
+def _failed(rt: Runtime, ledger: LedgerRecord, attempt: str, name: str, exc: BaseException) -> None:
+    """Record a failed attempt (``fail_offload``, the error metrics) and, unless the process
+    is being interrupted, delete what it wrote."""
+    ledger_id = ledger.ledger_id
+    error = f"{type(exc).__name__}: {exc}"
+    rt.metrics.record_offload_error(ledger.topic)
+    if isinstance(exc, StoreError):
+        rt.metrics.record_write_to_storage_error(ledger.topic)
+    with contextlib.suppress(MetadataError):
+        rt.meta.fail_offload(ledger_id, attempt, rt.now_ms(), error)
+    if isinstance(exc, Exception):
+        # the writer deletes what it wrote on failure; this also covers a failed index GET
+        with contextlib.suppress(StoreError):
+            delete_objects(
+                rt,
+                data_key(attempt, ledger_id),
+                index_key(attempt, ledger_id),
+                managed_ledger_name=name,
+            )
+
+
+def upload_attempt(
+    rt: Runtime,
+    ledger: LedgerRecord,
+    managed_ledger_name: str,
+    *,
+    progress: ProgressCallback | None = None,
+) -> Uploaded:
+    """Steps 1 and 2 of the protocol: the attempt made durable, then its data object and
+    index uploaded. Raises what it failed with (recorded, its objects deleted)."""
     ledger_id = ledger.ledger_id
     attempt = str(uuidlib.uuid4())
     dkey, ikey = data_key(attempt, ledger_id), index_key(attempt, ledger_id)
@@ -178,17 +228,33 @@ def offload_one(
                 transform=transform,
             )
         index_crc = crc32c(rt.store.get(ikey).data)
+    except BaseException as exc:
+        _failed(rt, ledger, attempt, managed_ledger_name, exc)
+        raise
+    return Uploaded(
+        ledger, managed_ledger_name, attempt, result, index_crc, transform_token(transform)
+    )
+
+
+def finish_attempt(rt: Runtime, up: Uploaded) -> OffloadContext:
+    """Steps 3 and 4: the completion marker (after the data and the index: an attempt is
+    finished in the bucket once it exists), the watermark object, then ``complete_offload``.
+    :func:`~offloader.topics.tasks` runs it on a thread of its own, overlapping the next
+    ledger's upload; every ledger's steps stay in this order."""
+    ledger, attempt, result = up.ledger, up.attempt, up.result
+    ledger_id = ledger.ledger_id
+    try:
         crash_point("offload.before_marker")
         marker = LedgerMarker(
-            managed_ledger_name=managed_ledger_name,
+            managed_ledger_name=up.managed_ledger_name,
             ledger_id=ledger_id,
             uuid=attempt,
             entries=ledger.entries,
             entry_bytes=ledger.size_bytes,
             data_size=result.data_size,
             index_size=result.index_size,
-            index_crc32c=index_crc,
-            transform=transform_token(transform),
+            index_crc32c=up.index_crc32c,
+            transform=up.transform,
             created_ms=ledger.created_ms,
             closed_ms=ledger.closed_ms if ledger.closed_ms is not None else ledger.created_ms,
             offloaded_ms=rt.now_ms(),
@@ -198,23 +264,14 @@ def offload_one(
         advance_watermark(
             rt.store,
             LEDGERS_KIND,
-            managed_ledger_name,
+            up.managed_ledger_name,
             ledger_id,
             attempt,
             marker.offloaded_ms,
             software,
         )
     except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        rt.metrics.record_offload_error(ledger.topic)
-        if isinstance(exc, StoreError):
-            rt.metrics.record_write_to_storage_error(ledger.topic)
-        with contextlib.suppress(MetadataError):
-            rt.meta.fail_offload(ledger_id, attempt, rt.now_ms(), error)
-        if isinstance(exc, Exception):
-            # the writer deletes what it wrote on failure; this also covers a failed index GET
-            with contextlib.suppress(StoreError):
-                delete_objects(rt, dkey, ikey, managed_ledger_name=managed_ledger_name)
+        _failed(rt, ledger, attempt, up.managed_ledger_name, exc)
         raise
     crash_point("offload.before_complete")
     try:
@@ -225,7 +282,7 @@ def offload_one(
             data_size=result.data_size,
             index_size=result.index_size,
             block_crc32c=result.block_crc32c,
-            index_crc32c=index_crc,
+            index_crc32c=up.index_crc32c,
         )
         crash_point("offload.after_complete")
         rt.metrics.record_offload_bytes(ledger.topic, ledger.size_bytes)
@@ -237,6 +294,7 @@ def offload_one(
             uuid=attempt,
             error=str(exc),
         )
+        dkey, ikey = data_key(attempt, ledger_id), index_key(attempt, ledger_id)
         clean_attempt(rt, attempt, dkey, ikey, "Offload conflict", topic=ledger.topic)
         raise
 

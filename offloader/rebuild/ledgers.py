@@ -17,7 +17,8 @@ Records are written through the :class:`~offloader.metadata.base.MetadataStore` 
 topic in ledger order: the namespace and topic if missing, then per ledger ``add_ledger``,
 ``close_ledger`` (its entry count and bytes), the unfinished and superseded attempts, and the
 kept copy's ``begin_offload`` → ``complete_offload`` → ``mark_local_deleted`` (the new home
-has no local copy).
+has no local copy). A topic's records are written in one batch (``MetadataStore.batch``: one
+transaction, each call in a savepoint of it), so a rebuild commits once per topic.
 """
 
 from __future__ import annotations
@@ -347,7 +348,8 @@ class PulsarLedgers:
         assert isinstance(plan, Plan)
         out: list[RebuildItem] = list(plan.problems)
         for tp in plan.topics:
-            out.extend(self._apply_topic(rt, tp, merge=merge))
+            with rt.meta.batch():  # one transaction per topic, not six per ledger
+                out.extend(self._apply_topic(rt, tp, merge=merge))
             out.append(self._watermark_item(tp))
         out.extend(
             _attempt_item("orphan", None, a, "no finished copy of this ledger: objects orphans")

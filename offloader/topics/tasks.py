@@ -25,6 +25,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from offloader.crashpoints import crash_point
@@ -39,8 +40,14 @@ from offloader.errors import (
     StoreError,
 )
 from offloader.logs import get_logger
-from offloader.metadata.base import AttemptState, LedgerRecord, TopicOffloadStatus
-from offloader.offload.commit import clean_attempt, delete_ledger_objects, offload_one, retry_due
+from offloader.metadata.base import AttemptState, LedgerRecord, OffloadContext, TopicOffloadStatus
+from offloader.offload.commit import (
+    clean_attempt,
+    delete_ledger_objects,
+    finish_attempt,
+    retry_due,
+    upload_attempt,
+)
 from offloader.offload.manifests import LEDGERS_KIND, delete_watermarks
 from offloader.offload.verification import check_offload
 from offloader.policies import (
@@ -153,7 +160,9 @@ def _offload_ledgers(
     progress: ProgressCallback | None,
 ) -> tuple[list[int], list[tuple[int, str]]]:
     """Offload ledgers one at a time, oldest first; the first error does not stop the rest.
-    Status RUNNING, then SUCCESS or ERROR (first error)."""
+    Each ledger's manifests and completion (``finish_attempt``) run on one thread beside, in
+    ledger order, overlapping the next ledger's upload; all are done before this returns.
+    Status RUNNING, then SUCCESS or ERROR (first error, by ledger id)."""
     rt = ml.rt
     if not ledger_ids:
         return [], []
@@ -163,25 +172,14 @@ def _offload_ledgers(
     offloaded: list[int] = []
     failed: list[tuple[int, str]] = []
     done_before = 0
-    for ledger_id in ledger_ids:
-        record = records.get(ledger_id)
-        if record is None or record.state != "CLOSED" or record.offload_complete:
-            continue  # trimmed, or offloaded meanwhile
-        share = record.size_bytes
 
-        def ledger_progress(
-            done: int, total: int, _base: int = done_before, _share: int = share
-        ) -> None:
-            heartbeat()
-            if progress is not None and total > 0:
-                progress(_base + done * _share // total, grand_total)
-
+    def outcome(ledger_id: int, step: Callable[[], object]) -> bool:
+        """Run one step of a ledger's offload; False if it failed (recorded in ``failed``)."""
         try:
-            heartbeat()
-            offload_one(rt, record, ml.managed_ledger_name, progress=ledger_progress)
-            offloaded.append(ledger_id)
+            step()
+            return True
         except (OffloadAlreadyComplete, NotFound):
-            pass  # completed by someone else, or the ledger disappeared (Pulsar ignores it)
+            return False  # completed by someone else, or the ledger disappeared (as Pulsar)
         except OffloadInProgress:
             raise
         except OffloaderError as exc:
@@ -189,9 +187,40 @@ def _offload_ledgers(
             log.warning(
                 "ledger offload failed", topic=ml.name, ledger_id=ledger_id, error=failed[-1][1]
             )
-        done_before += share
-        if progress is not None:
-            progress(done_before, grand_total)
+            return False
+
+    # each ledger's manifests and completion (finish_attempt) on a thread of their own, in
+    # ledger order, while the next ledger uploads: their small requests cost no throughput
+    with ThreadPoolExecutor(1, thread_name_prefix="offload-finish") as finisher:
+        finishing: list[tuple[int, Future[OffloadContext]]] = []
+        for ledger_id in ledger_ids:
+            record = records.get(ledger_id)
+            if record is None or record.state != "CLOSED" or record.offload_complete:
+                continue  # trimmed, or offloaded meanwhile
+            share = record.size_bytes
+
+            def ledger_progress(
+                done: int, total: int, _base: int = done_before, _share: int = share
+            ) -> None:
+                heartbeat()
+                if progress is not None and total > 0:
+                    progress(_base + done * _share // total, grand_total)
+
+            def upload(
+                record: LedgerRecord = record, report: ProgressCallback = ledger_progress
+            ) -> None:
+                heartbeat()
+                up = upload_attempt(rt, record, ml.managed_ledger_name, progress=report)
+                finishing.append((up.ledger.ledger_id, finisher.submit(finish_attempt, rt, up)))
+
+            outcome(ledger_id, upload)
+            done_before += share
+            if progress is not None:
+                progress(done_before, grand_total)
+        for ledger_id, future in finishing:
+            if outcome(ledger_id, future.result):
+                offloaded.append(ledger_id)
+    failed.sort()
     if failed:
         rt.meta.set_offload_status(
             ml.name, "ERROR", rt.now_ms(), f"ledger {failed[0][0]}: {failed[0][1]}"

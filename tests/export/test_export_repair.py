@@ -144,7 +144,7 @@ def test_a_topic_name_longer_than_a_file_name_is_exported(tmp_path: Path) -> Non
         values = produce_ledger(off, clock, topic, 0, 30)
         (report,) = off.export_run([topic], ExportSpec(str(lake)), engine="local")
         assert report.rows == 30
-        (directory,) = list(lake.iterdir())
+        (directory,) = [d for d in lake.iterdir() if d.name != "_offloader"]  # its records
         assert directory.name == topic_dir(topic) and len(directory.name) <= 255
         for path in directory.rglob("*.parquet"):
             meta = pq.read_metadata(path).metadata

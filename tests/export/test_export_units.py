@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from offloader.errors import ConfigError
-from offloader.export.manage import _straddle_free, parse_reset_point
+from offloader.export.manage import parse_reset_point, straddle_free
 from offloader.export.naming import (
     Partitioning,
     file_name,
@@ -122,9 +122,9 @@ def test_reset_never_leaves_a_file_straddling_the_watermark() -> None:
     files = [
         parse_file_name(file_name(1, 5, a, b, "2025-06-15")) for a, b in ((0, 9), (3, 20), (21, 30))
     ]
-    assert _straddle_free([f for f in files if f], (5, 25)) == (5, 20)
-    assert _straddle_free([f for f in files if f], (5, 5)) == (5, -1)
-    assert _straddle_free([f for f in files if f], (5, 30)) == (5, 30)
+    assert straddle_free([f for f in files if f], (5, 25)) == (5, 20)
+    assert straddle_free([f for f in files if f], (5, 5)) == (5, -1)
+    assert straddle_free([f for f in files if f], (5, 30)) == (5, 30)
 
 
 def test_hold_back_stops_the_plan_before_the_first_held_message() -> None:

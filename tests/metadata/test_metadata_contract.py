@@ -626,3 +626,70 @@ def test_processes_racing_for_the_lock_have_exactly_one_holder(
     assert len(holders) == 1
     lock = store.get_offload_lock(topic)
     assert lock is not None and lock.owner == holders[0]
+
+
+# --- batches --------------------------------------------------------------------------------
+def test_batch_commits_every_change_at_its_end(
+    store: MetadataStore, topic: str, reopen: Callable[[], MetadataStore]
+) -> None:
+    with store.batch():
+        first = closed_ledger(store, topic)
+        second = closed_ledger(store, topic)
+        # reads inside the batch see its changes
+        assert [r.ledger_id for r in store.list_ledgers(topic)] == [first, second]
+    other = reopen()
+    assert [r.state for r in other.list_ledgers(topic)] == ["CLOSED", "CLOSED"]
+
+
+def test_batch_undoes_a_failed_change_alone(store: MetadataStore, topic: str) -> None:
+    with store.batch():
+        ledger_id = closed_ledger(store, topic)
+        with pytest.raises(AlreadyExists):
+            store.create_topic(topic, 3)
+        with pytest.raises(InvalidLedgerState):  # closing again with other stats
+            store.close_ledger(ledger_id, 600, 99, 1)
+        with pytest.raises((AlreadyExists, InvalidLedgerState)):  # the id's row exists
+            store.add_ledger(topic, ledger_id, 100)
+        with pytest.raises(MetadataError, match="too large"):  # the driver's error, translated
+            store.create_topic("persistent://public/default/big", 2**70)
+        store.begin_offload(ledger_id, "u-1", DRIVER, 700, data_key="d", index_key="i")
+    record = store.get_ledger(ledger_id)
+    assert (record.entries, record.size_bytes, record.closed_ms) == (10, 1000, 500)
+    assert record.offload is not None and record.offload.uuid == "u-1"
+    assert [t.name for t in store.list_topics()] == [topic]
+
+
+def test_batch_rolled_back_when_its_body_raises(
+    store: MetadataStore, topic: str, reopen: Callable[[], MetadataStore]
+) -> None:
+    with pytest.raises(RuntimeError, match="stop"), store.batch():
+        closed_ledger(store, topic)
+        with store.batch():  # a batch inside a batch joins it
+            closed_ledger(store, topic)
+        raise RuntimeError("stop")
+    assert store.list_ledgers(topic) == []
+    assert reopen().list_ledgers(topic) == []
+    closed_ledger(store, topic)  # the store goes on
+    assert len(store.list_ledgers(topic)) == 1
+
+
+def test_other_threads_wait_for_a_batch(store: MetadataStore, topic: str) -> None:
+    import threading
+
+    seen: list[int] = []
+    started = threading.Event()
+
+    def other() -> None:
+        started.set()
+        seen.append(len(store.list_ledgers(topic)))
+
+    with store.batch():
+        closed_ledger(store, topic)
+        thread = threading.Thread(target=other)
+        thread.start()
+        started.wait(5)
+        thread.join(0.3)
+        assert thread.is_alive()  # waits for the batch's end
+        closed_ledger(store, topic)
+    thread.join(10)
+    assert seen == [2]

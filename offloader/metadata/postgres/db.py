@@ -231,6 +231,11 @@ class PgDatabase(Transacting[Cursor]):
     def executor(self, handle: Cursor) -> PgExecutor:
         return PgExecutor(handle)
 
+    def translate(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, (psycopg.Error, UnicodeEncodeError)):
+            return translate_error(exc, self.where, self.busy_timeout_s, changing=True)
+        return exc
+
     def _begin(self, begin: str) -> Connection:
         """The connection, in a new transaction. A connection the server dropped while it was
         idle (a restart, a failover) fails at ``BEGIN``, before anything was sent: that one is

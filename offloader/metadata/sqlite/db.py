@@ -240,6 +240,13 @@ class Database(Transacting[sqlite3.Connection]):
     def executor(self, handle: sqlite3.Connection) -> SqliteExecutor:
         return SqliteExecutor(handle)
 
+    def translate(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, sqlite3.Error):
+            return translate_error(exc, self.path, self.busy_timeout_s)
+        if isinstance(exc, (OverflowError, UnicodeEncodeError)):
+            return value_error(exc, str(self.path), writing=True)
+        return exc
+
     @contextmanager
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
         with self._lock:

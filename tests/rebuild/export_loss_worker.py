@@ -1,0 +1,23 @@
+"""The process the export-loss test kills: ``python -m tests.rebuild.export_loss_worker HOME
+STORE TARGET`` runs ``export run`` (the local engine) of the crash harness's topic with the
+crash harness's settings, printing ``READY`` first and ``DONE`` at the end."""
+
+from __future__ import annotations
+
+import sys
+
+from offloader.api import Offloader
+from tests.crash.export_worker import TOPIC, spec
+
+
+def main(argv: list[str]) -> int:
+    home, store, target = argv
+    print("READY", flush=True)
+    with Offloader.from_settings(home, store) as off:
+        off.export_run([TOPIC], spec(target, None), engine="local")
+    print("DONE", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
