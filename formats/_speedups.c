@@ -80,6 +80,10 @@
  *   crc32c_c(data, value=0, software=False) -> int
  *       the CRC32C these loops use (SSE4.2 when the CPU has it, else a table), exposed only
  *       so that the tests compare it with the crc32c package; CRC32C_HARDWARE says which runs.
+ *
+ *   crc32c_combine(crc_a, crc_b, length_b) -> int
+ *       the CRC32C of A + B from the CRC32C of A, that of B and B's length (no byte read):
+ *       a segment's whole-file CRC32C joined from its parts'. Twin: formats/kafka/spans.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -620,6 +624,17 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+static PyObject *crc32c_combine_c(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long a, b, length;
+    if (!PyArg_ParseTuple(args, "KKK", &a, &b, &length)) return NULL;
+    if (a > 0xFFFFFFFFull || b > 0xFFFFFFFFull) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not 32 bits");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(crc32c_combine((uint32_t)a, (uint32_t)b, (uint64_t)length));
+}
+
 /* --- int64 arrays --------------------------------------------------------------------------
  * An array('q') (or any C-contiguous buffer of 8-byte integers: 'q', 'Q', 'l', 'L'), as
  * int64_t; 'Q' values of 2**63 and above read as negative and fail the callers' bounds
@@ -775,6 +790,8 @@ static PyMethodDef methods[] = {
     {"crc32c_c", crc32c_c, METH_VARARGS,
      "crc32c_c(data, value=0, software=False) -> CRC32C of data continuing from value "
      "(for the tests; software=True forces the table-driven loop)"},
+    {"crc32c_combine", crc32c_combine_c, METH_VARARGS,
+     "crc32c_combine(crc_a, crc_b, length_b) -> CRC32C of A + B"},
     {NULL, NULL, 0, NULL},
 };
 
