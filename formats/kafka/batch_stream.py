@@ -7,9 +7,10 @@ Nothing is copied but a header cut off by the end of a piece (61 bytes at most);
 is continued from one piece into the next (the CRC32C of ``attributes`` to the batch's end, as
 :func:`~formats.kafka.batch.check_crc`). Headers come back with their ``position`` in the
 stream (the file offset when the stream starts at the file's start), once the whole batch has
-been fed, its CRC32C matched and its offsets found after the previous batch's. Errors are those of :func:`~formats.kafka.batch.iter_batch_headers`
-at the same offsets: a bad header or CRC32C as soon as it is fed, a batch cut off by the end of
-the stream when :meth:`BatchStream.close` is called. Pure: bytes in, headers out.
+been fed, its CRC32C matched and its offsets found after the previous batch's. Errors are
+those of :func:`~formats.kafka.batch.iter_batch_headers` at the same offsets: a bad header or
+CRC32C as soon as it is fed, a batch cut off by the end of the stream when
+:meth:`BatchStream.close` is called. Pure: bytes in, headers out.
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ class BatchStream:
                 offset=header.position,
                 source=self.source,
             )
+
+    @property
+    def open_batch(self) -> BatchHeader | None:
+        """The batch whose header was fed and whose last bytes were not yet (unchecked)."""
+        return self._open
 
     @property
     def pending(self) -> bool:
