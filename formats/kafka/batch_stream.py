@@ -25,26 +25,42 @@ from formats.kafka.batch import (
     read_batch_header,
 )
 from formats.kafka.errors import KafkaChecksumError, KafkaCorruptError, KafkaTruncatedError
+from formats.kafka.spans import crc32c_combine, crc32c_combine_py
+
+#: the C combine is there: a piece's CRC32C is read once and combined into the batch's and the
+#: span's; else (pure Python's combine is slow) they are continued over the bytes separately
+_FAST_COMBINE = crc32c_combine is not crc32c_combine_py
+_combine = crc32c_combine
 
 __all__ = ["BatchStream"]
 
 
 class BatchStream:
-    """The batches of a byte stream fed with :meth:`feed`, piece after piece."""
+    """The batches of a byte stream fed with :meth:`feed`, piece after piece. With ``span``,
+    also the CRC32C of every ``span``-byte span of the stream (:meth:`take_spans`), from the
+    same read of the bytes: each piece between a batch boundary, the start of a batch's CRC32C
+    range and a span boundary is read once, and its CRC32C combined into the batch's and the
+    span's (:func:`~formats.kafka.spans.crc32c_combine`, in C); a batch whose CRC32C matched
+    its header is not read again. Without the C combine the span CRC32Cs are a second pass."""
 
-    def __init__(self, *, source: str | None = None) -> None:
+    def __init__(self, *, source: str | None = None, span: int | None = None) -> None:
         self.source = source
         #: stream offset of the next byte to be fed
         self.position = 0
         #: bytes of a header cut off by the end of the last piece, and its stream offset
         self._head = bytearray()
         self._head_at = 0
-        #: the batch whose bytes continue into the next piece, its CRC32C so far, bytes to come
+        #: the batch being fed (its header read), its CRC32C so far
         self._open: BatchHeader | None = None
         self._crc = 0
-        self._left = 0
         #: the offset after the last batch (a batch starting below it goes back)
         self._next_offset = -1
+        #: span CRC32Cs: the span length, the CRC32C and length of the span being fed, the
+        #: finished spans not taken yet
+        self._span = span
+        self._span_crc = 0
+        self._span_fill = 0
+        self._spans: list[int] = []
 
     def feed(self, data: Buffer) -> list[BatchHeader]:
         """The batches that end in ``data`` (the stream's next bytes), each checked."""
@@ -52,39 +68,91 @@ class BatchStream:
         n = len(view)
         base = self.position
         done: list[BatchHeader] = []
+        fast = self._span is not None and _FAST_COMBINE  # spans from the same read
         i = 0
         while i < n:
-            if self._open is not None:  # the rest of a batch begun in an earlier piece
-                take = min(self._left, n - i)
-                self._crc = _crc32c.crc32c(view[i : i + take], self._crc)
-                self._left -= take
-                i += take
-                if self._left == 0:
-                    done.append(self._close_batch())
-                continue
-            if self._head or n - i < HEADER_SIZE:  # a header cut off by a piece's end
-                take = min(HEADER_SIZE - len(self._head), n - i)
-                if not self._head:
-                    self._head_at = base + i
-                self._head += view[i : i + take]
-                i += take
-                if len(self._head) < HEADER_SIZE:
-                    continue
-                head = bytes(self._head)
-                self._head.clear()
-                header = self._header(head, 0, self._head_at)
-                self._begin(header, head, 0, HEADER_SIZE)
-                if self._left == 0:  # a batch of its header alone
-                    done.append(self._close_batch())
-                continue
-            header = self._header(view, i, base + i)
-            have = min(header.size, n - i)
-            self._begin(header, view, i, have)
-            i += have
-            if self._left == 0:
+            header = self._open
+            if header is None:  # a batch starts here
+                if self._head or n - i < HEADER_SIZE:  # its header cut off by a piece's end
+                    take = min(HEADER_SIZE - len(self._head), n - i)
+                    if not self._head:
+                        self._head_at = base + i
+                    if fast:
+                        self._account(view, i, i + take)
+                    self._head += view[i : i + take]
+                    i += take
+                    if len(self._head) < HEADER_SIZE:
+                        continue
+                    head = bytes(self._head)
+                    self._head.clear()
+                    header = self._header(head, 0, self._head_at)
+                    self._open = header
+                    self._crc = _crc32c.crc32c(head[ATTRIBUTES_OFFSET:])
+                else:
+                    header = self._open = self._header(view, i, base + i)
+                    self._crc = 0
+            at = base + i
+            region = header.position + ATTRIBUTES_OFFSET  # where the batch's CRC32C starts
+            stop = region if at < region else header.end
+            j = min(n, i + stop - at)
+            if at < region:
+                if fast:
+                    self._account(view, i, j)
+            elif fast:
+                self._crc = _combine(self._crc, self._account(view, i, j), j - i)
+            else:
+                self._crc = _crc32c.crc32c(view[i:j], self._crc)
+            i = j
+            if base + i == header.end:
                 done.append(self._close_batch())
         self.position = base + n
+        if self._span is not None and not _FAST_COMBINE:  # the pure path: a second pass
+            self._spans_of(view)
         return done
+
+    @property
+    def span(self) -> int | None:
+        """The span length whose CRC32Cs are computed (None: none are)."""
+        return self._span
+
+    def take_spans(self, *, final: bool = False) -> list[int]:
+        """The CRC32Cs of the spans finished since the last call (``final``: the stream ended,
+        a last shorter span counts)."""
+        if final and self._span_fill:
+            self._spans.append(self._span_crc)
+            self._span_crc = self._span_fill = 0
+        spans, self._spans = self._spans, []
+        return spans
+
+    def _account(self, view: memoryview, i: int, j: int) -> int:
+        """Bytes ``view[i:j]`` of the stream, read once: their CRC32C, and each span's."""
+        out = 0
+        span = self._span
+        assert span is not None
+        while i < j:
+            take = min(j - i, span - self._span_fill)
+            crc = _crc32c.crc32c(view[i : i + take])
+            self._span_crc = _combine(self._span_crc, crc, take)
+            self._span_fill += take
+            if self._span_fill == span:
+                self._spans.append(self._span_crc)
+                self._span_crc = self._span_fill = 0
+            out = _combine(out, crc, take)
+            i += take
+        return out
+
+    def _spans_of(self, view: memoryview) -> None:
+        span = self._span
+        assert span is not None
+        i = 0
+        while i < len(view):
+            take = min(len(view) - i, span - self._span_fill)
+            self._span_crc = _crc32c.crc32c(view[i : i + take], self._span_crc)
+            self._span_fill += take
+            if self._span_fill == span:
+                self._spans.append(self._span_crc)
+                self._span_crc = self._span_fill = 0
+            i += take
 
     def close(self) -> None:
         """The stream ended: a batch (or header) cut off is a ``KafkaTruncatedError``."""
@@ -100,7 +168,7 @@ class BatchStream:
             header = self._open
             raise KafkaTruncatedError(
                 f"record batch of {header.size} bytes runs past the end "
-                f"({header.size - self._left} left)",
+                f"({self.position - header.position} left)",
                 offset=header.position,
                 source=self.source,
             )
@@ -117,13 +185,6 @@ class BatchStream:
 
     def _header(self, buf: Buffer, pos: int, at: int) -> BatchHeader:
         return read_batch_header(buf, pos, source=self.source, whole=False, shift=at - pos)
-
-    def _begin(self, header: BatchHeader, buf: Buffer, pos: int, have: int) -> None:
-        """``buf[pos : pos + have]`` is the start of ``header``'s batch (its header at least)."""
-        view = memoryview(buf)
-        self._crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + have])
-        self._open = header
-        self._left = header.size - have
 
     def _close_batch(self) -> BatchHeader:
         header = self._open

@@ -166,11 +166,17 @@ class CheckedReader:
     (:class:`~formats.kafka.batch_stream.BatchStream`): ``on_batch(header)`` for each, in
     order. A batch that fails its checks in a file that changed since it was opened is a
     ``SegmentChangedError`` ("modified while it was copied"), else the check's
-    ``KafkaFormatError`` (a corrupt segment)."""
+    ``KafkaFormatError`` (a corrupt segment). With ``span``, the CRC32C of every ``span``-byte
+    span read comes from the same pass (:meth:`take_spans`)."""
 
-    def __init__(self, file: SegmentFile, on_batch: Callable[[BatchHeader], None]) -> None:
+    def __init__(
+        self,
+        file: SegmentFile,
+        on_batch: Callable[[BatchHeader], None],
+        span: int | None = None,
+    ) -> None:
         self.file = file
-        self.stream = BatchStream(source=file.source)
+        self.stream = BatchStream(source=file.source, span=span)
         self._on_batch = on_batch
 
     @property
@@ -188,6 +194,11 @@ class CheckedReader:
         body = bytearray(length)
         self.read_into(body)
         return body
+
+    def take_spans(self, *, final: bool = False) -> list[int]:
+        """The CRC32Cs of the ``span``-byte spans read since the last call (``final``: the
+        file's last, shorter span too), from the same read as the batch checks."""
+        return self.stream.take_spans(final=final)
 
     def open_batch(self) -> BatchHeader | None:
         """The batch whose first bytes were read and whose rest was not yet."""

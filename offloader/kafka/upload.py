@@ -64,7 +64,7 @@ from formats.kafka.names import (
     segment_leader_epochs,
     uuid_to_kafka,
 )
-from formats.kafka.spans import ObjectChecksums, join_crcs, span_crcs, span_size_for
+from formats.kafka.spans import SPAN_SIZE, ObjectChecksums, join_crcs, span_size_for
 from formats.transform import encode_segment_table
 from offloader.crashpoints import crash_point
 from offloader.errors import OffloadConflict, OffloaderError, SegmentChangedError, StoreError
@@ -138,16 +138,17 @@ def upload_log_object(
 ) -> ObjectChecksums:
     """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C,
     every batch checked as its part is read (``reader``); the span CRC32Cs of the bytes
-    uploaded, computed part by part (a part is a whole number of spans; each part's CRC32C is
-    joined from its spans'). Parts are read into at most ``concurrency`` buffers, reused."""
+    uploaded (``reader``'s span: the span CRC32Cs come from the read that checks the batches),
+    part by part (a part is a whole number of spans; each part's CRC32C is joined from its
+    spans'). Parts are read into at most ``concurrency`` buffers, reused."""
     store = ctx.store
-    span = span_size_for(ctx.settings.part_size)
+    span = reader.stream.span or SPAN_SIZE
     part_size = max(ctx.settings.part_size, -(-size // 10_000))
     part_size = -(-part_size // span) * span
     if size <= part_size:
         body = reader.read(size)
         reader.finish()
-        checks = ObjectChecksums.of(body, span)
+        checks = ObjectChecksums(size, span, tuple(reader.take_spans(final=True)))
         store.put(key, body, metadata)
         return checks
     upload_id = store.create_multipart_upload(key, metadata)
@@ -171,7 +172,7 @@ def upload_log_object(
                     free.clear()
                     body = bytearray(length)
                 reader.read_into(body)
-                spans = span_crcs(body, span)
+                spans = tuple(reader.take_spans(final=length < part_size))
                 crcs.append(spans)
                 lengths = [min(span, length - p) for p in range(0, length, span)]
                 part_crc = join_crcs(spans, lengths)
@@ -335,7 +336,8 @@ def _copy(
         metadata["kafka-start-offset"] = str(start)
     crash_point("kafka.after_start_copy")
     scan = _Scan(segment.base_offset)
-    reader = CheckedReader(file, lambda header: scan.add(header, 0, file.source))
+    span = span_size_for(ctx.settings.part_size) if transform is None else None
+    reader = CheckedReader(file, lambda header: scan.add(header, 0, file.source), span)
     kind: SegmentOutcomeKind = "failed"
     try:
         objects: dict[str, ObjectChecksums] = {}

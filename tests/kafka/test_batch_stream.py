@@ -11,6 +11,7 @@ from formats.kafka.batch import BatchHeader, iter_batch_headers
 from formats.kafka.batch_stream import BatchStream
 from formats.kafka.encode import NewRecord, encode_batch
 from formats.kafka.errors import KafkaChecksumError, KafkaFormatError, KafkaTruncatedError
+from formats.kafka.spans import span_crcs
 
 
 def _segment(sizes: list[int]) -> bytes:
@@ -91,3 +92,34 @@ def test_a_bad_crc_and_a_cut_batch_name_their_file_offsets() -> None:
     with pytest.raises(KafkaTruncatedError) as cut:
         stream.close()
     assert cut.value.offset == _walk(whole)[1].position
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    data=segments,
+    cuts=st.lists(st.integers(0, 3000), max_size=10),
+    span=st.integers(1, 900),
+    fast=st.booleans(),
+)
+def test_span_crcs_from_the_same_read_are_the_spans_crcs(
+    data: bytes, cuts: list[int], span: int, fast: bool
+) -> None:
+    import formats.kafka.batch_stream as module
+
+    saved = module._FAST_COMBINE
+    module._FAST_COMBINE = fast and saved  # the pure path: the spans' second pass
+    try:
+        stream = BatchStream(source="seg.log", span=span)
+        found: list[BatchHeader] = []
+        spans: list[int] = []
+        last = 0
+        for cut in [*sorted(c for c in cuts if 0 < c < len(data)), len(data)]:
+            found += stream.feed(memoryview(data)[last:cut])
+            spans += stream.take_spans()
+            last = cut
+        stream.close()
+        spans += stream.take_spans(final=True)
+    finally:
+        module._FAST_COMBINE = saved
+    assert found == _walk(data)
+    assert tuple(spans) == span_crcs(data, span)
