@@ -54,6 +54,11 @@
  *       tens of milliseconds) runs without the GIL, so a thread can prepare buffers while
  *       another frames entries.
  *
+ *   scratch_bytearray(size) -> bytearray
+ *       ``bytearray(size)`` without the zeroing: its bytes are whatever the allocator gave
+ *       (fresh pages for a large one); for buffers the caller fills entirely (a part read
+ *       from a file), so their pages are touched once. Twin: ``bytearray(size)``.
+ *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
  *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
@@ -548,6 +553,20 @@ done:
     return result;
 }
 
+/* a bytearray whose bytes are not set (the caller overwrites every one: a part buffer filled
+ * by a positioned read): no memset, so a fresh 64 MiB buffer's pages are touched once, by the
+ * read that fills them, as with the bytes os.pread returns */
+static PyObject *scratch_bytearray(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "scratch_bytearray: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 static PyObject *zeroed_bytearray(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t size = PyLong_AsSsize_t(arg);
@@ -778,6 +797,9 @@ static PyMethodDef methods[] = {
     {"pack_into", pack_into, METH_VARARGS,
      "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
      "stop)"},
+    {"scratch_bytearray", scratch_bytearray, METH_O,
+     "scratch_bytearray(size) -> bytearray of size bytes whose contents are not set (the "
+     "caller overwrites them all)"},
     {"zeroed_bytearray", zeroed_bytearray, METH_O,
      "zeroed_bytearray(size) -> bytearray of size zero bytes, zeroed without the GIL"},
     {"framed_prefix", framed_prefix, METH_O,

@@ -19,6 +19,7 @@ from typing import BinaryIO
 
 import crc32c as crc32c_lib
 
+from formats.framing import scratch_bytearray
 from formats.kafka.batch import HEADER_SIZE, BatchHeader, iter_batch_headers, read_batch_header
 from formats.kafka.batch_stream import BatchStream
 from formats.kafka.errors import KafkaFormatError
@@ -191,7 +192,7 @@ class CheckedReader:
 
     def read(self, length: int) -> bytearray:
         """The next ``length`` bytes, in a new buffer, checked."""
-        body = bytearray(length)
+        body = scratch_bytearray(length)
         self.read_into(body)
         return body
 

@@ -53,6 +53,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO
 
+from formats.framing import scratch_bytearray
 from formats.kafka.batch import BatchHeader
 from formats.kafka.errors import KafkaCorruptError, KafkaFormatError
 from formats.kafka.index import IndexBuilder
@@ -167,10 +168,10 @@ def upload_log_object(
                         free.append(in_flight.pop(f))
                 length = min(part_size, size - start)
                 if length == part_size:
-                    body = free.pop() if free else bytearray(part_size)
+                    body = free.pop() if free else scratch_bytearray(part_size)
                 else:  # the last part: a buffer of its size (a free one is dropped)
                     free.clear()
-                    body = bytearray(length)
+                    body = scratch_bytearray(length)
                 reader.read_into(body)
                 spans = tuple(reader.take_spans(final=length < part_size))
                 crcs.append(spans)
