@@ -83,7 +83,7 @@ def test_a_bad_crc_and_a_cut_batch_name_their_file_offsets() -> None:
     data[second.position + 70] ^= 1
     stream = BatchStream(source="seg.log")
     stream.feed(memoryview(data)[: second.position + 30])
-    with pytest.raises(KafkaChecksumError, match="seg.log") as info:
+    with pytest.raises(KafkaChecksumError, match=r"seg\.log") as info:
         stream.feed(memoryview(data)[second.position + 30 :])
     assert info.value.offset == second.position
     stream = BatchStream(source="seg.log")
