@@ -2,12 +2,11 @@
 
 Never ``mmap``: Kafka truncates segments (log truncation after a leader change), and a mapped
 page past the new end kills the process with SIGBUS. Here a read that comes back short is a
-:class:`~offloader.errors.SegmentChangedError` for that segment only. :meth:`SegmentFile.read_into`
-fills a caller's buffer (the upload's reused part buffers); :meth:`SegmentFile.last_batch` finds
-the last batch's header from the ``.index``'s last entry (a few header reads, no CRC: the
-checks run part by part during the upload, :class:`CheckedReader`); :meth:`SegmentFile.scan` is
-the whole pass (every batch's CRC32C, the offsets, the CRC32C of the whole file) for callers that
-want it before anything else; :meth:`SegmentFile.check_unchanged` compares the file's size and
+:class:`~offloader.errors.SegmentChangedError` for that segment only.
+:meth:`SegmentFile.read_into` fills a caller's buffer (the upload's reused part buffers);
+:meth:`SegmentFile.last_batch` finds the last batch's header from the ``.index``'s last entry
+(a few header reads, no CRC: the checks run part by part during the upload,
+:class:`CheckedReader`); :meth:`SegmentFile.check_unchanged` compares the file's size and
 modification time with the ones it had when it was opened.
 """
 
@@ -17,19 +16,14 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-import crc32c as crc32c_lib
-
 from formats.framing import scratch_bytearray
-from formats.kafka.batch import HEADER_SIZE, BatchHeader, iter_batch_headers, read_batch_header
+from formats.kafka.batch import HEADER_SIZE, BatchHeader, read_batch_header
 from formats.kafka.batch_stream import BatchStream
 from formats.kafka.errors import KafkaFormatError
 from formats.kafka.index import OFFSET_ENTRY
 from offloader.errors import SegmentChangedError
 
-__all__ = ["SCAN_CHUNK", "CheckedReader", "SegmentFile", "index_hint"]
-
-#: bytes read at once by the scan (a batch larger than this is read whole)
-SCAN_CHUNK = 8 * 1024 * 1024
+__all__ = ["CheckedReader", "SegmentFile", "index_hint"]
 
 
 class SegmentFile:
@@ -110,36 +104,6 @@ class SegmentFile:
                 f"{self.source}: {what} while it was copied ({self.size} -> {stat.st_size} "
                 "bytes, or a new modification time)"
             )
-
-    def scan(self, on_batch: Callable[[BatchHeader, int], None]) -> int:
-        """Every batch in order (CRC32C checked; ``on_batch(header, shift)``: the header's
-        ``position`` plus ``shift`` is its file offset); the CRC32C of the whole file. A batch
-        cut off by the file's end is a ``KafkaTruncatedError``."""
-        whole = 0
-        crc_end = 0  # bytes of the file in ``whole``
-        pos = 0  # file offset of the next batch
-        want = SCAN_CHUNK
-        while pos < self.size:
-            length = min(want, self.size - pos)
-            data = self.read(pos, length)
-            view = memoryview(data)
-            if pos + length > crc_end:
-                whole = crc32c_lib.crc32c(view[crc_end - pos :], whole)
-                crc_end = pos + length
-            consumed = 0
-            last = pos + length >= self.size
-            for header in iter_batch_headers(
-                view, source=self.source, verify_crc=True, stop_at_partial=not last
-            ):
-                on_batch(header, pos)
-                consumed = header.end
-            view.release()
-            if consumed == 0:
-                want *= 2  # a batch larger than the chunk: read more at once
-                continue
-            pos += consumed
-            want = SCAN_CHUNK
-        return int(whole)
 
 
 def index_hint(handle: BinaryIO | None, log_size: int) -> int:
