@@ -6,8 +6,8 @@ with their CRC32C, 4 at a time, every batch's CRC32C checked as its part is read
 uploads the same file with plain boto3 ``upload_part`` calls (parts read from the file, same
 size, same threads) to the same server, and again sending each part's CRC32C as ours does
 (``raw-crc32c``: the server then checks it; ``ratio_vs_crc32c``). Each variant runs in a fresh
-process, taking turns, ``--repeat`` times; the median run is reported. Goals: ratio >= 0.95, client CPU <= 1.15x the
-baseline's, peak RSS <= the parts in flight (4 x 64 MiB) + 64 MiB. ``--placement split`` runs
+process, taking turns, ``--repeat`` times; the median run is reported. Goals: ratio >= 0.95,
+client CPU <= 1.15x the baseline's, peak RSS <= the parts in flight (4 x 64 MiB) + 64 MiB. ``--placement split`` runs
 the server and the measured process on separate CPUs (``bench/placement.py``); its rows end
 in ``.split``.
 
