@@ -7,9 +7,9 @@ uploads the same file with plain boto3 ``upload_part`` calls (parts read from th
 size, same threads) to the same server, and again sending each part's CRC32C as ours does
 (``raw-crc32c``: the server then checks it; ``ratio_vs_crc32c``). Each variant runs in a fresh
 process, taking turns, ``--repeat`` times; the median run is reported. Goals: ratio >= 0.95,
-client CPU <= 1.15x the baseline's, peak RSS <= the parts in flight (4 x 64 MiB) + 64 MiB. ``--placement split`` runs
-the server and the measured process on separate CPUs (``bench/placement.py``); its rows end
-in ``.split``.
+client CPU <= 1.15x the baseline's, peak RSS <= the parts in flight (4 x 64 MiB) + 64 MiB.
+``--placement split`` runs the server and the measured process on separate CPUs
+(``bench/placement.py``); its rows end in ``.split``.
 
 ``fetch``: after uploading a ``--fetch-size`` segment of 1 KiB records, ``--fetches`` reads of
 ``--count`` (1000) records at random offsets through ``KafkaTier.read`` (the ``.index`` is
