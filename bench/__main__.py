@@ -27,12 +27,14 @@ BENCHMARKS: dict[str, str] = {
     "transform": "bench.transform",
     "kafka": "bench.kafka",
     "kafka_spark": "bench.kafka_spark",
+    "kafka_kraft": "bench.kafka_kraft",
     "metrics": "bench.metrics",
     "metadata": "bench.metadata",
     "rebuild": "bench.rebuild",
     "export": "bench.export",
     "iceberg": "bench.iceberg",
     "pulsar_cluster": "bench.pulsar_cluster",
+    "kafka_cluster": "bench.kafka_cluster",
     "clouds": "bench.clouds",
 }
 

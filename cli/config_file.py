@@ -19,7 +19,14 @@ from typing import Any
 
 from cli.config_keys import refuse_unknown_keys
 from cli.config_transform import apply_transform_table
-from offloader.api import BrokerSettings, ExportJob, ExportSpec, MetricsAddress, parse_metrics_addr
+from offloader.api import (
+    BrokerSettings,
+    ExportJob,
+    ExportSpec,
+    MetricsAddress,
+    parse_kafka_metadata_url,
+    parse_metrics_addr,
+)
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -69,6 +76,7 @@ _TOP_KEYS = {
     "store",
     "metadata",
     "pulsar_metadata",
+    "kafka_metadata",
     "endpoint_url",
     "region",
     "metrics_addr",
@@ -173,7 +181,15 @@ def load_file_config(home: Path) -> FileConfig:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     refuse_unknown_keys(data, _TOP_KEYS, f"{path}: unknown key(s)")
     strings: dict[str, str | None] = {}
-    for key in ("store", "metadata", "pulsar_metadata", "endpoint_url", "region", "metrics_addr"):
+    for key in (
+        "store",
+        "metadata",
+        "pulsar_metadata",
+        "kafka_metadata",
+        "endpoint_url",
+        "region",
+        "metrics_addr",
+    ):
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string")
@@ -190,6 +206,9 @@ def load_file_config(home: Path) -> FileConfig:
     try:
         broker = _broker_from_table(broker_table, BrokerSettings())
         broker = _kafka_from_table(data.get("kafka", {}), broker)
+        if strings["kafka_metadata"] is not None:
+            parse_kafka_metadata_url(strings["kafka_metadata"])  # refused here, named
+            broker = replace(broker, kafka_metadata=strings["kafka_metadata"])
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     if "transform" in data:

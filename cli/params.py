@@ -13,7 +13,13 @@ from typing import Any, TypeVar
 
 import click
 
-from offloader.api import MetricsAddress, Position, TransformPolicy, parse_metrics_addr
+from offloader.api import (
+    MetricsAddress,
+    Position,
+    TransformPolicy,
+    parse_kafka_metadata_url,
+    parse_metrics_addr,
+)
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -176,3 +182,24 @@ def transform_record(policy: TransformPolicy) -> dict[str, Any]:
         "encryption": policy.encryption,
         "key_id": policy.key_id,
     }
+
+
+def _metadata_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return parse_kafka_metadata_url(value).canonical
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+#: ``--kafka-metadata``: the Kafka cluster whose metadata gates uploads (``service run`` too)
+KAFKA_METADATA = click.option(
+    "--kafka-metadata",
+    metavar="URL",
+    callback=_metadata_url,
+    help="The Kafka cluster's metadata, read-only: zk://HOST:PORT[,HOST:PORT][/CHROOT] (or "
+    "zk:HOST:PORT...) or kraft:METADATA_LOG_DIR (also kafka_metadata in offloader.toml). "
+    "With it only partitions this broker leads (meta.properties in the log dir), of topics "
+    "with remote.storage.enable=true, are uploaded.",
+)

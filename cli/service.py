@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.params import DURATION, METRICS_ADDR
+from cli.params import DURATION, KAFKA_METADATA, METRICS_ADDR
 from cli.render import echo_json
 from cli.settings import broker_options, file_config_of, open_offloader
 from offloader.api import (
@@ -158,6 +158,7 @@ def _is_idle(report: TickReport) -> bool:
     "kafka upload --hash-prefix).",
 )
 @click.option("--kafka-topics", metavar="REGEX", help="Only these Kafka topics (full match).")
+@KAFKA_METADATA
 @click.option(
     "--metrics-addr",
     type=METRICS_ADDR,
@@ -172,6 +173,7 @@ def run(
     interval: int,
     kafka_log_dirs: tuple[Path, ...],
     kafka_topics: str | None,
+    kafka_metadata: str | None,
     metrics_addr: MetricsAddress | None,
 ) -> None:
     """Run the background service until SIGTERM or Ctrl-C (or one pass with --once).
@@ -240,6 +242,7 @@ def run(
                 cli,
                 kafka_log_dirs=tuple(str(d) for d in kafka_log_dirs),
                 kafka_topics=kafka_topics,
+                kafka_metadata=kafka_metadata,
                 metrics=metrics,
             )
         )

@@ -383,6 +383,7 @@ def open_offloader(
     read_only: bool = False,
     kafka_log_dirs: tuple[str, ...] = (),
     kafka_topics: str | None = None,
+    kafka_metadata: str | None = None,
     metrics: Metrics | None = None,
 ) -> Offloader:
     """The :class:`Offloader` of this invocation (use it as a context manager).
@@ -400,6 +401,8 @@ def open_offloader(
         broker = replace(broker, kafka_log_dirs=kafka_log_dirs)
     if kafka_topics is not None:
         broker = replace(broker, kafka_topics=kafka_topics)
+    if kafka_metadata is not None:  # --kafka-metadata wins over kafka_metadata in the file
+        broker = replace(broker, kafka_metadata=kafka_metadata)
     try:
         return Offloader.from_settings(
             settings.home,

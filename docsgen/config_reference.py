@@ -46,6 +46,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`zk:host:port[,host:port][/chroot]`: `topics list|info|read`, `export run` and "
     "`objects orphans|gc` then work on that cluster's topics (`--pulsar-metadata` and "
     "`$OFFLOADER_PULSAR_METADATA` win).",
+    ("", "kafka_metadata"): "A Kafka cluster's metadata, read-only, "
+    "`zk://host:port[,host:port][/chroot]` (or `zk:...`) or `kraft:<metadata log dir>`: "
+    "`kafka upload`, `kafka status` and `service run` then upload only the partitions this "
+    "broker leads, of topics with `remote.storage.enable=true` (`--kafka-metadata` wins).",
     ("", "endpoint_url"): "S3 endpoint (MinIO, Ceph RGW, moto); `--endpoint-url` wins, "
     "`$AWS_ENDPOINT_URL_S3` / `$AWS_ENDPOINT_URL` apply when unset.",
     ("", "region"): "S3 region.",

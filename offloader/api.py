@@ -53,6 +53,7 @@ from offloader.facade.cluster import ClusterGcReport, PulsarCluster
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
+from offloader.kafka_cluster.identity import parse_kafka_metadata_url
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
 from offloader.logs import get_logger
 from offloader.metadata.base import TopicOffloadStatus
@@ -141,6 +142,7 @@ __all__ = [
     "list_keys",
     "monthly_cost",
     "offloaded_ledgers",
+    "parse_kafka_metadata_url",
     "parse_metrics_addr",
     "parse_time_ms",
     "start_metrics_server",

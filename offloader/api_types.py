@@ -79,6 +79,9 @@ class BrokerSettings:
     kafka_log_dirs: tuple[str, ...] = ()
     #: only Kafka topics matching this regex (None: all)
     kafka_topics: str | None = None
+    #: the Kafka cluster's metadata (``zk:host:port[/chroot]``, ``kraft:<dir>``): uploads only
+    #: what this broker leads, of tiered topics (None: every partition of the log dirs)
+    kafka_metadata: str | None = None
 
 
 @dataclass(frozen=True)

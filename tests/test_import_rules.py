@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "offloader.ledgers": 2,
     "offloader.pulsar_cluster": 2,  # a real Pulsar cluster's metadata store, read only
     "offloader.kafka_cluster": 2,  # a Kafka cluster's metadata (ZooKeeper or KRaft), read only
+    "offloader.zk": 2,  # ZooKeeper addresses and the read-only session both cluster readers use
     "offloader.keyring": 1,
     "offloader.metrics.prometheus": 2,  # the exporter: a backend of the metrics set
     # what every flow shares
@@ -72,6 +73,11 @@ SIDEWAYS: set[tuple[str, str]] = {
     ("offloader.kafka_cluster", "offloader.store"),
     ("offloader.kafka_cluster", "offloader.metadata"),
     ("offloader.kafka_cluster", "offloader.ledgers"),
+    # the shared ZooKeeper session knows neither reader
+    ("offloader.zk", "offloader.pulsar_cluster"),
+    ("offloader.zk", "offloader.kafka_cluster"),
+    ("offloader.pulsar_cluster", "offloader.kafka_cluster"),
+    ("offloader.kafka_cluster", "offloader.pulsar_cluster"),
     ("offloader.spark", "offloader.service"),
     ("offloader.service", "offloader.spark"),
     ("offloader.spark", "offloader.offload"),
@@ -114,7 +120,8 @@ SDK_OWNERS: dict[str, tuple[str, ...]] = {
     "pyspark": ("offloader.spark",),
     "click": ("cli",),
     "prometheus_client": ("offloader.metrics.prometheus",),
-    "kazoo": ("offloader.pulsar_cluster.zookeeper", "offloader.kafka_cluster.zookeeper"),
+    # the one read-only ZooKeeper session, shared by the Pulsar and Kafka cluster readers
+    "kazoo": ("offloader.zk.reader",),
     # the catalog and table calls (errors translated there), the FileIO pyiceberg loads, and
     # the DataFiles of a run's files built from their footers with pyiceberg's helpers
     "pyiceberg": (
@@ -491,7 +498,11 @@ ERROR_MODULES = (
     "offloader.errors",
 )
 #: internal signals raised and caught inside one flow, never seen by a caller
-INTERNAL_SIGNALS = {"offloader.kafka.segments.SegmentGone"}
+INTERNAL_SIGNALS = {
+    "offloader.kafka.segments.SegmentGone",
+    # malformed bytes inside the metadata record decoder, typed (with the source) on the way out
+    "formats.kafka.metadata_records._Bad",
+}
 
 
 def test_exceptions_live_in_the_one_tree() -> None:

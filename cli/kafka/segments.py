@@ -31,13 +31,20 @@ from __future__ import annotations
 
 import base64
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.params import DURATION, DURATION_OR_MINUS_ONE, SIZE, SIZE_OR_MINUS_ONE
+from cli.params import (
+    DURATION,
+    DURATION_OR_MINUS_ONE,
+    KAFKA_METADATA,
+    SIZE,
+    SIZE_OR_MINUS_ONE,
+)
 from cli.render import echo_table, plural, safe_bytes, safe_text, time_text
 from cli.service import StopFlag, stop_on_signals
 from cli.settings import open_offloader
@@ -95,13 +102,15 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
         "failed": len(report.of("failed")),
         "cleaned": len(report.cleaned),
         "busy": len(report.of("busy")),
+        "skipped": len(report.of("skipped")),
     }
     cli.emit(
         summary,
         f"{plural(summary['uploaded'], 'segment')} uploaded from "
         f"{plural(report.partitions, 'partition')}; {summary['gaps']} gaps, "
         f"{summary['corrupt']} corrupt, {summary['failed']} failed"
-        + (f", {summary['busy']} busy (another uploader)" if summary["busy"] else ""),
+        + (f", {summary['busy']} busy (another uploader)" if summary["busy"] else "")
+        + (f", {summary['skipped']} skipped (cluster metadata)" if summary["skipped"] else ""),
     )
 
 
@@ -157,6 +166,7 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
     show_default=True,
     help="Parts uploaded at once.",
 )
+@KAFKA_METADATA
 @pass_cli
 def upload(
     cli: CliContext,
@@ -170,12 +180,16 @@ def upload(
     entropy_bits: int | None,
     part_size: int,
     concurrency: int,
+    kafka_metadata: str | None,
 ) -> None:
     """Copy the closed segments of a broker's log directory to the object store.
 
     Two uploaders never copy one partition at once: the one that finds the partition's lock
-    taken reports it busy and leaves it alone."""
+    taken reports it busy and leaves it alone. With --kafka-metadata a partition is uploaded
+    only while this broker leads it; the others are reported skipped, with the reason."""
     settings = _settings(prefix, hash_prefix, cluster, entropy_bits, part_size, concurrency)
+    if kafka_metadata is not None:
+        settings = replace(settings, cluster_metadata=kafka_metadata)
     failures = 0
     with open_offloader(cli) as off, stop_on_signals(StopFlag()) as stop:
         tier = off.kafka(settings)
@@ -214,24 +228,37 @@ def _status_record(s: PartitionStatus) -> dict[str, Any]:
         "in_progress": s.in_progress,
         "gaps": [{"start": a, "end": b, "reason": r} for a, b, r in s.gaps],
         "last_error": s.last_error,
+        "role": s.role,
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "not_uploading": s.not_uploading,
     }
 
 
 @click.command()
 @click.argument("topic", required=False)
 @LOG_DIR
+@KAFKA_METADATA
 @pass_cli
-def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
+def status(
+    cli: CliContext, topic: str | None, log_dir: Path | None, kafka_metadata: str | None
+) -> None:
     """Per partition: local and remote offset ranges, watermark, upload lag, gaps, errors.
 
     BYTES is the original size of the remote segments' .log files, followed by what they take
-    in the store when that differs (segments stored compressed and/or encrypted).
+    in the store when that differs (segments stored compressed and/or encrypted). With the
+    cluster's metadata (--kafka-metadata, or kafka_metadata in offloader.toml), each partition's
+    ROLE for this broker (leader, follower, offline, no metadata; needs --log-dir for its
+    meta.properties), its leader EPOCH, and a line saying why it is not uploading.
     """
-    with open_offloader(cli, read_only=True) as off:
+    with open_offloader(cli, read_only=True, kafka_metadata=kafka_metadata) as off:
         rows = off.kafka().status(topic, log_dir)
     if cli.json:
         for s in rows:
             cli.emit(_status_record(s), "")
+        return
+    if any(s.leader_epoch is not None or s.not_uploading for s in rows):
+        _cluster_table(rows)
         return
     echo_table(
         ["PARTITION", "LOCAL", "REMOTE", "WATERMARK", "LAG", "SEGMENTS", "BYTES", "GAPS", "ERROR"],
@@ -252,6 +279,35 @@ def status(cli: CliContext, topic: str | None, log_dir: Path | None) -> None:
             for s in rows
         ],
     )
+
+
+def _cluster_table(rows: list[PartitionStatus]) -> None:
+    """The status with the cluster's view: role and epoch columns, then a line per partition
+    that is not uploading."""
+    echo_table(
+        ["PARTITION", "ROLE", "EPOCH", "LOCAL", "REMOTE", "WATERMARK", "LAG", "SEGMENTS", "BYTES"],
+        [
+            (
+                f"{s.topic}-{s.partition}",
+                s.role or (None if s.leader is None else f"broker {s.leader} leads"),
+                s.leader_epoch,
+                None
+                if s.local_start is None
+                else f"{s.local_start}..{'' if s.local_end is None else s.local_end}",
+                None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}",
+                s.watermark,
+                s.upload_lag,
+                s.remote_segments,
+                _bytes_text(s),
+            )
+            for s in rows
+        ],
+    )
+    for s in rows:
+        if s.not_uploading:
+            click.echo(f"{s.topic}-{s.partition}: not uploading: {s.not_uploading}")
+        elif s.last_error:
+            click.echo(f"{s.topic}-{s.partition}: error: {s.last_error}")
 
 
 def _bytes_text(s: PartitionStatus) -> str | None:

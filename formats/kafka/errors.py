@@ -87,3 +87,9 @@ class KafkaIndexError(KafkaCorruptError):
 
 class KafkaNameError(KafkaFormatError, InvalidKeyError):
     """A file, directory or object key name that is not a Kafka segment name."""
+
+
+class UnsupportedMetadataRecordError(KafkaFormatError, UnsupportedVersionError):
+    """A KRaft metadata record this code cannot read safely: a frame version other than 1, or
+    a version of a known record type newer than the schemas it was written from (a record type
+    it does not know at all is skipped, not refused)."""

@@ -89,6 +89,8 @@ class FacadeBase:
             changes["chunk_cache_bytes"] = offload.chunk_cache_bytes
         if not settings.topic_transforms:
             changes["topic_transforms"] = broker.kafka_topic_transforms
+        if settings.cluster_metadata is None:
+            changes["cluster_metadata"] = broker.kafka_metadata
         return dataclasses.replace(settings, **changes)
 
     def _ml(self, topic: str) -> ManagedLedger:

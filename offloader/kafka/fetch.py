@@ -1,17 +1,21 @@
 """Fetch Kafka records by offset or timestamp, from the remote tier, the local log, or both.
 
-For a remote segment the ``.index`` is fetched once (cached) and the records come from **one
-ranged GET** starting at the index position at or before the wanted offset, sized from the
-segment's bytes per offset for the requested count (another GET only when that estimate falls
-short). A time lookup goes ``.timeindex`` -> offset -> ``.index`` -> position. Records before the
-wanted offset (or timestamp) in the first batch are dropped, so the output starts exactly there;
-so are the records of a remote copy below its effective start (a segment that straddled the
-watermark when it was copied: the copy before answers for them); control batches (transaction
-markers) are not returned. Every batch must lie inside its segment's
-offsets, after the one before, and the first one found through the ``.index`` must not start
-after the offset looked up (else the segment is read from its start): a flipped base offset or a
-wrong index entry never shifts or skips records (:class:`~offloader.kafka.integrity.BatchGuard`);
-remote bytes are checked against the record's span CRC32Cs before they are parsed.
+From an offset, a remote segment is read by batch fetches (:mod:`offloader.kafka.batches`: the
+``.index`` fetched once and cached, then **one ranged GET** of the batches the requested count
+needs, from the batch holding the offset) and their records decoded into columns
+(:mod:`formats.kafka.columns`, C loop). From a time, and for local segments, the segment is
+read from the index position at or before the wanted offset, sized from the segment's bytes per
+offset for the requested count (another GET only when that estimate falls short), and decoded
+into columns the same way. A time lookup goes ``.timeindex`` -> offset -> ``.index`` ->
+position. Records before the wanted offset (or timestamp) in the first batch are dropped, so
+the output starts exactly there; so are the records of a remote copy below its effective start
+(a segment that straddled the watermark when it was copied: the copy before answers for them);
+control batches (transaction markers) are not returned. Every batch must lie inside its
+segment's offsets, after the one before, and the first one found through the ``.index`` must
+not start after the offset looked up (else the segment is read from its start): a flipped base
+offset or a wrong index entry never shifts or skips records
+(:class:`~offloader.kafka.integrity.BatchGuard`); remote bytes are checked against the record's
+span CRC32Cs before they are parsed.
 
 Modes (Pinterest's): ``kafka-only`` and ``remote-only`` read one tier; ``kafka-preferred`` reads a
 segment from the local log when it has it, else from the remote tier; ``remote-preferred`` the
@@ -26,8 +30,10 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from formats.kafka.batch import BatchHeader, Record, decode_records, iter_batch_headers
+from formats.kafka.batch import BatchHeader, iter_batch_headers
+from formats.kafka.columns import batch_columns
 from offloader.errors import ConfigError, ObjectNotFound
+from offloader.kafka.batches import segment_batches
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.integrity import BatchGuard
 from offloader.kafka.segments import (
@@ -40,6 +46,7 @@ from offloader.kafka.segments import (
 )
 from offloader.kafka.types import KafkaRecordRow
 from offloader.logs import get_logger
+from offloader.store.base import ObjectStore
 
 READ_MODES = ("kafka-only", "kafka-preferred", "remote-preferred", "remote-only")
 #: a read without a count streams the segment in GETs of this size
@@ -62,11 +69,11 @@ class _Start:
         assert self.timestamp is not None
         return header.max_timestamp >= self.timestamp
 
-    def record_ok(self, record: Record) -> bool:
+    def record_ok(self, offset: int, timestamp: int) -> bool:
         if self.offset is not None:
-            return record.offset >= self.offset
+            return offset >= self.offset
         assert self.timestamp is not None
-        return record.timestamp >= self.timestamp
+        return timestamp >= self.timestamp
 
 
 def _start_position(view: SegmentView, start: _Start) -> tuple[int, int]:
@@ -95,6 +102,60 @@ def _window(view: SegmentView, position: int, start: _Start, count: int | None) 
         return MAX_WINDOW
     per_offset = view.size / max(1, view.end - view.base + 1)
     return max(MIN_WINDOW, int(count * per_offset * 1.25) + 4096)
+
+
+def _remote_rows(
+    store: ObjectStore,
+    cache: IndexCache,
+    view: SegmentView,
+    topic: str,
+    partition: int,
+    offset: int,
+    count: int | None,
+) -> Iterator[KafkaRecordRow]:
+    """Records of a remote segment from ``offset`` on, by batch fetches
+    (:func:`~offloader.kafka.batches.segment_batches`: one ranged GET of the batches the
+    count needs, or of :data:`MAX_WINDOW` bytes at a time without one), decoded into columns."""
+    assert view.record is not None and view.end is not None
+    cursor = max(offset, view.base)
+    remaining = count
+    while cursor <= view.end and (remaining is None or remaining > 0):
+        fetched = segment_batches(
+            store,
+            cache,
+            view.record,
+            cursor,
+            max_records=remaining,
+            max_bytes=MAX_WINDOW if remaining is None else None,
+            min_bytes=MIN_WINDOW,  # control batches take offsets of the count
+        )
+        for header in fetched.headers:
+            if header.is_control:
+                continue
+            # from the wanted offset (not below a straddling copy's start), the count's records
+            cols = batch_columns(
+                fetched.data,
+                header,
+                source=view.source,
+                lo=cursor,
+                limit=-1 if remaining is None else remaining,
+            )
+            kind = header.timestamp_type
+            for at, found in enumerate(cols.offsets):
+                yield KafkaRecordRow(
+                    topic,
+                    partition,
+                    found,
+                    cols.timestamps[at],
+                    kind,
+                    cols.keys[at],
+                    cols.values[at],
+                    cols.headers[at],
+                    view.tier,
+                )
+                if remaining is not None:
+                    remaining -= 1
+        cursor = fetched.next_offset
 
 
 def _segment_rows(
@@ -151,22 +212,25 @@ def _rows_from(
             consumed = header.end
             if header.is_control or (not started and not start.batch_may_hold(header)):
                 continue
-            for record in decode_records(data, header, source=view.source):
-                if record.offset < view.base:
+            cols = batch_columns(data, header, source=view.source)
+            kind = header.timestamp_type
+            for i, offset in enumerate(cols.offsets):
+                if offset < view.base:
                     continue  # below a straddling copy's start: the copy before has it
+                timestamp = cols.timestamps[i]
                 if not started:
-                    if not start.record_ok(record):
+                    if not start.record_ok(offset, timestamp):
                         continue
                     started = True
                 yield KafkaRecordRow(
                     topic,
                     partition,
-                    record.offset,
-                    record.timestamp,
-                    header.timestamp_type,
-                    record.key,
-                    record.value,
-                    record.headers,
+                    offset,
+                    timestamp,
+                    kind,
+                    cols.keys[i],
+                    cols.values[i],
+                    cols.headers[i],
                     view.tier,
                 )
         if consumed == 0:
@@ -227,10 +291,14 @@ def read_records(
     )
     if not remote and not local:
         raise ObjectNotFound(f"no {mode} segments of {topic}-{partition}")
-    return _generate(mode, topic, partition, local, remote, from_offset, from_timestamp, count)
+    return _generate(
+        ctx.store, cache, mode, topic, partition, local, remote, from_offset, from_timestamp, count
+    )
 
 
 def _generate(
+    store: ObjectStore,
+    cache: IndexCache,
     mode: str,
     topic: str,
     partition: int,
@@ -257,7 +325,11 @@ def _generate(
         start = _Start(None, timestamp) if timestamp is not None else _Start(cursor, None)
         last = None
         try:
-            for row in _segment_rows(view, topic, partition, start, remaining):
+            if view.tier == "remote" and start.offset is not None:
+                rows = _remote_rows(store, cache, view, topic, partition, start.offset, remaining)
+            else:
+                rows = _segment_rows(view, topic, partition, start, remaining)
+            for row in rows:
                 yield row
                 last = row.offset
                 if remaining is not None:

@@ -10,7 +10,9 @@ path makes with them:
   ``.timeindex``, ``.chunks``...), its size and every span checked; a ``.chunks`` may also be
   the one a re-key is writing;
 * :class:`VerifiedLog`: ranges of a plain ``.log`` fetched as whole spans (one ranged GET),
-  each span checked, then sliced; the last spans fetched are kept for the next read;
+  each span checked, then sliced; the last spans fetched are kept for the next read; or
+  (``read_exact``, the batch fetch) about the bytes asked for, the spans wholly inside checked
+  and the batches at the partial edges cross-checked by the caller;
 * :func:`check_transform`: the ``.chunks`` section's transform is the pinned one, and a plain
   segment has no ``.chunks`` (a forged "no encryption" table is refused, key ring or not);
 * :func:`check_binding`: an object's user metadata (``kafka-segment-id``, topic, partition,
@@ -169,6 +171,43 @@ class VerifiedLog:
             raise mismatch(self._record, self._key, why)
         self._held_at, self._held = a, data
         return data[start - a : end - a]
+
+    def read_exact(self, start: int, end: int, slack: int) -> tuple[bytes, int, int]:
+        """Bytes ``[start, end)`` of the ``.log`` from one ranged GET of about those bytes, and
+        the part ``[lo, hi)`` of them checked against the record's span CRC32Cs. The range is
+        widened to whole spans (all of it checked) when that costs at most ``slack`` bytes or a
+        tenth of the range; otherwise only the spans lying wholly inside it are checked, and
+        the bytes of the partial spans at its edges are the caller's to cross-check (a batch's
+        CRC32C covers all of its bytes but its first 21). Rows without checks: ``lo == hi``."""
+        spans = self._spans
+        if spans is None:
+            got = self._store.get_range(self._key, start, end)
+            self._check_whole(got)
+            return got.data, start, start
+        end = min(end, spans.size)
+        a, b = spans.covering(start, end)
+        if (start - a) + (b - end) <= max(slack, (end - start) // 10):
+            return self.read(start, end), start, end
+        got = self._store.get_range(self._key, start, end)
+        self._check_whole(got)
+        data = got.data
+        if len(data) != end - start:
+            raise mismatch(
+                self._record, self._key, f"{len(data)} bytes at {start}, {end - start} expected"
+            )
+        lo = -(-start // spans.span) * spans.span
+        hi = end if end == spans.size else end // spans.span * spans.span
+        if hi > lo:
+            bad = spans.first_bad_span(memoryview(data)[lo - start : hi - start], lo)
+            if bad is not None:
+                raise mismatch(
+                    self._record,
+                    self._key,
+                    f"span {bad} (bytes {bad * spans.span}.."
+                    f"{min(spans.size, (bad + 1) * spans.span) - 1}) does not match its "
+                    "recorded CRC32C",
+                )
+        return data, lo, max(lo, hi)
 
     def _check_whole(self, got: GetResult) -> None:
         check_binding(self._record, self._key, got)

@@ -5,6 +5,10 @@ timestamp is older than ``retention.ms``, or, oldest first, while the partition'
 exceed ``retention.bytes``. The newest segment of a partition is kept by the size rule (as Kafka
 keeps the active segment), never by the time rule. Deletions a crash interrupted
 (DELETE_SEGMENT_STARTED) are finished first.
+
+With the cluster's metadata (``ctx.gate``) a topic follows its own ``retention.ms`` /
+``retention.bytes`` as Kafka has them, unless the project's policy (``kafka set-retention``,
+any value but the default keep-forever) overrides them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ def apply_retention(ctx: KafkaContext, topic: str | None = None) -> list[str]:
             delete_remote_segment(ctx, stuck, stuck.error or "interrupted deletion")
             deleted.append(stuck.segment_id)
         policy = ctx.meta.get_retention(part.topic)
+        if ctx.gate is not None and policy.retention_ms < 0 and policy.retention_bytes < 0:
+            policy = ctx.gate.retention(part.topic) or policy  # the topic's own, from Kafka
         if policy.retention_ms < 0 and policy.retention_bytes < 0:
             continue
         segments = ctx.meta.list_segments(part.topic, part.partition, states=[COPY_FINISHED])

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from formats.kafka.batch import decode_records, iter_batch_headers
+from formats.kafka.batch import BatchHeader, iter_batch_headers
+from formats.kafka.columns import RecordColumns, batch_columns
 from formats.transform import TransformSection
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
@@ -191,7 +192,25 @@ def plan_scan(
 
 
 def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
-    """The task's records (filtered), from one ranged GET: a plain ``.log``'s bytes checked
+    """The task's records (filtered), one row each (see :func:`task_columns`)."""
+    for header, cols in task_columns(store, task):
+        kind = header.timestamp_type
+        for i, offset in enumerate(cols.offsets):
+            yield KafkaRecordRow(
+                task.topic,
+                task.partition,
+                offset,
+                cols.timestamps[i],
+                kind,
+                cols.keys[i],
+                cols.values[i],
+                cols.headers[i],
+            )
+
+
+def task_columns(store: ObjectStore, task: ScanTask) -> Iterator[tuple[BatchHeader, RecordColumns]]:
+    """The task's records (filtered) batch by batch, as columns (the C decoder of
+    :mod:`formats.kafka.columns`), from one ranged GET: a plain ``.log``'s bytes checked
     against the record's span CRC32Cs, a transformed one's chunks against its chunk table,
     every batch inside the segment's offsets (:mod:`offloader.kafka.integrity`)."""
     read = _reader(store, task)
@@ -222,19 +241,25 @@ def read_task(store: ObjectStore, task: ScanTask) -> Iterator[KafkaRecordRow]:
             return
         if header.max_timestamp < flt.time_range[0]:
             continue
-        for r in decode_records(data, header, source=task.key):
-            if r.offset >= task.start_offset and flt.keeps(r.offset, r.timestamp):
-                row = KafkaRecordRow(
-                    task.topic,
-                    task.partition,
-                    r.offset,
-                    r.timestamp,
-                    header.timestamp_type,
-                    r.key,
-                    r.value,
-                    r.headers,
-                )
-                yield row
+        cols = batch_columns(data, header, source=task.key)
+        kept = [
+            i
+            for i, (offset, ts) in enumerate(zip(cols.offsets, cols.timestamps, strict=True))
+            if offset >= task.start_offset and flt.keeps(offset, ts)
+        ]
+        if len(kept) == len(cols):
+            yield header, cols
+        elif kept:
+            yield (
+                header,
+                RecordColumns(
+                    [cols.offsets[i] for i in kept],
+                    [cols.timestamps[i] for i in kept],
+                    [cols.keys[i] for i in kept],
+                    [cols.values[i] for i in kept],
+                    [cols.headers[i] for i in kept],
+                ),
+            )
 
 
 def _reader(store: ObjectStore, task: ScanTask) -> Callable[[int, int], bytes]:

@@ -1,6 +1,7 @@
 """KafkaSettings: where and how the Kafka tier writes (the key scheme asked for, part size) and
 how it transforms segments (the key ring, the chunk size, the decoded-chunk cache, and
-offloader.toml's per-topic transform policies; spec/transforms.md §8)."""
+offloader.toml's per-topic transform policies; spec/transforms.md §8), and the Kafka cluster
+whose metadata gates uploads."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ class KafkaSettings:
     #: offloader.toml's [transform.kafka_topics]: the policy of topics that set none in the
     #: metadata store
     topic_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
+    #: the Kafka cluster's metadata (``zk:host:port[/chroot]`` or ``kraft:<metadata log dir>``):
+    #: only partitions this broker leads, of topics with remote.storage.enable=true, are
+    #: uploaded (:mod:`offloader.kafka.leadership`); None: every partition of the log dir
+    cluster_metadata: str | None = None
 
     @property
     def chunk_size(self) -> int:

@@ -5,11 +5,14 @@ from the original size)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from offloader.errors import ObjectNotFound
+from offloader.errors import KafkaMetadataError, ObjectNotFound
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.leadership import ClusterRole
 from offloader.kafka.logdir import UnreadablePartition, scan_log_dir
 from offloader.kafka.segments import live_copies
 from offloader.kafka.transform_read import is_transformed
@@ -36,6 +39,16 @@ def partition_status(
                     part.segments[0].base_offset,
                     closed_end if closed else None,
                 )
+    gate = ctx.gate
+    broker_id = None
+    unavailable = None
+    if gate is not None:
+        try:
+            gate.view.refresh()
+            if log_dir is not None:
+                broker_id = gate.broker_id(log_dir)
+        except KafkaMetadataError as exc:  # the status all the same, saying why it has no roles
+            gate, unavailable = None, f"cluster metadata unavailable: {exc}"
     gaps = ctx.meta.list_gaps(topic)
     records = {(p.topic, p.partition): p for p in ctx.meta.list_partitions(topic)}
     problems = {(u.topic, u.partition): u.error for u in unreadable}
@@ -48,6 +61,11 @@ def partition_status(
         local_info = local.get(key)
         closed_end = local_info[2] if local_info else None
         lag = None if closed_end is None else max(0, closed_end - watermark)
+        role = None if gate is None else gate.role(key[0], key[1], broker_id)
+        if gate is not None and role is not None and role.reason is None and lag:
+            waiting = gate.copy_lag_reason(key[0])  # the leader holds closed segments back
+            if waiting is not None:
+                role = dataclasses.replace(role, reason=waiting)
         out.append(
             PartitionStatus(
                 topic=key[0],
@@ -69,9 +87,30 @@ def partition_status(
                 ),
                 in_progress=sum(1 for s in segments if s.state == COPY_STARTED),
                 last_error=problems.get(key) or (record.last_error if record else None),
+                **_cluster_fields(role, broker_id, finished, unavailable),
             )
         )
     return out
+
+
+def _cluster_fields(
+    role: ClusterRole | None,
+    broker_id: int | None,
+    finished: Sequence[RemoteSegmentRecord],
+    unavailable: str | None,
+) -> dict[str, Any]:
+    if role is None:
+        return {"not_uploading": unavailable} if unavailable else {}
+    reason = role.reason
+    if reason is not None and reason.startswith("compacted topic") and finished:
+        listed = ", ".join(f"{s.base_offset}..{s.end_offset}" for s in finished)
+        reason += f"; already uploaded before: {len(finished)} segment(s) {listed}"
+    return {
+        "role": role.role if broker_id is not None or role.role != "leader" else None,
+        "leader": role.leader,
+        "leader_epoch": role.leader_epoch,
+        "not_uploading": reason,
+    }
 
 
 def stored_bytes(store: ObjectStore, segments: Sequence[RemoteSegmentRecord]) -> int | None:

@@ -23,9 +23,11 @@ from offloader.kafka.lag import (
     copy_lags,
     remote_log_sizes,
 )
+from offloader.kafka.leadership import LeadershipGate
 from offloader.kafka.rekey import rekey_segments
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, UploadReport
+from offloader.kafka_cluster import open_cluster_view
 from offloader.keyring import KeyRing, ring_path
 from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
 from offloader.metrics.base import NO_METRICS, Metrics
@@ -44,12 +46,19 @@ class KafkaTier:
         metrics: Metrics = NO_METRICS,
     ) -> None:
         self.ctx = KafkaContext(store, meta, settings, clock_ms, metrics)
+        url = settings.cluster_metadata
+        if url is not None:  # connected on first use: kafka read never needs the cluster
+            self.ctx.gate = LeadershipGate(lambda: open_cluster_view(url), meta, clock_ms)
         self.indexes = IndexCache(
             store, key_ring=settings.key_ring, cache_bytes=settings.cache_bytes
         )
 
     def close(self) -> None:
-        self.ctx.meta.close()
+        try:
+            if self.ctx.gate is not None:
+                self.ctx.gate.close()
+        finally:
+            self.ctx.meta.close()
 
     def upload(self, log_dir: Path, topics: str | None = None) -> UploadReport:
         """One upload pass over a broker's log directory."""

@@ -43,6 +43,10 @@ Any failure in 4-6 deletes what the attempt wrote (DELETE_SEGMENT_STARTED -> FIN
 the partition (later segments wait: the watermark never skips a segment that is still local).
 Abandoned attempts of a crashed run are cleaned at the start of the next one (under the lock,
 whatever their age). Kafka's files are never modified.
+
+With the cluster's metadata (``ctx.gate``, :mod:`offloader.kafka.leadership`) a pass refreshes
+it first, plans each partition through the gate (only the partitions this broker leads, of
+tiered topics, their segments held back by the copy lag) and re-checks it before each segment.
 """
 
 from __future__ import annotations
@@ -480,6 +484,10 @@ def _upload_locked(
         next_base = following[0] if following else None
         if next_base is not None and next_base - 1 < expected:
             continue  # every offset the segment can hold is remote already
+        stop = ctx.gate and ctx.gate.before_segment(partition, segment, next_base)
+        if stop:  # leadership moved, or the epoch lineage did
+            report.segments.append(stop)
+            return
         if segment.base_offset > expected and expected not in known_gaps:
             # no local segment holds expected..base-1 (those before this one end below it)
             _gap(
@@ -551,8 +559,15 @@ def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) 
     report = UploadReport()
     scheme = resolve_key_scheme(ctx)  # a conflicting key option fails before anything is done
     unreadable: list[UnreadablePartition] = []
+    if ctx.gate is not None:
+        ctx.gate.begin_pass(log_dir)  # the cluster's metadata, once per pass
     for partition in scan_log_dir(log_dir, topics, unreadable):
         try:
+            if ctx.gate is not None:  # only this broker's led, tiered partitions
+                partition, refused = ctx.gate.plan(partition, log_dir)
+                if refused is not None:
+                    report.segments.append(refused)
+                    continue
             upload_partition(ctx, partition, report, scheme)
         except OffloaderError as exc:  # this partition only (a re-created topic, a store error)
             log.error("Kafka partition upload failed", partition=partition.name, error=str(exc))

@@ -3,18 +3,19 @@
 Accepted as Pulsar's ``metadataStoreUrl`` spells them: ``zk:`` (and ``metadata-store:zk:``),
 ``zk://`` and a bare ``host:port[,host:port][/chroot]`` all mean ZooKeeper. ``etcd:`` and
 ``oxia://`` are Pulsar's other stores: named, and refused as not supported yet. A malformed URL
-is a :class:`~offloader.errors.ConfigError` naming the part at fault.
+is a :class:`~offloader.errors.ConfigError` naming the part at fault (the ``host:port`` list
+and chroot are parsed by :func:`offloader.zk.address.parse_zk_address`, shared with the Kafka
+reader).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from offloader.errors import ConfigError
+from offloader.zk.address import DEFAULT_ZK_PORT, parse_zk_address
 
-_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::([0-9]{1,5}))?$")
-DEFAULT_ZK_PORT = 2181
+__all__ = ["DEFAULT_ZK_PORT", "MetadataUrl", "parse_metadata_url"]
 
 
 @dataclass(frozen=True)
@@ -55,17 +56,5 @@ def parse_metadata_url(url: str) -> MetadataUrl:
         raise ConfigError(
             f"Pulsar metadata URL {url!r}: unknown scheme (expected zk:host:port[/chroot])"
         )
-    hosts_part, slash, chroot = text.partition("/")
-    chroot = (slash + chroot).rstrip("/") if slash else ""
-    if chroot and ("//" in chroot or any(p in (".", "..") for p in chroot.split("/")[1:])):
-        raise ConfigError(f"Pulsar metadata URL {url!r}: bad chroot {chroot!r}")
-    hosts: list[str] = []
-    for item in hosts_part.split(","):
-        m = _HOST_PORT.match(item.strip())
-        if m is None:
-            raise ConfigError(f"Pulsar metadata URL {url!r}: {item.strip()!r} is not host:port")
-        port = int(m.group(2)) if m.group(2) else DEFAULT_ZK_PORT
-        if not 0 < port < 65536:
-            raise ConfigError(f"Pulsar metadata URL {url!r}: port {port} is out of range")
-        hosts.append(f"{m.group(1)}:{port}")
-    return MetadataUrl("zk", tuple(hosts), chroot)
+    address = parse_zk_address(text, url, "Pulsar metadata URL")
+    return MetadataUrl("zk", address.hosts, address.chroot)

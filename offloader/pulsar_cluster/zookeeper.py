@@ -1,9 +1,10 @@
 """The ZooKeeper backend of :class:`~offloader.pulsar_cluster.base.PulsarClusterSource`.
 
-The only module that imports ``kazoo``. It connects without a chroot and puts the URL's chroot
-in front of every path itself, so every error names the full path on the server. It only
-reads (``get_children``, ``get``, ``exists``): nothing here can write to the cluster's store.
-kazoo's errors become :class:`~offloader.errors.PulsarMetadataError` (``NoAuthError``: the
+It reads through :class:`offloader.zk.reader.ZkReader` (the one module that imports ``kazoo``,
+shared with the Kafka cluster's reader), connected without a chroot: the URL's chroot is put in
+front of every path here, so every error names the full path on the server. It only reads
+(``get_children``, ``get``, ``exists``): nothing here can write to the cluster's store.
+ZooKeeper's errors become :class:`~offloader.errors.PulsarMetadataError` (``NoAuthError``: the
 node's ACL refuses us; a missing chroot or ``/managed-ledgers``) and
 :class:`~offloader.errors.PulsarMetadataUnavailable` (no server answers, the session broke);
 a value that is not a ``ManagedLedgerInfo`` is a
@@ -12,21 +13,8 @@ a value that is not a ``ManagedLedgerInfo`` is a
 
 from __future__ import annotations
 
-import logging
-from collections import deque
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import unquote_plus
-
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    ConnectionLoss,
-    KazooException,
-    NoAuthError,
-    NoNodeError,
-    SessionExpiredError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
 
 from formats.errors import ManagedLedgerInfoError
 from formats.pulsar.managed_ledger_info import decode_managed_ledger_info
@@ -35,25 +23,10 @@ from offloader.logs import get_logger
 from offloader.naming import TopicName
 from offloader.pulsar_cluster.base import MANAGED_LEDGERS_ROOT, ClusterTopic
 from offloader.pulsar_cluster.url import MetadataUrl
+from offloader.zk.address import ZkAddress
+from offloader.zk.reader import ZkReader
 
 log = get_logger(__name__)
-
-#: pipelined reads in flight at once (bounded, so 100,000 topics do not queue 100,000 requests)
-WINDOW = 512
-
-_quiet = logging.getLogger("offloader.pulsar_cluster.kazoo")
-_quiet.addHandler(logging.NullHandler())
-_quiet.propagate = False
-
-
-def _translate(exc: BaseException, path: str, where: str) -> Exception:
-    if isinstance(exc, NoAuthError):
-        return PulsarMetadataError(f"{where}: {path}: access denied by the node's ACL")
-    if isinstance(exc, ConnectionLoss | SessionExpiredError | KazooTimeoutError):
-        return PulsarMetadataUnavailable(f"{where}: {path}: the connection to ZooKeeper broke")
-    if isinstance(exc, KazooException):
-        return PulsarMetadataError(f"{where}: {path}: {type(exc).__name__} {exc}".rstrip())
-    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
 
 class ZooKeeperSource:
@@ -64,27 +37,19 @@ class ZooKeeperSource:
         self._root = url.chroot + MANAGED_LEDGERS_ROOT
         #: full topic name -> its node, for the topics listed (bounded by the cluster's size)
         self._known: dict[str, str] = {}
-        self._client = KazooClient(
-            hosts=",".join(url.hosts),
+        self._zk = ZkReader(
+            ZkAddress(url.hosts, url.chroot),
+            url.canonical,
+            error=PulsarMetadataError,
+            unavailable=PulsarMetadataUnavailable,
             timeout=timeout,
-            read_only=True,
-            logger=_quiet,
-            connection_retry={"max_tries": 1, "delay": 0.1, "max_delay": 1.0},
         )
         try:
-            self._client.start(timeout=timeout)
-        except (KazooTimeoutError, KazooException, OSError) as exc:
-            self._client.close()
-            raise PulsarMetadataUnavailable(
-                f"cannot reach ZooKeeper at {','.join(url.hosts)} ({type(exc).__name__}, "
-                f"{timeout:g} s)"
-            ) from None
-        try:
-            if url.chroot and self._exists(url.chroot) is None:
+            if url.chroot and not self._exists(url.chroot):
                 raise PulsarMetadataError(
                     f"{self.location}: the chroot {url.chroot} does not exist"
                 )
-            if self._exists(self._root) is None:
+            if not self._exists(self._root):
                 raise PulsarMetadataError(
                     f"{self.location}: no {self._root} node: not a Pulsar metadata store "
                     "(or the wrong chroot)"
@@ -99,10 +64,7 @@ class ZooKeeperSource:
         return self._url.canonical
 
     def close(self) -> None:
-        try:
-            self._client.stop()
-        finally:
-            self._client.close()
+        self._zk.close()
 
     def __enter__(self) -> ZooKeeperSource:
         return self
@@ -112,19 +74,11 @@ class ZooKeeperSource:
 
     # --- raw reads, translated --------------------------------------------------------------
 
-    def _exists(self, path: str) -> Any:
-        try:
-            return self._client.exists(path)
-        except Exception as exc:
-            raise _translate(exc, path, self.location) from None
+    def _exists(self, path: str) -> bool:
+        return self._zk.exists(path)
 
     def _children(self, path: str) -> list[str]:
-        try:
-            return sorted(self._client.get_children(path))
-        except NoNodeError:
-            return []
-        except Exception as exc:
-            raise _translate(exc, path, self.location) from None
+        return self._zk.children(path) or []
 
     # --- the Protocol -----------------------------------------------------------------------
 
@@ -165,39 +119,19 @@ class ZooKeeperSource:
 
     def managed_ledger(self, topic: str) -> ClusterTopic:
         path = self._path(topic)
-        try:
-            data, _stat = self._client.get(path)
-        except NoNodeError:
+        data = self._zk.get(path)
+        if data is None:
             raise NotFound(
                 f"topic {TopicName.parse(topic)} has no managed ledger in {self.location} "
                 f"(no {path})"
-            ) from None
-        except Exception as exc:
-            raise _translate(exc, path, self.location) from None
+            )
         return self._decode(topic, path, data)
 
     def managed_ledgers(self, topics: Sequence[str]) -> list[ClusterTopic]:
-        # a sliding window of requests in flight: ZooKeeper answers the next ones while this
-        # thread decodes the values already in
-        out: list[ClusterTopic] = []
-        pending: deque[tuple[str, str, Any]] = deque()
-        names = iter(topics)
-        for topic in names:
-            path = self._path(topic)
-            pending.append((topic, path, self._client.get_async(path)))
-            if len(pending) >= WINDOW:
-                break
-        while pending:
-            topic, path, result = pending.popleft()
-            nxt = next(names, None)
-            if nxt is not None:
-                nxt_path = self._path(nxt)
-                pending.append((nxt, nxt_path, self._client.get_async(nxt_path)))
-            try:
-                data, _stat = result.get()
-            except NoNodeError:
-                continue
-            except Exception as exc:
-                raise _translate(exc, path, self.location) from None
-            out.append(self._decode(topic, path, data))
-        return out
+        # pipelined: ZooKeeper answers the next ones while this thread decodes the values in
+        paths = {self._path(t): t for t in topics}
+        return [
+            self._decode(paths[path], path, data)
+            for path, data in self._zk.get_many(paths)
+            if data is not None
+        ]

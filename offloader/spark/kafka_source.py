@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -48,12 +49,13 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from formats.kafka.batch import BatchHeader
+from formats.kafka.columns import RecordColumns
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
-from offloader.kafka.scan import FILTER_COLUMNS, ScanFilter, ScanTask, plan_scan, read_task
+from offloader.kafka.scan import FILTER_COLUMNS, ScanFilter, ScanTask, plan_scan, task_columns
 from offloader.kafka.segments import IndexCache
 from offloader.kafka.settings import KafkaSettings
-from offloader.kafka.types import KafkaRecordRow
 from offloader.keyring import key_ring_path
 from offloader.metadata import open_kafka_metadata_store
 from offloader.spark.plan import StoreSpec
@@ -102,21 +104,46 @@ def _ms(value: Any) -> Any:
     return value
 
 
-def _batch(rows: Sequence[KafkaRecordRow]) -> pa.RecordBatch:
-    columns = [
-        pa.array([r.key for r in rows], pa.binary()),
-        pa.array([r.value for r in rows], pa.binary()),
-        pa.array([r.topic for r in rows], pa.string()),
-        pa.array([r.partition for r in rows], pa.int32()),
-        pa.array([r.offset for r in rows], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in rows], pa.timestamp("us", tz="UTC")),
-        pa.array([r.timestamp_type for r in rows], pa.int32()),
-        pa.array(
-            [[{"key": k, "value": v} for k, v in r.headers] for r in rows],
-            ARROW_SCHEMA.field("headers").type,
-        ),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+class _Columns:
+    """Columns of records gathered batch by batch (no object per record) until they make
+    an Arrow record batch."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.kinds: list[int] = []
+        self.headers: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, header: BatchHeader, cols: RecordColumns) -> None:
+        self.keys += cols.keys
+        self.values += cols.values
+        self.offsets += cols.offsets
+        self.timestamps += cols.timestamps
+        self.kinds += [header.timestamp_type] * len(cols)
+        self.headers += cols.headers
+
+    def batch(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        columns = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array([self.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pc.multiply(pa.array(self.timestamps, pa.int64()), 1000).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+            pa.array(self.kinds, pa.int32()),
+            pa.array(self.headers, ARROW_SCHEMA.field("headers").type),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
 class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
@@ -184,14 +211,14 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
             return  # no partitions planned: Spark reads one empty InputPartition(None)
         task = partition.task
         store = executor_store(partition.store)
-        rows: list[KafkaRecordRow] = []
-        for row in read_task(store, task):
-            rows.append(row)
-            if len(rows) >= BATCH_ROWS:
-                yield _batch(rows)
-                rows = []
-        if rows:
-            yield _batch(rows)
+        gathered = _Columns(task.topic, task.partition)
+        for header, cols in task_columns(store, task):
+            gathered.add(header, cols)
+            if len(gathered) >= BATCH_ROWS:
+                yield gathered.batch()
+                gathered = _Columns(task.topic, task.partition)
+        if len(gathered):
+            yield gathered.batch()
 
 
 class KafkaSegmentsSource(DataSource):  # type: ignore[misc]

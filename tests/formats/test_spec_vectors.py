@@ -25,6 +25,7 @@ from formats.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
 )
+from tests.formats.test_kafka_metadata_records import KRAFT_CHECKS
 from tests.formats.test_transform_vectors import TRANSFORM_CHECKS
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "spec"
@@ -155,6 +156,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
     "keys": check_keys,
     "user-metadata-data": check_user_metadata,
     **TRANSFORM_CHECKS,
+    **KRAFT_CHECKS,
 }
 
 
@@ -162,7 +164,13 @@ def test_every_spec_document_exists_and_has_vectors() -> None:
     for name in ("README.md", "block-format.md", "index-format.md", "object-keys.md"):
         assert (SPEC_DIR / name).is_file(), name
     files = {file for file, _kind, _value in VECTORS.values()}
-    assert files == {"block-format.md", "index-format.md", "object-keys.md", "transforms.md"}
+    assert files == {
+        "block-format.md",
+        "index-format.md",
+        "object-keys.md",
+        "transforms.md",
+        "kafka-metadata.md",
+    }
 
 
 def test_every_vector_has_a_check() -> None:

@@ -1,0 +1,195 @@
+"""A read-only ZooKeeper session (:class:`ZkReader`): the one module that imports ``kazoo``.
+
+Both readers of a cluster's ZooKeeper (Pulsar's managed ledgers, Kafka's topics) use it: a
+connected kazoo client that only reads (``exists``, ``get``, ``get_children``, ``sync``), the
+URL's chroot put in front of every path by the caller (so each error names the full path on the
+server), pipelined reads (a bounded window in flight), one-shot watches, and kazoo's errors
+translated into the caller's error pair (``error``: an ACL refusal, a server error;
+``unavailable``: no server answers, the session broke). Nothing here writes to ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import Callback, WatchedEvent
+
+from offloader.errors import OffloaderError
+from offloader.zk.address import ZkAddress
+
+#: pipelined reads in flight at once (bounded, so 100,000 nodes do not queue 100,000 requests)
+WINDOW = 512
+
+_quiet = logging.getLogger("offloader.zk.kazoo")
+_quiet.addHandler(logging.NullHandler())
+_quiet.propagate = False
+
+
+Watch = Callable[[str], None]
+
+
+class ZkReader:
+    """A read-only ZooKeeper session. ``location`` names the cluster in every error."""
+
+    def __init__(
+        self,
+        address: ZkAddress,
+        location: str,
+        *,
+        error: type[OffloaderError],
+        unavailable: type[OffloaderError],
+        timeout: float = 10.0,
+    ) -> None:
+        self.address = address
+        self.location = location
+        self._error = error
+        self._unavailable = unavailable
+        self._client = KazooClient(
+            hosts=",".join(address.hosts),
+            timeout=timeout,
+            read_only=True,
+            logger=_quiet,
+            connection_retry={"max_tries": 1, "delay": 0.1, "max_delay": 1.0},
+        )
+        try:
+            self._client.start(timeout=timeout)
+        except (KazooTimeoutError, KazooException, OSError) as exc:
+            self._client.close()
+            raise unavailable(
+                f"cannot reach ZooKeeper at {','.join(address.hosts)} ({type(exc).__name__}, "
+                f"{timeout:g} s)"
+            ) from None
+        self._watchers: dict[Watch, Callable[[WatchedEvent], None]] = {}
+        #: bumped whenever the session was suspended or lost (watches may have been missed)
+        self.session_breaks = 0
+        self._client.add_listener(self._on_state)
+
+    def _on_state(self, state: str) -> None:
+        if state != KazooState.CONNECTED:
+            self.session_breaks += 1
+
+    def close(self) -> None:
+        try:
+            self._client.stop()
+        finally:
+            self._client.close()
+
+    def translate(self, exc: BaseException, path: str) -> Exception:
+        """kazoo's error on ``path`` as the reader's typed error (anything else unchanged)."""
+        where = self.location
+        if isinstance(exc, NoAuthError):
+            return self._error(f"{where}: {path}: access denied by the node's ACL")
+        if isinstance(exc, ConnectionLoss | SessionExpiredError | KazooTimeoutError):
+            return self._unavailable(f"{where}: {path}: the connection to ZooKeeper broke")
+        if isinstance(exc, KazooException):
+            return self._error(f"{where}: {path}: {type(exc).__name__} {exc}".rstrip())
+        return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+    def _watcher(self, watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
+        """kazoo's watcher for ``watch``: one per ``watch`` (kazoo keeps a set of watchers per
+        path, so re-reading a node does not add a second call)."""
+        if watch is None:
+            return None
+        fire = self._watchers.get(watch)
+        if fire is None:
+
+            def fire(event: WatchedEvent) -> None:
+                watch(event.path)
+
+            self._watchers[watch] = fire
+        return fire
+
+    def exists(self, path: str, watch: Watch | None = None) -> bool:
+        """Whether ``path`` exists; ``watch(path)`` is called once when it is created, changed
+        or deleted."""
+        try:
+            return self._client.exists(path, watch=self._watcher(watch)) is not None
+        except Exception as exc:
+            raise self.translate(exc, path) from None
+
+    def get(self, path: str) -> bytes | None:
+        """The node's value; None when there is no such node."""
+        try:
+            data, _stat = self._client.get(path)
+        except NoNodeError:
+            return None
+        except Exception as exc:
+            raise self.translate(exc, path) from None
+        return bytes(data)
+
+    def children(self, path: str, watch: Watch | None = None) -> list[str] | None:
+        """The node's children, sorted; None when there is no such node."""
+        try:
+            return sorted(self._client.get_children(path, watch=self._watcher(watch)))
+        except NoNodeError:
+            return None
+        except Exception as exc:
+            raise self.translate(exc, path) from None
+
+    def get_many(
+        self, paths: Iterable[str], watch: Watch | None = None
+    ) -> Iterator[tuple[str, bytes | None]]:
+        """``(path, value or None)`` in ``paths``' order, :data:`WINDOW` requests in flight
+        (ZooKeeper answers the next ones while the caller decodes). With ``watch``, each node
+        read gets a data watch (it fires on a change or a deletion), and a missing one an
+        ``exists`` watch (it fires when the node is created)."""
+        fire = self._watcher(watch)
+        pending: deque[tuple[str, Any]] = deque()
+        names = iter(paths)
+
+        def send(path: str) -> None:
+            pending.append((path, self._client.get_async(path, watch=fire)))
+
+        for path in names:
+            send(path)
+            if len(pending) >= WINDOW:
+                break
+        while pending:
+            path, result = pending.popleft()
+            nxt = next(names, None)
+            if nxt is not None:
+                send(nxt)
+            try:
+                data, _stat = result.get()
+            except NoNodeError:
+                if fire is not None and self._missing_watched(path, fire):
+                    yield path, self.get(path)  # created meanwhile: read it (its watch is set)
+                    continue
+                yield path, None
+                continue
+            except Exception as exc:
+                raise self.translate(exc, path) from None
+            yield path, bytes(data)
+
+    def _missing_watched(self, path: str, fire: Callable[[WatchedEvent], None]) -> bool:
+        """An ``exists`` watch on a node that was missing; True if it exists by now."""
+        try:
+            return self._client.exists(path, watch=fire) is not None
+        except Exception as exc:
+            raise self.translate(exc, path) from None
+
+    def sync(self, path: str = "/") -> None:
+        """Catch this session up with the ensemble's leader, then wait until every watch
+        notification received before that has been handled: after it, a change another
+        client made before the call has fired its watches here."""
+        try:
+            self._client.sync(path)
+        except Exception as exc:
+            raise self.translate(exc, path) from None
+        done = threading.Event()
+        # kazoo runs watch callbacks in order on one thread: one more callback is a barrier
+        self._client.handler.dispatch_callback(Callback("barrier", done.set, ()))
+        done.wait(10.0)
