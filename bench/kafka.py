@@ -1,11 +1,15 @@
 """Kafka tier benchmarks: segment upload vs raw boto3 multipart, and fetch by offset.
 
 ``upload``: one closed segment of ``--size`` (default 1 GiB on RGW, ``--moto-size`` 256 MiB on
-moto, whose server holds objects in memory) is uploaded by ``KafkaTier.upload`` (every batch's
-CRC32C checked first, 64 MiB parts with their CRC32C, 4 at a time); the baseline uploads the
-same file with plain boto3 ``upload_part`` calls (parts read from the file, same size, same
-threads) to the same server. Each variant runs in a fresh process, taking turns, ``--repeat``
-times; the median run is reported (goal: ratio >= 0.9).
+moto, whose server holds objects in memory) is uploaded by ``KafkaTier.upload`` (64 MiB parts
+with their CRC32C, 4 at a time, every batch's CRC32C checked as its part is read); the baseline
+uploads the same file with plain boto3 ``upload_part`` calls (parts read from the file, same
+size, same threads) to the same server, and again sending each part's CRC32C as ours does
+(``raw-crc32c``: the server then checks it; ``ratio_vs_crc32c``). Each variant runs in a fresh
+process, taking turns, ``--repeat`` times; the median run is reported. Goals: ratio >= 0.95,
+client CPU <= 1.15x the baseline's, peak RSS <= the parts in flight (4 x 64 MiB) + 64 MiB.
+``--placement split`` runs the server and the measured process on separate CPUs
+(``bench/placement.py``); its rows end in ``.split``.
 
 ``fetch``: after uploading a ``--fetch-size`` segment of 1 KiB records (1 MiB batches),
 ``--fetches`` fetches of ``--count`` (1000) records at random offsets (the ``.index`` cached
@@ -18,7 +22,8 @@ Every row carries this process's CPU seconds beside the figures (``client_cpu_s`
 ``baseline_client_cpu_s`` for the raw boto3 variant; upload: the median run's worker process).
 
     python -m bench kafka [upload|fetch|all] [--servers rgw,moto] [--size 1G] [--moto-size 256M]
-                          [--repeat 3] [--fetches 50] [--count 1000] [--fetch-size 64M]
+                          [--repeat 3] [--placement shared,split] [--fetches 50]
+                          [--count 1000] [--fetch-size 64M]
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ import sys
 import tempfile
 import time
 import uuid
+from base64 import b64encode
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import crc32c
 
 from bench import note, report
 from bench.common import (
@@ -49,6 +57,7 @@ from bench.common import (
     server,
     take_turns,
 )
+from bench.placement import Placement, add_run_arguments, parse_placements, pin_worker, placed
 from formats.kafka.batch import HEADER_SIZE, iter_batch_headers
 from formats.kafka.encode import NewRecord, encode_batch
 from formats.kafka.index import build_indexes
@@ -58,7 +67,11 @@ from offloader.units import parse_size
 MiB = 1024 * 1024
 PART = 64 * MiB
 CONCURRENCY = 4
-GOAL_RATIO = 0.9
+GOAL_RATIO = 0.95
+#: client CPU seconds at most this many times the raw upload's
+GOAL_CPU_RATIO = 1.15
+#: peak RSS at most the parts in flight plus this
+RSS_SLACK = 64 * MiB
 
 
 def write_segment(
@@ -105,6 +118,7 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     settings = KafkaSettings(part_size=PART, concurrency=CONCURRENCY, prefix=f"k{time.time_ns()}")
     with Offloader.from_settings(home, f"s3://{spec['bucket']}", endpoint_url=endpoint.url) as off:
         tier = off.kafka(settings)
+        before = rss_mb()
         cost = ClientCost()
         start = time.perf_counter()
         report_ = tier.upload(Path(spec["log_dir"]))
@@ -115,6 +129,7 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
         "seconds": seconds,
         "bytes": report_.segments[0].size_bytes,
         "rss_mb": peak_rss_mb(),
+        "rss_before_mb": before,
         **spent,
     }
 
@@ -125,6 +140,8 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     path = Path(spec["log"])
     size = path.stat().st_size
     bucket, key = spec["bucket"], f"raw-{time.time_ns()}"
+    with_crc = spec["variant"] == "raw-crc32c"
+    before = rss_mb()
     cost = ClientCost()
     start = time.perf_counter()
     upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
@@ -132,8 +149,12 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
 
     def put(number: int) -> dict[str, Any]:
         body = os.pread(fd, PART, (number - 1) * PART)
+        extra: dict[str, str] = {}
+        if with_crc:  # the part's CRC32C sent as ours is (the server checks and keeps it)
+            crc = crc32c.crc32c(body).to_bytes(4, "big")
+            extra = {"ChecksumAlgorithm": "CRC32C", "ChecksumCRC32C": b64encode(crc).decode()}
         resp = client.upload_part(
-            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, **extra
         )
         return {"PartNumber": number, "ETag": resp["ETag"]}
 
@@ -145,10 +166,24 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     spent = cost.fields()
     os.close(fd)
-    return {"seconds": seconds, "bytes": size, "rss_mb": peak_rss_mb(), **spent}
+    return {
+        "seconds": seconds,
+        "bytes": size,
+        "rss_mb": peak_rss_mb(),
+        "rss_before_mb": before,
+        **spent,
+    }
 
 
-def _upload(srv: Any, size: int, repeat: int) -> None:
+def rss_mb() -> float:
+    """This process's resident size now (VmRSS), MB: what the imports took before the run."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return 0.0
+
+
+def _upload(srv: Any, size: int, repeat: int, placements: list[Placement]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-kafka.") as tmp:
         log, _ = write_segment(Path(tmp), size)
         bucket = srv.endpoint.new_bucket()
@@ -158,26 +193,57 @@ def _upload(srv: Any, size: int, repeat: int) -> None:
             "log_dir": tmp,
             "log": str(log),
         }
-        runs = take_turns(
-            "bench.kafka",
-            {v: {**spec, "variant": v} for v in ("raw", "ours")},
-            repeat,
-            after_each=lambda: empty_bucket(srv.endpoint, bucket),
-        )
-    raw, ours = runs["raw"], runs["ours"]
+        for place in placements:
+            with placed(srv.pids, place) as cpus:
+                runs = take_turns(
+                    "bench.kafka",
+                    {
+                        v: {**spec, "variant": v, "cpus": cpus}
+                        for v in ("raw", "raw-crc32c", "ours")
+                    },
+                    repeat,
+                    after_each=lambda: empty_bucket(srv.endpoint, bucket),
+                )
+            _upload_row(srv, runs, place, repeat)
+
+
+def _upload_row(srv: Any, runs: dict[str, dict[str, Any]], place: Placement, repeat: int) -> None:
+    raw, raw_crc, ours = runs["raw"], runs["raw-crc32c"], runs["ours"]
+    rss_goal = (CONCURRENCY * PART + RSS_SLACK) / 1e6
+    cpu_ratio = round(ours["client_cpu_s"] / max(raw["client_cpu_s"], 1e-9), 3)
+    growth = ours["rss_mb"] - ours["rss_before_mb"]
     record = report(
-        f"kafka.upload.{srv.name}",
+        f"kafka.upload.{srv.name}{place.suffix}",
         ours["bytes"] / 1e6 / ours["seconds"],
         raw["bytes"] / 1e6 / raw["seconds"],
         "MB/s",
         server=srv.name,
         server_note=srv.note,
+        placement=place.name,
+        repeat=repeat,
         bytes=ours["bytes"],
         part_size=PART,
         concurrency=CONCURRENCY,
         goal_ratio=GOAL_RATIO,
+        client_cpu_ratio=cpu_ratio,
+        goal_client_cpu_ratio=GOAL_CPU_RATIO,
+        cpu_ok=cpu_ratio <= GOAL_CPU_RATIO,
         peak_rss_mb=round(ours["rss_mb"], 1),
         baseline_peak_rss_mb=round(raw["rss_mb"], 1),
+        rss_goal_mb=round(rss_goal, 1),
+        rss_ok=ours["rss_mb"] <= rss_goal,
+        # the resident size the imports took before the upload (offloader.api loads pyarrow
+        # through the export modules), and the growth from there
+        rss_before_mb=round(ours["rss_before_mb"], 1),
+        baseline_rss_before_mb=round(raw["rss_before_mb"], 1),
+        rss_growth_mb=round(growth, 1),
+        baseline_rss_growth_mb=round(raw["rss_mb"] - raw["rss_before_mb"], 1),
+        rss_growth_ok=growth <= rss_goal,
+        # raw boto3 sending each part's CRC32C as ours does (the server checks it)
+        baseline_crc32c=round(raw_crc["bytes"] / 1e6 / raw_crc["seconds"], 3),
+        ratio_vs_crc32c=round(raw_crc["seconds"] / ours["seconds"], 4),
+        baseline_crc32c_client_cpu_s=raw_crc["client_cpu_s"],
+        baseline_crc32c_runs_s=raw_crc["runs_seconds"],
         # the measured process alone (the median run's): CPU seconds and page faults
         client_cpu_s=ours["client_cpu_s"],
         baseline_client_cpu_s=raw["client_cpu_s"],
@@ -188,9 +254,11 @@ def _upload(srv: Any, size: int, repeat: int) -> None:
         baseline_runs_s=raw["runs_seconds"],
     )
     note(
-        f"kafka upload {srv.name}: {record['ours']:.1f} vs {record['baseline']:.1f} MB/s "
-        f"(ratio {record['ratio']}; client CPU {record['client_cpu_s']} s vs "
-        f"{record['baseline_client_cpu_s']} s)"
+        f"kafka upload {srv.name} {place.name}: {record['ours']:.1f} vs "
+        f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}; client CPU "
+        f"{record['client_cpu_s']} s vs {record['baseline_client_cpu_s']} s, {cpu_ratio}x; "
+        f"vs raw + CRC32C {record['ratio_vs_crc32c']}; peak RSS {ours['rss_mb']:.0f} MB, "
+        f"{growth:.0f} MB above the imports', goal <= {rss_goal:.0f})"
     )
 
 
@@ -373,6 +441,7 @@ def main(argv: list[str]) -> int:
     quiet_logs()
     if argv[:1] == ["--worker"]:
         spec = json.loads(argv[1])
+        pin_worker(spec)
         endpoint = endpoint_from_json(spec["endpoint"])
         for key, value in endpoint.env().items():
             os.environ[key] = value
@@ -384,16 +453,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--servers", default="rgw,moto")
     parser.add_argument("--size", default="1G")
     parser.add_argument("--moto-size", default="256M")
-    parser.add_argument("--repeat", type=int, default=3)
+    add_run_arguments(parser)
     parser.add_argument("--fetches", type=int, default=50)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--fetch-size", default="64M")
     args = parser.parse_args(argv)
+    placements = parse_placements(args.placement)
     for name in [s.strip() for s in args.servers.split(",") if s.strip()]:
         with server(name) as srv:
             if args.which in ("upload", "all"):
                 size = parse_size(args.moto_size if srv.name == "moto" else args.size)
-                _upload(srv, size, args.repeat)
+                _upload(srv, size, args.repeat, placements)
             if args.which in ("fetch", "all"):
                 _fetch(srv, parse_size(args.fetch_size), args.fetches, args.count)
     return 0

@@ -24,6 +24,8 @@ static uint32_t crc_table[8][256];
  * bytes from the register b << (8k) */
 static uint32_t crc_shift[2][4][256];
 static int crc_hw = 0;
+/* crc_x2n[k] = x^(2^k) modulo the polynomial, bit-reflected (x^0 is bit 31) */
+static uint32_t crc_x2n[64];
 
 static uint32_t crc_sw_raw(uint32_t crc, const unsigned char *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
@@ -87,8 +89,23 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw_raw(uint32_t crc, const
 #define CRC_HAVE_HW 0
 #endif
 
+/* a * b modulo the polynomial (both reflected: x^0 is bit 31) */
+static uint32_t crc_mulmod(uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (uint32_t m = 1u << 31; m; m >>= 1) {
+        if (a & m) product ^= b;
+        b = b & 1 ? (b >> 1) ^ CRC_POLY : b >> 1; /* b * x */
+    }
+    return product;
+}
+
 /* the tables, and whether the crc32 instruction is there; once, at module load */
 static void crc32c_init(void) {
+    uint32_t power = 1u << 30; /* x^1 */
+    for (int k = 0; k < 64; k++) {
+        crc_x2n[k] = power;
+        power = crc_mulmod(power, power);
+    }
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC_POLY : c >> 1;
@@ -127,5 +144,15 @@ static uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t n, in
 #endif
     return ~crc_sw_raw(crc, p, n);
 }
+
+/* the CRC32C of A + B from crc_a (of A), crc_b (of B) and the length of B */
+__attribute__((unused)) static uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    if (len_b == 0) return crc_a; /* B is empty (as the pure twin: crc_b ignored) */
+    uint32_t shift = 1u << 31; /* x^0 */
+    for (int k = 3; len_b; len_b >>= 1, k++) /* x^(8 len_b) = product of x^(2^(k)) */
+        if (len_b & 1) shift = crc_mulmod(crc_x2n[k & 63], shift);
+    return crc_mulmod(shift, crc_a) ^ crc_b;
+}
+
 
 #endif

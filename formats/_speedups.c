@@ -54,6 +54,11 @@
  *       tens of milliseconds) runs without the GIL, so a thread can prepare buffers while
  *       another frames entries.
  *
+ *   scratch_bytearray(size) -> bytearray
+ *       ``bytearray(size)`` without the zeroing: its bytes are whatever the allocator gave
+ *       (fresh pages for a large one); for buffers the caller fills entirely (a part read
+ *       from a file), so their pages are touched once. Twin: ``bytearray(size)``.
+ *
  *   framed_prefix(lengths) -> (prefix, smallest, largest)
  *       ``prefix``: len(lengths) + 1 native int64 (bytes), prefix[i] = the framed bytes
  *       (12 + length) of entries 0..i-1; with the smallest and largest length (0, 0 if none).
@@ -80,6 +85,10 @@
  *   crc32c_c(data, value=0, software=False) -> int
  *       the CRC32C these loops use (SSE4.2 when the CPU has it, else a table), exposed only
  *       so that the tests compare it with the crc32c package; CRC32C_HARDWARE says which runs.
+ *
+ *   crc32c_combine(crc_a, crc_b, length_b) -> int
+ *       the CRC32C of A + B from the CRC32C of A, that of B and B's length (no byte read):
+ *       a segment's whole-file CRC32C joined from its parts'. Twin: formats/kafka/spans.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -544,6 +553,20 @@ done:
     return result;
 }
 
+/* a bytearray whose bytes are not set (the caller overwrites every one: a part buffer filled
+ * by a positioned read): no memset, so a fresh 64 MiB buffer's pages are touched once, by the
+ * read that fills them, as with the bytes os.pread returns */
+static PyObject *scratch_bytearray(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "scratch_bytearray: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 static PyObject *zeroed_bytearray(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t size = PyLong_AsSsize_t(arg);
@@ -618,6 +641,17 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&in);
     return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *crc32c_combine_c(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long a, b, length;
+    if (!PyArg_ParseTuple(args, "KKK", &a, &b, &length)) return NULL;
+    if (a > 0xFFFFFFFFull || b > 0xFFFFFFFFull) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not 32 bits");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(crc32c_combine((uint32_t)a, (uint32_t)b, (uint64_t)length));
 }
 
 /* --- int64 arrays --------------------------------------------------------------------------
@@ -763,6 +797,9 @@ static PyMethodDef methods[] = {
     {"pack_into", pack_into, METH_VARARGS,
      "pack_into(out, out_pos, offsets, index, buf, off, limit, first_id) -> (out_pos, count, "
      "stop)"},
+    {"scratch_bytearray", scratch_bytearray, METH_O,
+     "scratch_bytearray(size) -> bytearray of size bytes whose contents are not set (the "
+     "caller overwrites them all)"},
     {"zeroed_bytearray", zeroed_bytearray, METH_O,
      "zeroed_bytearray(size) -> bytearray of size zero bytes, zeroed without the GIL"},
     {"framed_prefix", framed_prefix, METH_O,
@@ -775,6 +812,8 @@ static PyMethodDef methods[] = {
     {"crc32c_c", crc32c_c, METH_VARARGS,
      "crc32c_c(data, value=0, software=False) -> CRC32C of data continuing from value "
      "(for the tests; software=True forces the table-driven loop)"},
+    {"crc32c_combine", crc32c_combine_c, METH_VARARGS,
+     "crc32c_combine(crc_a, crc_b, length_b) -> CRC32C of A + B"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -49,6 +49,7 @@ __all__ = [
     "pack_into_py",
     "record_spans",
     "record_spans_py",
+    "scratch_bytearray",
     "span_entries",
     "span_entries_py",
     "zeroed_bytearray",
@@ -357,3 +358,5 @@ iter_span_entries: IterSpanEntries = _C.iter_span_entries if _C else iter_span_e
 framed_prefix: FramedPrefix = _C.framed_prefix if _C else framed_prefix_py
 record_spans: RecordSpans = _C.record_spans if _C else record_spans_py
 zeroed_bytearray: Callable[[int], bytearray] = _C.zeroed_bytearray if _C else zeroed_bytearray_py
+#: a bytearray whose contents the caller overwrites entirely (C: not zeroed first)
+scratch_bytearray: Callable[[int], bytearray] = _C.scratch_bytearray if _C else bytearray

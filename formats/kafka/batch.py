@@ -142,51 +142,57 @@ class ControlRecord:
     coordinator_epoch: int
 
 
-def read_batch_header(buf: Buffer, pos: int, *, source: str | None = None) -> BatchHeader:
-    """The header of the batch at ``pos`` (its length checked against ``buf``, CRC not)."""
+def read_batch_header(
+    buf: Buffer, pos: int, *, source: str | None = None, whole: bool = True, shift: int = 0
+) -> BatchHeader:
+    """The header of the batch at ``pos`` (its length checked against ``buf``, CRC not).
+    ``whole`` False: the batch may run past the end of ``buf`` (a stream read in pieces, whose
+    next piece holds the rest). ``shift``: added to ``pos`` in the header's ``position`` and
+    in error offsets (``buf`` is a piece of a file starting at byte ``shift``)."""
     end = len(buf)
+    at = pos + shift
     if pos + MAGIC_OFFSET + 1 > end:
         raise KafkaTruncatedError(
             f"record batch header needs {HEADER_SIZE} bytes, {end - pos} left",
-            offset=pos,
+            offset=at,
             source=source,
         )
     magic = buf[pos + MAGIC_OFFSET]
     if magic != MAGIC_V2:
         if is_legacy_message(buf, pos):
-            raise UnsupportedMagicError(magic, offset=pos, source=source)
-        raise CorruptBatchError(magic, offset=pos, source=source)
+            raise UnsupportedMagicError(magic, offset=at, source=source)
+        raise CorruptBatchError(magic, offset=at, source=source)
     if pos + HEADER_SIZE > end:
         raise KafkaTruncatedError(
             f"record batch header needs {HEADER_SIZE} bytes, {end - pos} left",
-            offset=pos,
+            offset=at,
             source=source,
         )
     fields = HEADER.unpack_from(buf, pos)
-    header = BatchHeader(pos, *fields)
+    header = BatchHeader(at, *fields)
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise KafkaCorruptError(
             f"batch length {header.batch_length} is below the {HEADER_SIZE - LOG_OVERHEAD}-byte"
             " minimum",
-            offset=pos,
+            offset=at,
             source=source,
         )
-    if header.end > end:
+    if whole and pos + header.size > end:
         raise KafkaTruncatedError(
             f"record batch of {header.size} bytes runs past the end ({end - pos} left)",
-            offset=pos,
+            offset=at,
             source=source,
         )
     if header.base_offset < 0 or header.last_offset_delta < 0 or header.record_count < 0:
         raise KafkaCorruptError(
             f"record batch with base offset {header.base_offset}, last offset delta "
             f"{header.last_offset_delta} and {header.record_count} records",
-            offset=pos,
+            offset=at,
             source=source,
         )
     if header.compression > 4:
         raise KafkaCorruptError(
-            f"unknown compression type {header.compression}", offset=pos, source=source
+            f"unknown compression type {header.compression}", offset=at, source=source
         )
     return header
 

@@ -7,7 +7,9 @@ An object of ``size`` bytes is cut into spans of ``span`` bytes (the last one sh
 of ``[start, end)`` fetches the spans covering it (:meth:`ObjectChecksums.covering`) and checks
 each (:meth:`ObjectChecksums.first_bad_span`). Spans are computed part by part while a segment
 uploads (a part is a whole number of spans), and :func:`crc32c_combine` joins CRC32Cs of
-consecutive pieces into the CRC32C of the whole without reading the bytes again.
+consecutive pieces into the CRC32C of the whole without reading the bytes again (in C,
+``formats/_crc32c.h``, when ``formats._speedups`` is built; :func:`crc32c_combine_py` is its
+pure twin).
 
 The stored form (:meth:`ObjectChecksums.encode`) is compact: ``"<size>:<span>:<base64 of the
 CRC32Cs as big-endian u32>"``. Pure: bytes in, values out.
@@ -18,15 +20,24 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import crc32c as _crc32c
 
 from formats.errors import CorruptDataError
+from formats.framing import _speedups
 
-__all__ = ["SPAN_SIZE", "ObjectChecksums", "crc32c_combine", "span_size_for"]
+__all__ = [
+    "SPAN_SIZE",
+    "ObjectChecksums",
+    "crc32c_combine",
+    "crc32c_combine_py",
+    "join_crcs",
+    "span_crcs",
+    "span_size_for",
+]
 
 #: bytes per span of a ``.log`` (and of every other object; the small ones have one span)
 SPAN_SIZE = 1024 * 1024
@@ -65,8 +76,9 @@ def _zeros_operator(power: int) -> tuple[int, ...]:
     return _square(_zeros_operator(power - 1))
 
 
-def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
-    """The CRC32C of ``A + B`` from the CRC32C of ``A``, that of ``B`` and ``len(B)``."""
+def crc32c_combine_py(crc_a: int, crc_b: int, length_b: int) -> int:
+    """The CRC32C of ``A + B`` from the CRC32C of ``A``, that of ``B`` and ``len(B)`` (the
+    pure twin of the C ``crc32c_combine``)."""
     if length_b <= 0:
         return crc_a
     power = 0
@@ -78,6 +90,13 @@ def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
         n >>= 1
         power += 1
     return crc ^ crc_b
+
+
+_C = _speedups()
+#: the CRC32C of ``A + B`` from the CRC32C of ``A``, that of ``B`` and ``len(B)``
+crc32c_combine: Callable[[int, int, int], int] = (
+    _C.crc32c_combine if _C is not None else crc32c_combine_py
+)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ class FacadeBase:
                 open_kafka_metadata_store(self._rt.metadata_location),
                 settings,
                 self._rt.clock_ms,
+                self._rt.metrics,
             )
         return self._kafka
 

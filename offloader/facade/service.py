@@ -127,7 +127,8 @@ class ServiceFacade(FacadeBase):
         return uploaded, deleted
 
     def _publish_kafka_lag(self, log_dirs: Iterable[str], topics: str | None) -> None:
-        """KIP-405's copy lag of every configured log directory, into the metrics."""
+        """KIP-405's copy lag of every configured log directory and the size of every
+        partition's remote log, into the metrics."""
         lags = []
         for log_dir in log_dirs:
             try:
@@ -135,3 +136,7 @@ class ServiceFacade(FacadeBase):
             except OffloaderError as exc:
                 log.warning("kafka copy lag not computed", log_dir=log_dir, error=str(exc))
         self._rt.metrics.set_kafka_copy_lag(lags)
+        try:
+            self._rt.metrics.set_kafka_remote_log_size(self.kafka().remote_log_sizes())
+        except OffloaderError as exc:
+            log.warning("kafka remote log size not computed", error=str(exc))

@@ -2,12 +2,14 @@
 
 Used for failed or abandoned copies (their half-written objects and open multipart uploads), for
 remote retention, and by the orphan audit. Deleting is idempotent: a missing object is fine, so
-a crash between the two states is finished by the next run.
+a crash between the two states is finished by the next run. Each deletion is counted in the
+tier's metrics (KIP-405's RemoteDeleteRequestsPerSec / RemoteDeleteErrorsPerSec).
 """
 
 from __future__ import annotations
 
 from offloader.crashpoints import crash_point
+from offloader.errors import OffloaderError
 from offloader.kafka.context import KafkaContext
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import (
@@ -39,8 +41,13 @@ def delete_remote_segment(
     if record.state != DELETE_STARTED:
         return record
     crash_point("kafka.after_start_delete")
-    delete_objects(ctx, record)
-    done = ctx.meta.finish_delete(record.segment_id, ctx.now_ms())
+    try:
+        delete_objects(ctx, record)
+        done = ctx.meta.finish_delete(record.segment_id, ctx.now_ms())
+    except OffloaderError:
+        ctx.metrics.record_kafka_delete(record.topic, ok=False)
+        raise
+    ctx.metrics.record_kafka_delete(record.topic, ok=True)
     log.info(
         "remote Kafka segment deleted",
         topic=record.topic,

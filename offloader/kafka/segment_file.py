@@ -2,10 +2,12 @@
 
 Never ``mmap``: Kafka truncates segments (log truncation after a leader change), and a mapped
 page past the new end kills the process with SIGBUS. Here a read that comes back short is a
-:class:`~offloader.errors.SegmentChangedError` for that segment only. :meth:`SegmentFile.scan`
-is the pass before the upload (every batch's CRC32C, the offsets, the index entries, the CRC32C
-of the whole file); :meth:`SegmentFile.check_unchanged` compares the file's size and
-modification time after the upload with the ones it had before the scan.
+:class:`~offloader.errors.SegmentChangedError` for that segment only.
+:meth:`SegmentFile.read_into` fills a caller's buffer (the upload's reused part buffers);
+:meth:`SegmentFile.last_batch` finds the last batch's header from the ``.index``'s last entry
+(a few header reads, no CRC: the checks run part by part during the upload,
+:class:`CheckedReader`); :meth:`SegmentFile.check_unchanged` compares the file's size and
+modification time with the ones it had when it was opened.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-import crc32c as crc32c_lib
-
-from formats.kafka.batch import BatchHeader, iter_batch_headers
+from formats.framing import scratch_bytearray
+from formats.kafka.batch import HEADER_SIZE, BatchHeader, read_batch_header
+from formats.kafka.batch_stream import BatchStream
+from formats.kafka.errors import KafkaFormatError
+from formats.kafka.index import OFFSET_ENTRY
 from offloader.errors import SegmentChangedError
 
-__all__ = ["SCAN_CHUNK", "SegmentFile"]
-
-#: bytes read at once by the scan (a batch larger than this is read whole)
-SCAN_CHUNK = 8 * 1024 * 1024
+__all__ = ["CheckedReader", "SegmentFile", "index_hint"]
 
 
 class SegmentFile:
@@ -48,6 +49,51 @@ class SegmentFile:
             data += more
         return data
 
+    def read_into(self, start: int, buffer: bytearray | memoryview) -> None:
+        """Fill ``buffer`` with the file's bytes from ``start`` (no copy but the kernel's); a
+        file that ends before it is full was truncated."""
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(view):
+            got = os.preadv(self._fd, [view[done:]], start + done)
+            if got == 0:
+                raise SegmentChangedError(
+                    f"{self.source}: truncated while it was copied (it ends at byte "
+                    f"{start + done}, it had {self.size} bytes)"
+                )
+            done += got
+
+    def changed(self) -> bool:
+        """True when the file's size, modification time or inode differ from when it was
+        opened."""
+        stat = os.fstat(self._fd)
+        return (stat.st_size, stat.st_mtime_ns, stat.st_ino) != self._stamp
+
+    def last_batch(self, hint: int = 0) -> BatchHeader:
+        """The header of the file's last batch, walking headers (61-byte reads, no CRC) from
+        ``hint`` (a batch's position, the ``.index``'s last entry) to the end; from the start
+        when the hint does not lead there. A header that does not parse, or a batch cut off by
+        the file's end, is the walk from the start's ``KafkaFormatError``."""
+        if 0 < hint < self.size:
+            try:
+                return self._walk(hint)
+            except KafkaFormatError:
+                pass  # a stale or damaged index: the walk from the start decides
+        return self._walk(0)
+
+    def _walk(self, pos: int) -> BatchHeader:
+        last: BatchHeader | None = None
+        while pos < self.size:
+            head = self.read(pos, min(HEADER_SIZE, self.size - pos))
+            last = read_batch_header(head, 0, source=self.source, whole=False, shift=pos)
+            if last.end > self.size:
+                read_batch_header(
+                    self.read(pos, self.size - pos), 0, source=self.source, shift=pos
+                )  # raises: the batch runs past the end
+            pos = last.end
+        assert last is not None  # the file is not empty
+        return last
+
     def check_unchanged(self) -> None:
         """The file still has the size and modification time it had when it was opened."""
         stat = os.fstat(self._fd)
@@ -59,32 +105,91 @@ class SegmentFile:
                 "bytes, or a new modification time)"
             )
 
-    def scan(self, on_batch: Callable[[BatchHeader, int], None]) -> int:
-        """Every batch in order (CRC32C checked; ``on_batch(header, shift)``: the header's
-        ``position`` plus ``shift`` is its file offset); the CRC32C of the whole file. A batch
-        cut off by the file's end is a ``KafkaTruncatedError``."""
-        whole = 0
-        crc_end = 0  # bytes of the file in ``whole``
-        pos = 0  # file offset of the next batch
-        want = SCAN_CHUNK
-        while pos < self.size:
-            length = min(want, self.size - pos)
-            data = self.read(pos, length)
-            view = memoryview(data)
-            if pos + length > crc_end:
-                whole = crc32c_lib.crc32c(view[crc_end - pos :], whole)
-                crc_end = pos + length
-            consumed = 0
-            last = pos + length >= self.size
-            for header in iter_batch_headers(
-                view, source=self.source, verify_crc=True, stop_at_partial=not last
-            ):
-                on_batch(header, pos)
-                consumed = header.end
-            view.release()
-            if consumed == 0:
-                want *= 2  # a batch larger than the chunk: read more at once
-                continue
-            pos += consumed
-            want = SCAN_CHUNK
-        return int(whole)
+
+def index_hint(handle: BinaryIO | None, log_size: int) -> int:
+    """The position of the ``.index``'s last entry (its last 64 entries read, the preallocated
+    zeros skipped), 0 when there is no usable one: where :meth:`SegmentFile.last_batch` starts."""
+    if handle is None:
+        return 0
+    try:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        size -= size % OFFSET_ENTRY.size
+        want = min(size, 64 * OFFSET_ENTRY.size)
+        tail = os.pread(fd, want, size - want)
+    except OSError:
+        return 0
+    for at in range(len(tail) - OFFSET_ENTRY.size, -1, -OFFSET_ENTRY.size):
+        relative, position = OFFSET_ENTRY.unpack_from(tail, at)
+        if relative or position:
+            return position if 0 < position < log_size else 0
+    return 0
+
+
+class CheckedReader:
+    """The ``.log`` read front to back in pieces, every batch checked as its bytes are read
+    (:class:`~formats.kafka.batch_stream.BatchStream`): ``on_batch(header)`` for each, in
+    order. A batch that fails its checks in a file that changed since it was opened is a
+    ``SegmentChangedError`` ("modified while it was copied"), else the check's
+    ``KafkaFormatError`` (a corrupt segment). With ``span``, the CRC32C of every ``span``-byte
+    span read comes from the same pass (:meth:`take_spans`)."""
+
+    def __init__(
+        self,
+        file: SegmentFile,
+        on_batch: Callable[[BatchHeader], None],
+        span: int | None = None,
+    ) -> None:
+        self.file = file
+        self.stream = BatchStream(source=file.source, span=span)
+        self._on_batch = on_batch
+
+    @property
+    def position(self) -> int:
+        """The file offset of the next byte to read."""
+        return self.stream.position
+
+    def read_into(self, buffer: bytearray | memoryview) -> None:
+        """The next ``len(buffer)`` bytes of the file into ``buffer``, checked."""
+        self.file.read_into(self.stream.position, buffer)
+        self._checked(lambda: self.stream.feed(buffer))
+
+    def read(self, length: int) -> bytearray:
+        """The next ``length`` bytes, in a new buffer, checked."""
+        body = scratch_bytearray(length)
+        self.read_into(body)
+        return body
+
+    def take_spans(self, *, final: bool = False) -> list[int]:
+        """The CRC32Cs of the ``span``-byte spans read since the last call (``final``: the
+        file's last, shorter span too), from the same read as the batch checks."""
+        return self.stream.take_spans(final=final)
+
+    def open_batch(self) -> BatchHeader | None:
+        """The batch whose first bytes were read and whose rest was not yet."""
+        return self.stream.open_batch
+
+    def finish(self) -> None:
+        """The whole file was read: a batch cut off by its end is an error."""
+        if self.stream.position != self.file.size:
+            raise SegmentChangedError(
+                f"{self.file.source}: read {self.stream.position} of {self.file.size} bytes"
+            )
+
+        def close() -> list[BatchHeader]:
+            self.stream.close()
+            return []
+
+        self._checked(close)
+
+    def _checked(self, step: Callable[[], list[BatchHeader]]) -> None:
+        try:
+            headers = step()
+        except KafkaFormatError as exc:
+            if self.file.changed():
+                raise SegmentChangedError(
+                    f"{self.file.source}: modified while it was copied ({exc})"
+                ) from exc
+            raise
+        for header in headers:
+            self._on_batch(header)

@@ -1,8 +1,8 @@
 """KafkaTier: the Kafka tier behind one object, as :class:`offloader.api.Offloader` hands it out.
 
 It owns its :class:`~offloader.metadata.kafka_base.KafkaMetadataStore` connection and the cache
-of remote segment indexes; it borrows the facade's object store and clock. Every method that
-takes a topic (and a partition) checks them here first, with Kafka's rules
+of remote segment indexes; it borrows the facade's object store, clock and metrics set. Every
+method that takes a topic (and a partition) checks them here first, with Kafka's rules
 (:func:`formats.kafka.names.check_topic`, ``check_partition``): a name no Kafka topic can have
 is one ``KafkaNameError``, never a query.
 """
@@ -17,7 +17,12 @@ from offloader.errors import ConfigError
 from offloader.kafka import fetch, retention, status, upload
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.fetch import READ_MODES, IndexCache
-from offloader.kafka.lag import PartitionCopyLag, copy_lags
+from offloader.kafka.lag import (
+    PartitionCopyLag,
+    PartitionRemoteSize,
+    copy_lags,
+    remote_log_sizes,
+)
 from offloader.kafka.leadership import LeadershipGate
 from offloader.kafka.rekey import rekey_segments
 from offloader.kafka.settings import KafkaSettings
@@ -25,6 +30,7 @@ from offloader.kafka.types import KafkaRecordRow, PartitionStatus, UploadReport
 from offloader.kafka_cluster import open_cluster_view
 from offloader.keyring import KeyRing, ring_path
 from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
+from offloader.metrics.base import NO_METRICS, Metrics
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import TransformPolicy
 from offloader.store.base import ObjectStore
@@ -37,8 +43,9 @@ class KafkaTier:
         meta: KafkaMetadataStore,
         settings: KafkaSettings,
         clock_ms: Callable[[], int],
+        metrics: Metrics = NO_METRICS,
     ) -> None:
-        self.ctx = KafkaContext(store, meta, settings, clock_ms)
+        self.ctx = KafkaContext(store, meta, settings, clock_ms, metrics)
         url = settings.cluster_metadata
         if url is not None:  # connected on first use: kafka read never needs the cluster
             self.ctx.gate = LeadershipGate(lambda: open_cluster_view(url), meta, clock_ms)
@@ -60,6 +67,10 @@ class KafkaTier:
     def copy_lag(self, log_dir: Path, topics: str | None = None) -> list[PartitionCopyLag]:
         """Per partition of ``log_dir``: bytes and closed segments not in remote storage yet."""
         return copy_lags(self.ctx, log_dir, topics)
+
+    def remote_log_sizes(self) -> list[PartitionRemoteSize]:
+        """Per partition the metadata store knows: bytes and segments in remote storage."""
+        return remote_log_sizes(self.ctx)
 
     def status(
         self, topic: str | None = None, log_dir: Path | None = None

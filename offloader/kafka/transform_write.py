@@ -3,8 +3,10 @@ zstd-compressed and/or AES-256-GCM encrypted with the chunk codec of ``formats.t
 
 :func:`write_transform_for` chooses the topic's policy (the metadata store's, else
 offloader.toml's ``[transform.kafka_topics]``, else none) and resolves its key; None means the
-segment is uploaded exactly as before (byte-identical). :func:`upload_transformed_log` cuts the
-``.log`` into blocks of about ``part_size`` original bytes (a whole number of chunks), transforms
+segment is uploaded exactly as before (byte-identical). :func:`upload_transformed_log` reads the
+``.log`` in order in blocks of about ``part_size`` original bytes (a whole number of chunks),
+every batch checked as its block is read (the uploader's
+:class:`~offloader.kafka.segment_file.CheckedReader`: no pass before the first part), transforms
 them on ``concurrency`` threads (zstd and AES-GCM release the GIL) under a fresh data key, joins
 the stored blocks **in order** into parts of at least ``part_size`` bytes and uploads those on
 as many threads (one PUT when the ``.log`` fits in one part). Chunks at least half made of
@@ -31,6 +33,7 @@ from formats.transform import (
 )
 from offloader.errors import StoreError
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.segment_file import CheckedReader
 from offloader.logs import get_logger
 from offloader.offload.transformed import WriteTransform, resolve_write_transform
 from offloader.policies import TransformPolicy
@@ -43,8 +46,6 @@ TRANSFORM_METADATA_KEY = "kafka-transform"
 TRANSFORM_METADATA_VALUE = "ledger-offloader-chunked-1"
 
 Blocks = tuple[list[bytes], list[StoredChunk]]
-#: reads ``length`` original bytes of the ``.log`` from ``start`` (a short file is an error)
-ReadAt = Callable[[int, int], bytes]
 
 
 def topic_transform(ctx: KafkaContext, topic: str) -> TransformPolicy:
@@ -72,16 +73,18 @@ def block_length(part_size: int, chunk_size: int) -> int:
 def upload_transformed_log(
     ctx: KafkaContext,
     key: str,
-    read_at: ReadAt,
+    reader: CheckedReader,
     size: int,
     metadata: Mapping[str, str],
     transform: WriteTransform,
     identity: ObjectIdentity,
     compressed_spans: Sequence[tuple[int, int]],
 ) -> tuple[TransformSection, int]:
-    """Upload the ``.log`` (``size`` bytes read with ``read_at``) transformed; its transform
-    section and the CRC32C of the original bytes it read (joined from each block's, computed
-    on the encoding threads)."""
+    """Upload the ``.log`` (``size`` bytes read in order with ``reader``, which checks every
+    batch as it reads) transformed; its transform section and the CRC32C of the original bytes
+    it read (combined from each block's, computed on the encoding threads).
+    ``compressed_spans``: the byte ranges of the batches whose attributes carry a codec, as
+    the reader's checks append them (those of a block are known once it is read)."""
     data_key = secrets.token_bytes(32) if transform.encrypted else None
     encoder = ChunkEncoder(
         identity,
@@ -94,12 +97,20 @@ def upload_transformed_log(
     lengths = [min(block_len, size - s) for s in starts]
     block_crcs = [0] * len(starts)
 
-    def encode(n: int) -> Blocks:
+    def read(n: int) -> tuple[bytearray, list[bool] | None]:
+        """Block ``n`` (read on the calling thread, in order) and its compression hints."""
         start, length = starts[n], lengths[n]
+        block = reader.read(length)
         hints = None
         if transform.zstd_level is not None:
-            hints = kafka_compress_hints(compressed_spans, start, length, transform.chunk_size)
-        block = read_at(start, length)
+            spans = list(compressed_spans)
+            running = reader.open_batch()  # a batch that goes on into the next block
+            if running is not None and running.compression:
+                spans.append((running.position, running.end))
+            hints = kafka_compress_hints(spans, start, length, transform.chunk_size)
+        return block, hints
+
+    def encode(n: int, block: bytearray, hints: list[bool] | None) -> Blocks:
         block_crcs[n] = crc32c_lib.crc32c(block)
         return encoder.encode_block_chunks(n, block, hints)
 
@@ -108,14 +119,15 @@ def upload_transformed_log(
         # that is not a multiple of the chunk size leaves a short second block
         stored, rows = [], []
         for n in range(len(starts)):
-            block_stored, block_rows = encode(n)
+            block_stored, block_rows = encode(n, *read(n))
             stored += block_stored
             rows += block_rows
+        reader.finish()
         body = b"".join(stored)
         ctx.store.put(key, body, metadata)
         stored_size = len(body)
     else:
-        rows, stored_size = _multipart(ctx, key, metadata, len(starts), encode)
+        rows, stored_size = _multipart(ctx, key, metadata, len(starts), read, encode, reader)
     section = transform.section(lengths, rows, data_key)
     log.info(
         "transformed Kafka segment written",
@@ -133,9 +145,12 @@ def _multipart(
     key: str,
     metadata: Mapping[str, str],
     blocks: int,
-    encode: Callable[[int], Blocks],
+    read: Callable[[int], tuple[bytearray, list[bool] | None]],
+    encode: Callable[[int, bytearray, list[bool] | None], Blocks],
+    reader: CheckedReader,
 ) -> tuple[list[StoredChunk], int]:
-    """Blocks transformed ``concurrency`` at a time, joined in order into parts."""
+    """Blocks read in order (``read``, checked), transformed ``concurrency`` at a time,
+    joined in order into parts."""
     store, window = ctx.store, ctx.settings.concurrency
     upload_id = store.create_multipart_upload(key, metadata)
     rows: list[StoredChunk] = []
@@ -182,7 +197,8 @@ def _multipart(
             for n in range(blocks):
                 while len(pending) >= window:
                     take()
-                pending.append(encoders.submit(encode, n))
+                pending.append(encoders.submit(encode, n, *read(n)))
+            reader.finish()
             while pending:
                 take()
             if joined:

@@ -9,24 +9,32 @@ watermark + 1, recorded: reads answer from there); a range no local segment hold
 
 1. open its files (live name, else ``.deleted``; an open file survives Kafka's rename/delete);
    a segment gone under both names is recorded as a **gap** (never skipped silently);
-2. check every batch's CRC32C, reading the ``.log`` with positioned reads (never ``mmap``: a
-   segment Kafka truncates meanwhile is an error for that segment, not a SIGBUS; a corrupt
-   segment is refused and reported; nothing is recorded or uploaded) and learn its end offset,
-   max timestamp and the CRC32C of the whole file;
+2. find its last batch (the ``.index``'s last entry, then a few header reads; from the start
+   when the index does not lead there) for the end offset the copy is recorded with; a header
+   that does not parse is a corrupt segment, refused and reported, nothing recorded or uploaded;
 3. ``start_copy``: a new segment id and the object keys (in the tier's persisted key scheme,
    :mod:`offloader.kafka.keys`) are durable before any upload; the store refuses a second live
    copy of any offset (``busy``);
 4. upload the ``.log`` (a multipart upload of ``part_size`` parts, ``concurrency`` at a time,
-   each with its CRC32C; one PUT when small), the ``.index`` and ``.timeindex`` (rebuilt by
-   Kafka's rule if missing), the producer snapshot and transaction index when present, and the
-   leader-epoch checkpoint cut at the segment's end. When the topic has a transform policy the
-   ``.log`` is stored chunked, compressed and/or encrypted (:mod:`offloader.kafka.transform_write`)
-   and its chunk table and wrapped data key go to one more object, ``.chunks``, whose key is
-   recorded with the others in step 3 (spec/transforms.md §8); the index files stay plain.
-   Each object's span CRC32Cs are computed from the bytes uploaded, part by part;
-5. the file must not have changed meanwhile (its size and modification time, and the CRC32C of
-   the bytes uploaded against the scan's): else the attempt fails ("truncated" / "modified
-   while it was copied") and is cleaned up;
+   each with its CRC32C; one PUT when small). There is no pass before the first part leaves:
+   parts are read in order with positioned reads (never ``mmap``: a segment Kafka truncates
+   meanwhile is an error for that segment, not a SIGBUS) into ``concurrency`` reused buffers,
+   and every batch is checked as its part is read (CRC32C continued across parts, offsets
+   increasing, :class:`~offloader.kafka.segment_file.CheckedReader`) while the parts before it
+   upload; a batch that fails its checks aborts the multipart upload (a corrupt segment:
+   ``corrupt``, its attempt deleted; the end offset, max timestamp and index entries are the
+   checked batches'). Memory is the parts in flight. Then the ``.index`` and ``.timeindex``
+   (rebuilt by Kafka's rule if missing), the producer snapshot and transaction index when
+   present, and the leader-epoch checkpoint cut at the segment's end. When the topic has a
+   transform policy the ``.log`` is stored chunked, compressed and/or encrypted
+   (:mod:`offloader.kafka.transform_write`) and its chunk table and wrapped data key go to
+   one more object, ``.chunks``, whose key is recorded with the others in step 3
+   (spec/transforms.md §8); the index files stay plain.
+   Each object's span CRC32Cs are computed from the bytes uploaded, part by part, and the
+   ``.log``'s whole CRC32C is combined from them;
+5. the file must not have changed meanwhile (its size and modification time, and its last
+   batch the one step 2 found): else the attempt fails ("truncated" / "modified while it was
+   copied") and is cleaned up;
 6. ``finish_copy``: COPY_SEGMENT_FINISHED, the partition watermark and the segment's checks
    (each object's size and span CRC32Cs, the ``.log``'s transform: what every read checks,
    spec/kafka-segments.md §6), in one transaction.
@@ -49,6 +57,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO
 
+from formats.framing import scratch_bytearray
 from formats.kafka.batch import BatchHeader
 from formats.kafka.errors import KafkaCorruptError, KafkaFormatError
 from formats.kafka.index import IndexBuilder
@@ -60,7 +69,7 @@ from formats.kafka.names import (
     segment_leader_epochs,
     uuid_to_kafka,
 )
-from formats.kafka.spans import ObjectChecksums, join_crcs, span_crcs, span_size_for
+from formats.kafka.spans import SPAN_SIZE, ObjectChecksums, join_crcs, span_size_for
 from formats.transform import encode_segment_table
 from offloader.crashpoints import crash_point
 from offloader.errors import OffloadConflict, OffloaderError, SegmentChangedError, StoreError
@@ -74,7 +83,7 @@ from offloader.kafka.logdir import (
     scan_log_dir,
 )
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
-from offloader.kafka.segment_file import SegmentFile
+from offloader.kafka.segment_file import CheckedReader, SegmentFile, index_hint
 from offloader.kafka.transform_read import segment_identity
 from offloader.kafka.transform_write import (
     TRANSFORM_METADATA_KEY,
@@ -82,7 +91,7 @@ from offloader.kafka.transform_write import (
     upload_transformed_log,
     write_transform_for,
 )
-from offloader.kafka.types import SegmentOutcome, UploadReport
+from offloader.kafka.types import SegmentOutcome, SegmentOutcomeKind, UploadReport
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import (
     PLAIN_TRANSFORM,
@@ -129,47 +138,53 @@ class _Scan:
         self.batches += 1
 
 
-def _scan_log(file: SegmentFile, segment: LocalSegment, source: str) -> tuple[_Scan, int]:
-    """What the scan learnt and the CRC32C of the whole ``.log``."""
-    scan = _Scan(segment.base_offset)
-    whole = file.scan(lambda header, shift: scan.add(header, shift, source))
-    return scan, whole
-
-
 def upload_log_object(
-    ctx: KafkaContext, key: str, file: SegmentFile, size: int, metadata: Mapping[str, str]
+    ctx: KafkaContext, key: str, reader: CheckedReader, size: int, metadata: Mapping[str, str]
 ) -> ObjectChecksums:
-    """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C;
-    the span CRC32Cs of the bytes uploaded, computed part by part (a part is a whole number
-    of spans; each part's CRC32C is joined from its spans')."""
+    """The ``.log`` as one PUT (small) or a parallel multipart upload with per-part CRC32C,
+    every batch checked as its part is read (``reader``); the span CRC32Cs of the bytes
+    uploaded (``reader``'s span: the span CRC32Cs come from the read that checks the batches),
+    part by part (a part is a whole number of spans; each part's CRC32C is joined from its
+    spans'). Parts are read into at most ``concurrency`` buffers, reused."""
     store = ctx.store
-    span = span_size_for(ctx.settings.part_size)
+    span = reader.stream.span or SPAN_SIZE
     part_size = max(ctx.settings.part_size, -(-size // 10_000))
     part_size = -(-part_size // span) * span
     if size <= part_size:
-        body = file.read(0, size)
-        checks = ObjectChecksums.of(body, span)
+        body = reader.read(size)
+        reader.finish()
+        checks = ObjectChecksums(size, span, tuple(reader.take_spans(final=True)))
         store.put(key, body, metadata)
         return checks
     upload_id = store.create_multipart_upload(key, metadata)
     parts: list[UploadedPart] = []
-    crcs: dict[int, tuple[int, ...]] = {}
+    crcs: list[tuple[int, ...]] = []
+    window = max(1, ctx.settings.concurrency)
     try:
-        with ThreadPoolExecutor(ctx.settings.concurrency, "kafka-part") as pool:
-            pending: set[Future[UploadedPart]] = set()
-
-            def one(number: int, start: int) -> UploadedPart:
-                body = file.read(start, min(part_size, size - start))
-                spans = crcs[number] = span_crcs(body, span)
-                lengths = [min(span, len(body) - p) for p in range(0, len(body), span)]
-                return store.upload_part(key, upload_id, number, body, join_crcs(spans, lengths))
-
+        with ThreadPoolExecutor(window, "kafka-part") as pool:
+            in_flight: dict[Future[UploadedPart], bytearray] = {}
+            free: list[bytearray] = []
             for number, start in enumerate(range(0, size, part_size), start=1):
-                if len(pending) >= ctx.settings.concurrency:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    parts.extend(f.result() for f in done)
-                pending.add(pool.submit(one, number, start))
-            parts.extend(f.result() for f in pending)
+                while len(in_flight) >= window:
+                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        parts.append(f.result())
+                        free.append(in_flight.pop(f))
+                length = min(part_size, size - start)
+                if length == part_size:
+                    body = free.pop() if free else scratch_bytearray(part_size)
+                else:  # the last part: a buffer of its size (a free one is dropped)
+                    free.clear()
+                    body = scratch_bytearray(length)
+                reader.read_into(body)
+                spans = tuple(reader.take_spans(final=length < part_size))
+                crcs.append(spans)
+                lengths = [min(span, length - p) for p in range(0, length, span)]
+                part_crc = join_crcs(spans, lengths)
+                sent = pool.submit(store.upload_part, key, upload_id, number, body, part_crc)
+                in_flight[sent] = body
+            reader.finish()
+            parts.extend(f.result() for f in in_flight)
         store.complete_multipart_upload(key, upload_id, parts)
     except BaseException:
         try:
@@ -177,7 +192,7 @@ def upload_log_object(
         except StoreError as exc:
             log.warning("abort of a failed segment upload failed", key=key, error=str(exc))
         raise
-    return ObjectChecksums(size, span, tuple(c for n in sorted(crcs) for c in crcs[n]))
+    return ObjectChecksums(size, span, tuple(c for spans in crcs for c in spans))
 
 
 def _open_files(segment: LocalSegment) -> dict[str, BinaryIO]:
@@ -222,7 +237,7 @@ def upload_segment(
         if file.size == 0:
             return SegmentOutcome(topic, number, segment.base_offset, "empty")
         try:
-            scan, log_crc = _scan_log(file, segment, source)
+            last = file.last_batch(index_hint(files.get("index"), file.size))
         except KafkaFormatError as exc:
             log.error("corrupt Kafka segment refused", segment=source, error=str(exc))
             return SegmentOutcome(topic, number, segment.base_offset, "corrupt", detail=str(exc))
@@ -230,25 +245,30 @@ def upload_segment(
             log.error("Kafka segment changed while it was read", segment=source, error=str(exc))
             return SegmentOutcome(topic, number, segment.base_offset, "failed", detail=str(exc))
         start = segment.base_offset if start_offset is None else start_offset
-        if scan.end_offset < start:
+        if last.last_offset < start:
             return SegmentOutcome(
                 topic,
                 number,
                 segment.base_offset,
                 "empty",
-                end_offset=scan.end_offset,
+                end_offset=last.last_offset,
                 detail=f"every offset is remote already (watermark {start - 1})",
             )
         if scheme is None:
             scheme = resolve_key_scheme(ctx)
-        return _copy(ctx, partition, segment, files, file, scan, log_crc, start, scheme)
+        return _copy(ctx, partition, segment, files, file, last, start, scheme)
     finally:
         for handle in files.values():
             handle.close()
 
 
+def _small_kinds(files: dict[str, BinaryIO]) -> tuple[str, ...]:
+    extra = tuple(kind for kind in ("snapshot", "txnindex") if kind in files)
+    return ("index", "timeindex", *extra, "leader-epoch-checkpoint")
+
+
 def _small_files(
-    partition: LocalPartition, segment: LocalSegment, files: dict[str, BinaryIO], scan: _Scan
+    partition: LocalPartition, files: dict[str, BinaryIO], scan: _Scan
 ) -> dict[str, bytes]:
     offsets, times = scan.builder.finish(closed=True)
     small: dict[str, bytes] = {
@@ -269,17 +289,17 @@ def _copy(
     segment: LocalSegment,
     files: dict[str, BinaryIO],
     file: SegmentFile,
-    scan: _Scan,
-    log_crc: int,
+    last: BatchHeader,
     start: int,
     scheme: KafkaKeyScheme,
 ) -> SegmentOutcome:
     topic, number = partition.topic, partition.partition
     size = file.size
+    end_offset = last.last_offset
     transform = write_transform_for(ctx, topic)  # a missing key fails before anything is done
-    small = _small_files(partition, segment, files, scan)
     segment_id = uuid_to_kafka(uuid.uuid4())
-    kinds = ("log", "chunks", *small) if transform is not None else ("log", *small)
+    small_kinds = _small_kinds(files)
+    kinds = ("log", "chunks", *small_kinds) if transform is not None else ("log", *small_kinds)
     keys = {
         kind: scheme_key(
             scheme, topic, partition.topic_id, number, segment.base_offset, segment_id, kind
@@ -294,12 +314,11 @@ def _copy(
                 topic_id=partition.topic_id,
                 partition=number,
                 base_offset=segment.base_offset,
-                end_offset=scan.end_offset,
-                max_timestamp=scan.max_timestamp,
+                end_offset=end_offset,
+                # the last batch's; the checked maximum of every batch at finish_copy
+                max_timestamp=last.max_timestamp,
                 size_bytes=size,
-                leader_epochs=segment_leader_epochs(
-                    partition.leader_epochs, start, scan.end_offset
-                ),
+                leader_epochs=segment_leader_epochs(partition.leader_epochs, start, end_offset),
                 keys=keys,
                 start_offset=start if start > segment.base_offset else None,
             ),
@@ -308,62 +327,75 @@ def _copy(
     except OffloadConflict as exc:  # another uploader's copy holds these offsets
         log.warning("Kafka segment copied by another uploader", segment=str(segment.path("log")))
         return SegmentOutcome(
-            topic, number, segment.base_offset, "busy", end_offset=scan.end_offset, detail=str(exc)
+            topic, number, segment.base_offset, "busy", end_offset=end_offset, detail=str(exc)
         )
     metadata = {
         "kafka-topic": topic,
         "kafka-topic-id": partition.topic_id,
         "kafka-partition": str(number),
         "kafka-base-offset": str(segment.base_offset),
-        "kafka-end-offset": str(scan.end_offset),
+        "kafka-end-offset": str(end_offset),
         "kafka-segment-id": segment_id,
     }
     if start > segment.base_offset:
         metadata["kafka-start-offset"] = str(start)
     crash_point("kafka.after_start_copy")
+    scan = _Scan(segment.base_offset)
+    span = span_size_for(ctx.settings.part_size) if transform is None else None
+    reader = CheckedReader(file, lambda header: scan.add(header, 0, file.source), span)
+    kind: SegmentOutcomeKind = "failed"
     try:
         objects: dict[str, ObjectChecksums] = {}
-        if transform is None:
-            objects["log"] = upload_log_object(ctx, keys["log"], file, size, metadata)
-            uploaded_crc = objects["log"].whole_crc32c
-            pinned = PLAIN_TRANSFORM
-        else:
-            chunked = {**metadata, TRANSFORM_METADATA_KEY: TRANSFORM_METADATA_VALUE}
-            section, uploaded_crc = upload_transformed_log(
-                ctx,
-                keys["log"],
-                file.read,
-                size,
-                chunked,
-                transform,
-                segment_identity(segment_id, segment.base_offset),
-                scan.compressed,
-            )
-            table = encode_segment_table(
-                str(kafka_uuid_to_uuid(segment_id)), segment.base_offset, section
-            )
-            ctx.store.put(keys["chunks"], table, chunked)
-            objects["chunks"] = ObjectChecksums.of(table)
-            pinned = section.describe()
+        try:
+            if transform is None:
+                objects["log"] = upload_log_object(ctx, keys["log"], reader, size, metadata)
+                log_crc = objects["log"].whole_crc32c
+                pinned = PLAIN_TRANSFORM
+            else:
+                chunked = {**metadata, TRANSFORM_METADATA_KEY: TRANSFORM_METADATA_VALUE}
+                section, log_crc = upload_transformed_log(
+                    ctx,
+                    keys["log"],
+                    reader,
+                    size,
+                    chunked,
+                    transform,
+                    segment_identity(segment_id, segment.base_offset),
+                    scan.compressed,
+                )
+                table = encode_segment_table(
+                    str(kafka_uuid_to_uuid(segment_id)), segment.base_offset, section
+                )
+                ctx.store.put(keys["chunks"], table, chunked)
+                objects["chunks"] = ObjectChecksums.of(table)
+                pinned = section.describe()
+        except KafkaFormatError:  # a batch failed its checks: the upload was aborted
+            kind = "corrupt"
+            raise
         crash_point("kafka.after_log_upload")
-        for kind, payload in small.items():
-            ctx.store.put(keys[kind], payload, metadata)
-            objects[kind] = ObjectChecksums.of(payload)
-        file.check_unchanged()
-        if uploaded_crc != log_crc:
+        if scan.end_offset != end_offset:
             raise SegmentChangedError(
-                f"{file.source}: modified while it was copied (the bytes uploaded are not the "
-                "bytes checked before the upload)"
+                f"{file.source}: modified while it was copied (its batches end at offset "
+                f"{scan.end_offset}, the copy started for offset {end_offset})"
             )
+        small = _small_files(partition, files, scan)
+        for name, payload in small.items():
+            ctx.store.put(keys[name], payload, metadata)
+            objects[name] = ObjectChecksums.of(payload)
+        file.check_unchanged()
         crash_point("kafka.before_finish_copy")
         ctx.meta.finish_copy(
             segment_id,
             ctx.now_ms(),
             log_crc32c=log_crc,
             checks=SegmentChecks(objects, pinned),
+            max_timestamp=scan.max_timestamp,
         )
     except OffloaderError as exc:
-        log.error("Kafka segment copy failed", segment=str(segment.path("log")), error=str(exc))
+        if kind == "corrupt":
+            log.error("corrupt Kafka segment refused", segment=file.source, error=str(exc))
+        else:
+            log.error("Kafka segment copy failed", segment=file.source, error=str(exc))
         try:
             delete_remote_segment(ctx, record, f"copy failed: {exc}")
         except OffloaderError as cleanup:
@@ -376,8 +408,8 @@ def _copy(
             topic,
             number,
             segment.base_offset,
-            "failed",
-            end_offset=scan.end_offset,
+            kind,
+            end_offset=end_offset,
             segment_id=segment_id,
             detail=str(exc),
         )
@@ -386,7 +418,7 @@ def _copy(
         topic=topic,
         partition=number,
         base_offset=segment.base_offset,
-        end_offset=scan.end_offset,
+        end_offset=end_offset,
         bytes=size,
         segment_id=segment_id,
         from_deleted=segment.deleted,
@@ -396,7 +428,7 @@ def _copy(
         number,
         segment.base_offset,
         "uploaded",
-        end_offset=scan.end_offset,
+        end_offset=end_offset,
         segment_id=segment_id,
         size_bytes=size,
         from_deleted=segment.deleted,

@@ -150,6 +150,7 @@ class SqlKafkaMetadataStore(SqlStore):
         *,
         log_crc32c: int | None = None,
         checks: SegmentChecks | None = None,
+        max_timestamp: int | None = None,
     ) -> RemoteSegmentRecord:
         with self._db.writing() as ex:
             record = self._move(
@@ -157,8 +158,8 @@ class SqlKafkaMetadataStore(SqlStore):
                 segment_id,
                 COPY_FINISHED,
                 now_ms,
-                ", log_crc32c = ?, checks = ?",
-                (log_crc32c, kr.checks_json(checks)),
+                ", log_crc32c = ?, checks = ?, max_timestamp = coalesce(?, max_timestamp)",
+                (log_crc32c, kr.checks_json(checks), max_timestamp),
             )
             ex.run(
                 f"UPDATE kafka_partitions SET watermark = {ex.dialect.greatest}(watermark, ?), "

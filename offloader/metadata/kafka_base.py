@@ -215,9 +215,12 @@ class KafkaMetadataStore(Protocol):
         *,
         log_crc32c: int | None = None,
         checks: SegmentChecks | None = None,
+        max_timestamp: int | None = None,
     ) -> RemoteSegmentRecord:
         """STARTED -> FINISHED, and the partition watermark up to the segment's end offset;
-        ``checks`` pinned in the same transaction."""
+        ``checks`` pinned in the same transaction, and ``max_timestamp`` (when given) replacing
+        the one ``start_copy`` recorded (the uploader learns it from the batches it checks
+        while the copy runs)."""
         ...
 
     def set_segment_checks(

@@ -8,11 +8,12 @@ The Prometheus exporter (:mod:`offloader.metrics.prometheus`, the only module th
 from __future__ import annotations
 
 from offloader.metrics.addr import MetricsAddress, parse_metrics_addr
-from offloader.metrics.base import NO_METRICS, Metrics, NullMetrics, TopicLag
+from offloader.metrics.base import NO_METRICS, KafkaFetchMeter, Metrics, NullMetrics, TopicLag
 from offloader.metrics.lag import Lag, deletion_backlog, kafka_copy_lag, offload_lag
 
 __all__ = [
     "NO_METRICS",
+    "KafkaFetchMeter",
     "Lag",
     "Metrics",
     "MetricsAddress",

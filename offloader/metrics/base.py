@@ -12,6 +12,7 @@ exporter converts to the units of Pulsar's metric where Pulsar uses microseconds
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -83,6 +84,25 @@ class Metrics(Protocol):
         """One Kafka segment copy to remote storage (KIP-405's RemoteCopy* meters)."""
         ...
 
+    def record_kafka_fetch(
+        self, topic: str, size: int, seconds: float, gets: int, ok: bool
+    ) -> None:
+        """One fetch of records from remote storage (KIP-405's RemoteFetch* meters):
+        ``size`` bytes read from the store, ``gets`` object-store GETs it made, ``seconds``
+        from the call to its last byte (:class:`KafkaFetchMeter` measures one)."""
+        ...
+
+    def record_kafka_delete(self, topic: str, ok: bool) -> None:
+        """One remote segment deletion (KIP-405's RemoteDeleteRequestsPerSec and
+        RemoteDeleteErrorsPerSec)."""
+        ...
+
+    def set_kafka_remote_log_size(self, sizes: Iterable[tuple[str, int, int, int]]) -> None:
+        """``(topic, partition, bytes, segments)`` of every partition's remote log (the
+        ``.log`` bytes and count of its copied segments: KIP-963's RemoteLogSizeBytes and
+        RemoteLogMetadataCount); partitions not listed are dropped."""
+        ...
+
     def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
         """An export's lag after its run, as ``export status`` shows it: the entries after its
         watermark and how far behind the watermark's publish time is (None: nothing exported
@@ -145,6 +165,17 @@ class NullMetrics:
     def record_kafka_copy(self, topic: str, size: int, ok: bool) -> None:
         pass
 
+    def record_kafka_fetch(
+        self, topic: str, size: int, seconds: float, gets: int, ok: bool
+    ) -> None:
+        pass
+
+    def record_kafka_delete(self, topic: str, ok: bool) -> None:
+        pass
+
+    def set_kafka_remote_log_size(self, sizes: Iterable[tuple[str, int, int, int]]) -> None:
+        pass
+
     def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
         pass
 
@@ -154,3 +185,45 @@ class NullMetrics:
 
 #: the shared no-op set (stateless)
 NO_METRICS: Metrics = NullMetrics()
+
+
+class KafkaFetchMeter:
+    """One remote fetch, measured: the hook a fetch calls. ``add_get()`` for each object-store
+    GET it makes, ``add_bytes(n)`` for the bytes they bring; used as a context manager it
+    records the fetch when the block ends (``ok`` False when it ends with an exception), else
+    :meth:`done` records it once::
+
+        with KafkaFetchMeter(ctx.metrics, topic) as meter:
+            data = store.get_range(...)
+            meter.add_get()
+            meter.add_bytes(len(data))
+
+    Cheap when metrics are off (nothing is timed)."""
+
+    def __init__(self, metrics: Metrics, topic: str) -> None:
+        self.metrics = metrics
+        self.topic = topic
+        self.gets = 0
+        self.bytes = 0
+        self._started = time.perf_counter() if metrics.enabled else 0.0
+        self._recorded = False
+
+    def add_get(self, count: int = 1) -> None:
+        self.gets += count
+
+    def add_bytes(self, size: int) -> None:
+        self.bytes += size
+
+    def done(self, ok: bool = True) -> None:
+        """Record the fetch (once; later calls do nothing)."""
+        if self._recorded or not self.metrics.enabled:
+            return
+        self._recorded = True
+        seconds = time.perf_counter() - self._started
+        self.metrics.record_kafka_fetch(self.topic, self.bytes, seconds, self.gets, ok)
+
+    def __enter__(self) -> KafkaFetchMeter:
+        return self
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        self.done(ok=kind is None)

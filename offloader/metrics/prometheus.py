@@ -37,6 +37,10 @@ TOPIC_LABELS = ("namespace", "topic")
 STORE_LABELS = ("backend", "operation", "outcome")
 #: object-store request latencies: a few milliseconds (a HEAD nearby) to a minute (a 64M part)
 STORE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+#: a remote fetch: a ranged GET nearby (milliseconds) to KIP-1018's seconds-long tails
+FETCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: GETs per fetch: 1 is the goal (an index GET the first time a segment is read adds one)
+GETS_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 16, 32)
 TICK_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 MICROS = 1_000_000
 
@@ -146,6 +150,56 @@ class PrometheusMetrics:
             "Segment copies that failed (KIP-405 RemoteCopyErrorsPerSec)",
             ("topic",),
         )
+        self.kafka_fetch_requests = counter(
+            "kafka_server_brokertopicmetrics_remotefetchrequests",
+            "Fetches of records from remote storage (KIP-405 RemoteFetchRequestsPerSec)",
+            ("topic",),
+        )
+        self.kafka_fetch_bytes = counter(
+            "kafka_server_brokertopicmetrics_remotefetchbytes",
+            "Bytes read from remote storage by fetches (KIP-405 RemoteFetchBytesPerSec)",
+            ("topic",),
+        )
+        self.kafka_fetch_errors = counter(
+            "kafka_server_brokertopicmetrics_remotefetcherrors",
+            "Fetches from remote storage that failed (KIP-405 RemoteFetchErrorsPerSec)",
+            ("topic",),
+        )
+        self.kafka_fetch_seconds = Histogram(
+            "offloader_kafka_remote_fetch_duration_seconds",
+            "Latency of a fetch from remote storage, from the call to its last byte "
+            "(Kafka's RemoteLogReaderFetchRateAndTimeMs, in seconds)",
+            ("topic",),
+            registry=r,
+            buckets=FETCH_BUCKETS,
+        )
+        self.kafka_fetch_gets = Histogram(
+            "offloader_kafka_remote_fetch_gets",
+            "Object-store GETs per fetch from remote storage",
+            ("topic",),
+            registry=r,
+            buckets=GETS_BUCKETS,
+        )
+        self.kafka_delete_requests = counter(
+            "kafka_server_brokertopicmetrics_remotedeleterequests",
+            "Remote segment deletions (KIP-405 RemoteDeleteRequestsPerSec)",
+            ("topic",),
+        )
+        self.kafka_delete_errors = counter(
+            "kafka_server_brokertopicmetrics_remotedeleteerrors",
+            "Remote segment deletions that failed (KIP-405 RemoteDeleteErrorsPerSec)",
+            ("topic",),
+        )
+        self.kafka_remote_log_size = gauge(
+            "kafka_server_brokertopicmetrics_remotelogsizebytes",
+            "Bytes of the partition's segments in remote storage (KIP-963 RemoteLogSizeBytes)",
+            kafka,
+        )
+        self.kafka_remote_log_segments = gauge(
+            "kafka_server_brokertopicmetrics_remotelogmetadatacount",
+            "Segments of the partition in remote storage (KIP-963 RemoteLogMetadataCount)",
+            kafka,
+        )
         self.store_requests = counter(
             "offloader_store_requests", "Object store requests", STORE_LABELS
         )
@@ -173,6 +227,7 @@ class PrometheusMetrics:
         self._last_refresh = time.monotonic()
         self._lag_labels: set[tuple[str, str]] = set()
         self._kafka_labels: set[tuple[str, str]] = set()
+        self._remote_size_labels: set[tuple[str, str]] = set()
         self._store_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
 
     @property
@@ -274,6 +329,34 @@ class PrometheusMetrics:
             self.kafka_copy_bytes.labels(topic).inc(size)
         else:
             self.kafka_copy_errors.labels(topic).inc()
+
+    def record_kafka_fetch(
+        self, topic: str, size: int, seconds: float, gets: int, ok: bool
+    ) -> None:
+        self.kafka_fetch_requests.labels(topic).inc()
+        self.kafka_fetch_bytes.labels(topic).inc(size)
+        if not ok:
+            self.kafka_fetch_errors.labels(topic).inc()
+        self.kafka_fetch_seconds.labels(topic).observe(seconds)
+        self.kafka_fetch_gets.labels(topic).observe(gets)
+
+    def record_kafka_delete(self, topic: str, ok: bool) -> None:
+        self.kafka_delete_requests.labels(topic).inc()
+        if not ok:
+            self.kafka_delete_errors.labels(topic).inc()
+
+    def set_kafka_remote_log_size(self, sizes: Iterable[tuple[str, int, int, int]]) -> None:
+        with self._lock:
+            seen = set()
+            for topic, partition, size, segments in sizes:
+                labels = (topic, str(partition))
+                seen.add(labels)
+                self.kafka_remote_log_size.labels(*labels).set(size)
+                self.kafka_remote_log_segments.labels(*labels).set(segments)
+            for gone in self._remote_size_labels - seen:
+                self.kafka_remote_log_size.remove(*gone)
+                self.kafka_remote_log_segments.remove(*gone)
+            self._remote_size_labels = seen
 
     def set_export_lag(self, topic: str, target: str, entries: int, seconds: float | None) -> None:
         labels = (*topic_labels(topic), target)

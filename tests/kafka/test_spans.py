@@ -15,6 +15,7 @@ from formats.kafka.spans import (
     SPAN_SIZE,
     ObjectChecksums,
     crc32c_combine,
+    crc32c_combine_py,
     join_crcs,
     span_size_for,
 )
@@ -24,6 +25,26 @@ from formats.kafka.spans import (
 @given(st.binary(max_size=3000), st.binary(max_size=3000))
 def test_combine_is_the_crc_of_the_concatenation(a: bytes, b: bytes) -> None:
     assert crc32c_combine(crc32c.crc32c(a), crc32c.crc32c(b), len(b)) == crc32c.crc32c(a + b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**32 - 1),
+    st.one_of(st.integers(0, 1 << 16), st.integers(0, 1 << 45)),
+)
+def test_the_c_combine_equals_its_pure_twin(a: int, b: int, length: int) -> None:
+    from formats import _speedups  # type: ignore[attr-defined]
+
+    assert _speedups.crc32c_combine(a, b, length) == crc32c_combine_py(a, b, length)
+    assert crc32c_combine(a, b, length) == crc32c_combine_py(a, b, length)
+
+
+def test_the_c_combine_refuses_what_is_not_a_crc() -> None:
+    from formats import _speedups  # type: ignore[attr-defined]
+
+    with pytest.raises(ValueError, match="not 32 bits"):
+        _speedups.crc32c_combine(1 << 32, 0, 1)
 
 
 def test_large_pieces_and_the_whole_object() -> None:

@@ -162,8 +162,12 @@ def test_corrupt_segment_is_refused_and_reported(
     report = tier.upload(root)
     assert [s.kind for s in report.segments] == ["uploaded", "corrupt"]
     assert str(victim) in (report.of("corrupt")[0].detail or "")
+    # the batches are checked as the parts upload: the attempt is recorded, then deleted
     remote = tier.ctx.meta.list_segments("t", 0)
-    assert [s.base_offset for s in remote] == [layout.segments[0][0]]  # never recorded
+    assert [(s.base_offset, s.state) for s in remote] == [
+        (layout.segments[0][0], COPY_FINISHED),
+        (layout.segments[1][0], DELETE_FINISHED),
+    ]
     part = tier.ctx.meta.get_partition("t", 0)
     assert part is not None and part.watermark == layout.segments[0][1]
     assert "CRC32C" in (part.last_error or "")
