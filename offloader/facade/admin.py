@@ -28,7 +28,7 @@ from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
-from offloader.rebuild import RebuildReport, rebuild
+from offloader.rebuild import RebuildReport, default_rebuilders, rebuild
 
 if TYPE_CHECKING:
     pass
@@ -207,9 +207,17 @@ class AdminFacade(FacadeBase):
     ) -> RebuildReport:
         """Recreate the metadata store's records from the object store's listing
         (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
-        expression matched in full against full topic names. Refuses a store with records
+        expression matched in full against full topic names (a Pulsar topic's
+        ``persistent://...`` name, a Kafka topic's own name). Refuses a store with records
         unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing."""
-        return rebuild(self._rt, topics=topics, dry_run=dry_run, merge=merge, progress=progress)
+        return rebuild(
+            self._rt,
+            topics=topics,
+            dry_run=dry_run,
+            merge=merge,
+            progress=progress,
+            rebuilders=default_rebuilders(self.kafka().ctx.meta),
+        )
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
         return orphan_report(*self._audit(min_age_seconds), False)

@@ -1,0 +1,112 @@
+"""The bucket side of a Kafka segment copy: its completion marker and the partition's watermark
+object (spec/kafka-manifests.md), written so that the store alone can rebuild the records.
+
+Order of one copy (:mod:`offloader.kafka.upload`): every object complete and checked unchanged
+→ :func:`write_segment_manifests` (the marker: the copy is now *finished* in the bucket; then
+the partition's watermark, which never moves backwards and whose lower keys are never deleted)
+→ ``finish_copy`` in the metadata store. Deleting a copy's objects deletes its marker first
+(:func:`delete_segment_markers`, called by :func:`offloader.kafka.remote.delete_objects`), so
+a marker never names objects that are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+from formats.kafka.manifest import (
+    KAFKA_KIND,
+    SegmentMarker,
+    encode_segment_marker_body,
+    parse_segment_marker_key,
+    segment_marker_key,
+    segment_marker_prefix,
+    transform_token,
+    watermark_name,
+)
+from formats.keys import SOFTWARE_VERSION_KEY
+from offloader import __version__
+from offloader.crashpoints import crash_point
+from offloader.errors import InvalidKeyError, PreconditionFailed
+from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord
+from offloader.offload.manifests import MANIFEST_KIND_KEY, advance_watermark
+from offloader.store.base import ObjectStore
+
+__all__ = ["delete_segment_markers", "segment_marker", "write_segment_manifests"]
+
+
+def segment_marker(
+    segment: NewRemoteSegment | RemoteSegmentRecord,
+    *,
+    log_crc32c: int,
+    transform: str,
+    finished_ms: int,
+) -> SegmentMarker:
+    """The marker of a finished copy of ``segment`` (``transform``: the pinned description)."""
+    return SegmentMarker(
+        topic=segment.topic,
+        topic_id=segment.topic_id,
+        partition=segment.partition,
+        base_offset=segment.base_offset,
+        segment_id=segment.segment_id,
+        start_offset=segment.first_offset,
+        end_offset=segment.end_offset,
+        max_timestamp=segment.max_timestamp,
+        log_size=segment.size_bytes,
+        log_crc32c=log_crc32c,
+        transform=transform_token(transform),
+        kinds=tuple(segment.keys),
+        finished_ms=finished_ms,
+        leader_epochs=dict(segment.leader_epochs),
+        transform_detail=transform,
+        keys=dict(segment.keys),
+    )
+
+
+def write_segment_manifests(
+    store: ObjectStore,
+    segment: NewRemoteSegment | RemoteSegmentRecord,
+    *,
+    log_crc32c: int,
+    transform: str,
+    finished_ms: int,
+) -> str:
+    """PUT the copy's completion marker (``if_none_match``: the key is the copy's own), then
+    raise the partition's watermark object to the segment's end offset; the marker's key."""
+    marker = segment_marker(
+        segment, log_crc32c=log_crc32c, transform=transform, finished_ms=finished_ms
+    )
+    key = segment_marker_key(marker)
+    metadata = {MANIFEST_KIND_KEY: "kafka-segment-marker-v1", SOFTWARE_VERSION_KEY: __version__}
+    with contextlib.suppress(PreconditionFailed):  # a retried PUT of the same marker
+        store.put(key, encode_segment_marker_body(marker), metadata, if_none_match=True)
+    crash_point("kafka.after_marker_put")
+    advance_watermark(
+        store,
+        KAFKA_KIND,
+        watermark_name(segment.topic, segment.topic_id, segment.partition),
+        segment.end_offset,
+        marker.segment_uuid,
+        finished_ms,
+        __version__,
+    )
+    return key
+
+
+def delete_segment_markers(store: ObjectStore, segment: RemoteSegmentRecord) -> None:
+    """Delete the copy's completion marker(s), before its objects."""
+    prefix = segment_marker_prefix(segment.topic, segment.partition, segment.base_offset)
+    for info in list(store.list(prefix)):
+        with contextlib.suppress(InvalidKeyError):
+            if parse_segment_marker_key(info.key).segment_id == segment.segment_id:
+                store.delete(info.key)
+    crash_point("kafka.after_marker_delete")
+
+
+def markers_of(store: ObjectStore, topic: str, partition: int) -> Mapping[str, str]:
+    """Segment id -> marker key of one partition's markers (one listing)."""
+    out: dict[str, str] = {}
+    for info in store.list(segment_marker_prefix(topic, partition)):
+        with contextlib.suppress(InvalidKeyError):
+            out[parse_segment_marker_key(info.key).segment_id] = info.key
+    return out
