@@ -143,10 +143,10 @@ def discover_kafka(
                         remote.partition,
                         remote.base_offset,
                     )
+        except KafkaNameError:
+            continue  # not a Kafka segment key: Pulsar's, or nobody's
         except (InvalidKeyError, FormatError) as exc:
             found.problems.append((key, str(exc)))
-        except KafkaNameError:
-            continue  # not a Kafka key: Pulsar's, or nobody's
     uploads: dict[str, list[str]] = defaultdict(list)
     for key in upload_keys:
         try:

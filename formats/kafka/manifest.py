@@ -147,6 +147,7 @@ class SegmentMarker:
             raise InvalidKeyError(f"transform {self.transform!r} is not one of {TRANSFORMS}")
         if "log" not in self.kinds or any(k not in KINDS for k in self.kinds):
             raise InvalidKeyError(f"object kinds {self.kinds} need 'log' and known kinds only")
+        object.__setattr__(self, "kinds", tuple(k for k in KINDS if k in self.kinds))
         for epoch, offset in self.leader_epochs.items():
             _check_int("leader epoch", epoch, 0)
             _check_int("leader epoch offset", offset, 0)

@@ -81,7 +81,9 @@ def test_lose_the_home_rebuild_read_resume(make: Make, tmp_path: Path) -> None:
     assert report.ok and report.of("uploaded")
     want = {(lay.topic, lay.partition): _read_all(old, lay) for lay in layouts}
     segments = _segments(old)
-    watermarks = {(p.topic, p.partition): p.watermark for p in old.kafka().ctx.meta.list_partitions()}
+    watermarks = {
+        (p.topic, p.partition): p.watermark for p in old.kafka().ctx.meta.list_partitions()
+    }
     old.close()
     shutil.rmtree(tmp_path / "home")
 
