@@ -132,7 +132,7 @@ def test_two_finished_copies_and_unfinished_attempts(make: Make, tmp_path: Path)
     store = tier.ctx.store
     first = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])[0]
     # a second finished copy of the first segment, under another segment id
-    twin_id = "AAAAAAAAAAAAAAAAAAAAAA"
+    twin_id = "---------------------A"  # lower than any random segment id
     twin_keys = {k: v.replace(first.segment_id, twin_id) for k, v in first.keys.items()}
     for kind, key in first.keys.items():
         store.put(twin_keys[kind], store.get(key).data, {})
@@ -152,7 +152,7 @@ def test_two_finished_copies_and_unfinished_attempts(make: Make, tmp_path: Path)
     kafka = [i for i in report.items if i.kind == "kafka-segments"]
     superseded = [i for i in kafka if i.action == "superseded"]
     orphans = [i for i in kafka if i.action == "orphan"]
-    # "AAAA..." sorts before any random id: the kept copy is the deterministic lower id
+    # the kept copy is the deterministic lower id
     kept_ids = {s[4] for s in _segments(new)}
     assert twin_id in kept_ids and first.segment_id not in kept_ids
     assert [i.uuid for i in superseded] == [first.segment_id]
