@@ -2,8 +2,9 @@
 
 A copy's completion marker (``_offloader/v1/kafka/segments/...``) counts as one of its
 objects. An object is claimed by the remote-segment record whose segment id its key carries
-while that record is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED (being deleted) or a COPY_SEGMENT_STARTED
-younger than ``min_age_ms`` (an upload running now). Everything else is reported:
+while that record is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED (being deleted) or a
+COPY_SEGMENT_STARTED younger than ``min_age_ms`` (an upload running now). Everything else is
+reported:
 
 * ``kafka-abandoned-copy``: a COPY_SEGMENT_STARTED record older than ``min_age_ms`` (an uploader
   that died mid-copy; its objects are half-written). Reported once per object it left, or once
