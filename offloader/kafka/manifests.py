@@ -2,11 +2,14 @@
 object (spec/kafka-manifests.md), written so that the store alone can rebuild the records.
 
 Order of one copy (:mod:`offloader.kafka.upload`): every object complete and checked unchanged
-→ :func:`write_segment_manifests` (the marker: the copy is now *finished* in the bucket; then
-the partition's watermark, which never moves backwards and whose lower keys are never deleted)
-→ ``finish_copy`` in the metadata store. Deleting a copy's objects deletes its marker first
-(:func:`delete_segment_markers`, called by :func:`offloader.kafka.remote.delete_objects`), so
-a marker never names objects that are gone.
+→ :func:`write_segment_marker` (the copy is now *finished* in the bucket) → ``finish_copy`` in
+the metadata store → :func:`raise_partition_watermark` (never moves backwards; lower keys are
+never deleted). The watermark comes after ``finish_copy`` so that it never stands above a copy
+that is then rolled back (a failed ``finish_copy``, or a stale attempt cleaned by the next run
+of the same home: both delete the copy, its marker first); a kill between the two leaves it
+behind the markers, which a rebuild reads as well. Deleting a copy's objects deletes its
+marker first (:func:`delete_segment_markers`, called by
+:func:`offloader.kafka.remote.delete_objects`), so a marker never names objects that are gone.
 """
 
 from __future__ import annotations
@@ -24,15 +27,25 @@ from formats.kafka.manifest import (
     transform_token,
     watermark_name,
 )
+from formats.kafka.names import kafka_uuid_to_uuid
 from formats.keys import SOFTWARE_VERSION_KEY
 from offloader import __version__
 from offloader.crashpoints import crash_point
-from offloader.errors import InvalidKeyError, PreconditionFailed
+from offloader.errors import InvalidKeyError, OffloaderError, PreconditionFailed
+from offloader.kafka.context import KafkaContext
+from offloader.logs import get_logger
 from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord
 from offloader.offload.manifests import MANIFEST_KIND_KEY, advance_watermark
 from offloader.store.base import ObjectStore
 
-__all__ = ["delete_segment_markers", "segment_marker", "write_segment_manifests"]
+log = get_logger(__name__)
+
+__all__ = [
+    "delete_segment_markers",
+    "raise_partition_watermark",
+    "segment_marker",
+    "write_segment_marker",
+]
 
 
 def segment_marker(
@@ -63,7 +76,7 @@ def segment_marker(
     )
 
 
-def write_segment_manifests(
+def write_segment_marker(
     store: ObjectStore,
     segment: NewRemoteSegment | RemoteSegmentRecord,
     *,
@@ -71,8 +84,8 @@ def write_segment_manifests(
     transform: str,
     finished_ms: int,
 ) -> str:
-    """PUT the copy's completion marker (``if_none_match``: the key is the copy's own), then
-    raise the partition's watermark object to the segment's end offset; the marker's key."""
+    """PUT the copy's completion marker (``if_none_match``: the key is the copy's own); its
+    key. Called once every object of the copy is complete, before ``finish_copy``."""
     marker = segment_marker(
         segment, log_crc32c=log_crc32c, transform=transform, finished_ms=finished_ms
     )
@@ -81,16 +94,34 @@ def write_segment_manifests(
     with contextlib.suppress(PreconditionFailed):  # a retried PUT of the same marker
         store.put(key, encode_segment_marker_body(marker), metadata, if_none_match=True)
     crash_point("kafka.after_marker_put")
-    advance_watermark(
-        store,
-        KAFKA_KIND,
-        watermark_name(segment.topic, segment.topic_id, segment.partition),
-        segment.end_offset,
-        marker.segment_uuid,
-        finished_ms,
-        __version__,
-    )
     return key
+
+
+def raise_partition_watermark(ctx: KafkaContext, segment: RemoteSegmentRecord) -> bool:
+    """Raise the partition's watermark object to the finished segment's end offset (a new
+    key; lower ones are never deleted); False when it is there or higher already, or when the
+    PUT failed (logged: the copy is finished all the same, the next one raises it and a rebuild
+    reads the markers too). Called after ``finish_copy``: a copy whose ``finish_copy`` fails is
+    deleted (its marker first), and a watermark written before it would then stand above every
+    marker."""
+    try:
+        return advance_watermark(
+            ctx.store,
+            KAFKA_KIND,
+            watermark_name(segment.topic, segment.topic_id, segment.partition),
+            segment.end_offset,
+            str(kafka_uuid_to_uuid(segment.segment_id)),
+            ctx.now_ms(),
+            __version__,
+        )
+    except OffloaderError as exc:
+        log.warning(
+            "Kafka partition watermark object not written; the next copy raises it",
+            topic=segment.topic,
+            partition=segment.partition,
+            error=str(exc),
+        )
+        return False
 
 
 def delete_segment_markers(store: ObjectStore, segment: RemoteSegmentRecord) -> None:

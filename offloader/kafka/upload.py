@@ -69,7 +69,7 @@ from offloader.kafka.logdir import (
     open_segment_file,
     scan_log_dir,
 )
-from offloader.kafka.manifests import write_segment_manifests
+from offloader.kafka.manifests import raise_partition_watermark, write_segment_marker
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
 from offloader.kafka.segment_file import SegmentFile
 from offloader.kafka.transform_read import segment_identity
@@ -352,8 +352,8 @@ def _copy(
                 f"{file.source}: modified while it was copied (the bytes uploaded are not the "
                 "bytes checked before the upload)"
             )
-        # the copy is complete: its completion marker, then the partition's watermark object
-        write_segment_manifests(
+        # the copy is complete: its completion marker (spec/kafka-manifests.md)
+        write_segment_marker(
             ctx.store, record, log_crc32c=log_crc, transform=pinned, finished_ms=ctx.now_ms()
         )
         crash_point("kafka.before_finish_copy")
@@ -382,6 +382,7 @@ def _copy(
             segment_id=segment_id,
             detail=str(exc),
         )
+    raise_partition_watermark(ctx, record)  # the bucket's watermark, after finish_copy
     log.info(
         "Kafka segment copied",
         topic=topic,

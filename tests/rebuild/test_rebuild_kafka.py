@@ -18,7 +18,7 @@ from formats.kafka.manifest import KAFKA_KIND, KAFKA_MARKERS, watermark_name
 from formats.manifest import watermark_prefix
 from offloader.api import KafkaSettings, Offloader
 from offloader.errors import RebuildRefused
-from offloader.kafka.manifests import write_segment_manifests
+from offloader.kafka.manifests import write_segment_marker
 from offloader.metadata.kafka_base import COPY_FINISHED
 from tests.kafka.logdir import PartitionLayout, write_partition
 
@@ -137,7 +137,7 @@ def test_two_finished_copies_and_unfinished_attempts(make: Make, tmp_path: Path)
     for kind, key in first.keys.items():
         store.put(twin_keys[kind], store.get(key).data, {})
     twin = first.__class__(**{**first.__dict__, "segment_id": twin_id, "keys": twin_keys})
-    write_segment_manifests(
+    write_segment_marker(
         store, twin, log_crc32c=first.log_crc32c or 0, transform="none", finished_ms=1
     )
     # an unfinished attempt: objects without a marker
