@@ -201,3 +201,50 @@ def test_rebuild_into_postgresql(tmp_path: Path, pg_server: Any, make: Make) -> 
     assert sorted(_segments(new)) == sorted(segments)
     for lay in layouts:
         assert _read_all(new, lay) == want[(lay.topic, lay.partition)]
+
+
+@pytest.mark.s3
+def test_cli_kafka_read_on_a_fresh_home_after_rebuild(
+    tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a user would: ``kafka upload``, delete the home, ``metadata rebuild`` on a new home
+    pointed at the bucket, ``kafka read`` and ``kafka status`` answer from it."""
+    from tests.cli.helpers import json_lines, ok
+    from tests.kafka.logdir import record_value
+
+    for name, value in moto_endpoint.env().items():
+        monkeypatch.setenv(name, value)
+    store = ["--store", f"s3://{moto_endpoint.new_bucket()}/t", "--endpoint-url", moto_endpoint.url]
+    root = tmp_path / "logs"
+    write_partition(root, "orders", 0, records=400)
+    old = tmp_path / "home"
+    ok(old, *store, "kafka", "upload", "--log-dir", str(root), "--once", "--part-size", "5M")
+    shutil.rmtree(old)
+    new = tmp_path / "new-home"
+    dry = ok(new, *store, "metadata", "rebuild", "--dry-run")
+    assert "Kafka: would record" in dry.output
+    lines = json_lines(ok(new, *store, "--json", "metadata", "rebuild"))
+    summary = lines[-1]["summary"]
+    assert summary["gets"] == 0 and summary["heads"] == 0 and summary["problem"] == 0
+    assert any(
+        line.get("kind") == "kafka-segments" and line["action"] == "offload" for line in lines[:-1]
+    )
+    rows = json_lines(
+        ok(
+            new,
+            *store,
+            "kafka",
+            "read",
+            "orders",
+            "0",
+            "--from-offset",
+            "123",
+            "--count",
+            "3",
+            "--json",
+        )
+    )
+    assert [r["offset"] for r in rows] == [123, 124, 125]
+    assert rows[0]["value"] == record_value("orders", 0, 123).decode()
+    status = json_lines(ok(new, *store, "--json", "kafka", "status"))
+    assert status[0]["remote_segments"] > 0 and status[0]["watermark"] >= 125
