@@ -248,3 +248,27 @@ def test_cli_kafka_read_on_a_fresh_home_after_rebuild(
     assert rows[0]["value"] == record_value("orders", 0, 123).decode()
     status = json_lines(ok(new, *store, "--json", "kafka", "status"))
     assert status[0]["remote_segments"] > 0 and status[0]["watermark"] >= 125
+
+
+def test_merge_adds_what_is_missing_and_never_lowers_a_watermark(
+    make: Make, tmp_path: Path
+) -> None:
+    log_dir = tmp_path / "logs"
+    lay = write_partition(log_dir, "orders", 0, records=600)
+    old = make("home")
+    assert old.kafka(SETTINGS).upload(log_dir).ok
+    segments = _segments(old)
+    new = make("new-home")
+    meta = new.kafka(SETTINGS).ctx.meta
+    meta.ensure_partition("orders", 0, lay.topic_id, 1, watermark=10**6)  # ahead of the bucket
+    with pytest.raises(RebuildRefused):
+        new.metadata_rebuild()
+    dry = new.metadata_rebuild(merge=True, dry_run=True)
+    assert meta.list_segments() == []  # a dry run writes nothing
+    assert {i.action for i in dry.items if i.kind == "kafka-segments"} == {"offload", "watermark"}
+    new.metadata_rebuild(merge=True)
+    assert sorted(_segments(new)) == sorted(segments)
+    part = meta.get_partition("orders", 0)
+    assert part is not None and part.watermark == 10**6
+    again = new.metadata_rebuild(merge=True)
+    assert {i.action for i in again.items if i.kind == "kafka-segments"} == {"present", "watermark"}
