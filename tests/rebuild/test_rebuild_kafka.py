@@ -272,3 +272,33 @@ def test_merge_adds_what_is_missing_and_never_lowers_a_watermark(
     assert part is not None and part.watermark == 10**6
     again = new.metadata_rebuild(merge=True)
     assert {i.action for i in again.items if i.kind == "kafka-segments"} == {"present", "watermark"}
+
+
+def test_transformed_segments_rebuild_and_read(
+    make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compressed and encrypted segments: the marker says so (``t`` zstdaes, ``k`` with the
+    chunks), the rebuilt records keep the ``.chunks`` key, and reads decode them (the key ring
+    is not in the bucket: it is kept beside the home, as the guide says)."""
+    from offloader.keyring import KEY_RING_ENV, KeyRing
+    from offloader.policies import TransformPolicy
+
+    ring = tmp_path / "ring" / "keys"
+    ring.parent.mkdir()
+    monkeypatch.setenv(KEY_RING_ENV, str(ring))
+    KeyRing(ring).create("k1", activate=True)
+    log_dir = tmp_path / "logs"
+    lay = write_partition(log_dir, "orders", 0, records=500, codecs=(0, 4))
+    old = make("home")
+    tier = old.kafka(SETTINGS)
+    tier.set_transform("orders", TransformPolicy("zstd", None, "aes-256-gcm", None))
+    assert tier.upload(log_dir).ok
+    want = _read_all(old, lay)
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+    new = make("new-home")
+    report = new.metadata_rebuild()
+    found = [i for i in report.items if i.kind == "kafka-segments" and i.action == "offload"]
+    assert found and all(i.fields["transform"] == "zstdaes" for i in found)
+    assert all("chunks" in s.keys for s in new.kafka(SETTINGS).ctx.meta.list_segments())
+    assert _read_all(new, lay) == want
