@@ -29,13 +29,14 @@ from formats.kafka.manifest import (
 )
 from formats.kafka.names import kafka_uuid_to_uuid
 from formats.keys import SOFTWARE_VERSION_KEY
+from formats.manifest import encode_watermark_body, watermark_key
 from offloader import __version__
 from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, OffloaderError, PreconditionFailed
 from offloader.kafka.context import KafkaContext
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord
-from offloader.offload.manifests import MANIFEST_KIND_KEY, advance_watermark
+from offloader.offload.manifests import MANIFEST_KIND_KEY
 from offloader.store.base import ObjectStore
 
 log = get_logger(__name__)
@@ -98,22 +99,27 @@ def write_segment_marker(
 
 
 def raise_partition_watermark(ctx: KafkaContext, segment: RemoteSegmentRecord) -> bool:
-    """Raise the partition's watermark object to the finished segment's end offset (a new
-    key; lower ones are never deleted); False when it is there or higher already, or when the
-    PUT failed (logged: the copy is finished all the same, the next one raises it and a rebuild
-    reads the markers too). Called after ``finish_copy``: a copy whose ``finish_copy`` fails is
-    deleted (its marker first), and a watermark written before it would then stand above every
-    marker."""
+    """Raise the partition's watermark object to the finished segment's end offset: one PUT
+    of a new key (``if_none_match``), lower ones never deleted. False when the PUT failed
+    (logged: the copy is finished all the same, the next one raises it and a rebuild reads
+    the markers too).
+
+    Unlike :func:`offloader.offload.manifests.advance_watermark` it lists nothing first: the
+    bucket's watermark is written after ``finish_copy``, so it is never above the partition's
+    recorded watermark, which this segment's end just passed; and where it is (another home
+    with its own metadata uploading the same partition), a lower key beside a higher one is
+    harmless: the highest key is the watermark. Called after ``finish_copy``: a copy whose
+    ``finish_copy`` fails is deleted (its marker first), and a watermark written before it
+    would then stand above every marker."""
+    name = watermark_name(segment.topic, segment.topic_id, segment.partition)
+    tag = str(kafka_uuid_to_uuid(segment.segment_id))
+    position, now = segment.end_offset, ctx.now_ms()
+    key = watermark_key(KAFKA_KIND, name, position, tag)
+    body = encode_watermark_body(KAFKA_KIND, name, position, tag, now)
+    metadata = {MANIFEST_KIND_KEY: f"watermark-{KAFKA_KIND}-v1", SOFTWARE_VERSION_KEY: __version__}
     try:
-        return advance_watermark(
-            ctx.store,
-            KAFKA_KIND,
-            watermark_name(segment.topic, segment.topic_id, segment.partition),
-            segment.end_offset,
-            str(kafka_uuid_to_uuid(segment.segment_id)),
-            ctx.now_ms(),
-            __version__,
-        )
+        with contextlib.suppress(PreconditionFailed):  # a retried PUT of the same key
+            ctx.store.put(key, body, metadata, if_none_match=True)
     except OffloaderError as exc:
         log.warning(
             "Kafka partition watermark object not written; the next copy raises it",
@@ -122,6 +128,8 @@ def raise_partition_watermark(ctx: KafkaContext, segment: RemoteSegmentRecord) -
             error=str(exc),
         )
         return False
+    crash_point("manifest.after_watermark_put")
+    return True
 
 
 def delete_segment_markers(store: ObjectStore, segment: RemoteSegmentRecord) -> None:
