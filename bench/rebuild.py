@@ -1,7 +1,7 @@
 """``metadata rebuild`` against a bare listing, and the upload cost of the bucket manifests.
 
 ``python -m bench rebuild [--ledgers 10000] [--offload-ledgers 6] [--ledger-size 32M]
-[--segments 10000] [--kafka-segments 8] [--segment-size 16M]``
+[--segments 10000] [--kafka-segments 4] [--segment-size 128M] [--only pulsar|kafka]``
 
 1. **Rebuild vs listing** (goal: ratio <= 3). A moto server (its own process) gets N ledgers'
    worth of objects: per ledger its data object, its index and its completion marker (written
@@ -386,9 +386,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ledger-size", default="32M", help="bytes per offloaded ledger (32M)")
     parser.add_argument("--segments", type=int, default=10_000, help="Kafka segments (10000)")
     parser.add_argument(
-        "--kafka-segments", type=int, default=8, help="Kafka segments to upload (8)"
+        "--kafka-segments", type=int, default=4, help="Kafka segments to upload (4)"
     )
-    parser.add_argument("--segment-size", default="16M", help="bytes per uploaded segment (16M)")
+    parser.add_argument("--segment-size", default="128M", help="bytes per uploaded segment (128M)")
     parser.add_argument(
         "--only", choices=("pulsar", "kafka"), help="run one side's benchmarks only"
     )
