@@ -1,6 +1,7 @@
 """``metadata rebuild`` against a bare listing, and the upload cost of the bucket manifests.
 
-``python -m bench rebuild [--ledgers 10000] [--offload-ledgers 6] [--ledger-size 32M]``
+``python -m bench rebuild [--ledgers 10000] [--offload-ledgers 8] [--ledger-size 32M]
+[--segments 10000] [--kafka-segments 4] [--segment-size 128M] [--only pulsar|kafka]``
 
 1. **Rebuild vs listing** (goal: ratio <= 3). A moto server (its own process) gets N ledgers'
    worth of objects: per ledger its data object, its index and its completion marker (written
@@ -22,6 +23,14 @@
    source of truth); after a warm-up offload, four rounds ordered with/without,
    without/with, ..., M/4 ledgers each (each topic deleted after its round). ``ours`` is the
    throughput with them, ``baseline`` without.
+3. **Kafka rebuild vs listing** (``--segments``, default 10,000; goal <= 3). Per segment its
+   ``.log``, ``.index`` and ``.timeindex`` (tiny) and its completion marker, in 10 topics of 10
+   partitions of 100 segments, each partition with its watermark object; the same bare
+   ``list_objects_v2`` pass, then ``metadata rebuild --dry-run`` and a rebuild writing the
+   SQLite records of one topic (1,000 segments). GETs and HEADs per segment counted.
+4. **Kafka upload cost of the manifests** (``--kafka-segments``, ``--segment-size``; goal
+   >= 0.97): a log directory of closed segments uploaded to moto, the marker and watermark
+   calls timed around those calls inside the same run. Each figure has the client's CPU seconds beside it.
 """
 
 from __future__ import annotations
@@ -244,6 +253,163 @@ def _offload_cost(endpoint: S3Endpoint, ledgers: int, ledger_size: int, tmp: Pat
     )
 
 
+KAFKA_TOPICS, KAFKA_PARTITIONS = 10, 10  # the Kafka rebuild's segments spread over these
+
+
+def _populate_kafka(endpoint: S3Endpoint, bucket: str, prefix: str, segments: int) -> int:
+    """N Kafka segments' objects and markers (and a watermark per partition); the key count."""
+    from formats.kafka.manifest import (
+        KAFKA_KIND,
+        SegmentMarker,
+        encode_segment_marker_body,
+        segment_marker_key,
+        watermark_name,
+    )
+    from formats.kafka.names import KafkaKeyScheme, scheme_key, uuid_to_kafka
+    from formats.manifest import encode_watermark_body, watermark_key
+
+    client = raw_client(endpoint, pool=32)
+    scheme = KafkaKeyScheme()
+    per_partition = -(-segments // (KAFKA_TOPICS * KAFKA_PARTITIONS))
+    kinds = ("log", "index", "timeindex")
+    log_body = b"l" * 64
+
+    def one(n: int) -> None:
+        slot, number = divmod(n, per_partition)
+        topic, partition = f"t{slot // KAFKA_PARTITIONS}", slot % KAFKA_PARTITIONS
+        topic_id = uuid_to_kafka(uuid.UUID(int=slot // KAFKA_PARTITIONS + 1))
+        segment_id = uuid_to_kafka(uuid.UUID(int=n + 1))
+        base = number * 100
+        keys = {
+            k: scheme_key(scheme, topic, topic_id, partition, base, segment_id, k) for k in kinds
+        }
+        marker = SegmentMarker(
+            topic, topic_id, partition, base, segment_id, base, base + 99, 5, len(log_body), 0,
+            "none", kinds, 3, {0: 0}, "none", keys,
+        )  # fmt: skip
+        for kind, key in keys.items():
+            client.put_object(
+                Bucket=bucket, Key=prefix + key, Body=log_body if kind == "log" else b"i"
+            )
+        body = encode_segment_marker_body(marker)
+        client.put_object(Bucket=bucket, Key=prefix + segment_marker_key(marker), Body=body)
+        if number == per_partition - 1 or n == segments - 1:
+            name = watermark_name(topic, topic_id, partition)
+            tag = marker.segment_uuid
+            key = watermark_key(KAFKA_KIND, name, base + 99, tag)
+            wm = encode_watermark_body(KAFKA_KIND, name, base + 99, tag, 3)
+            client.put_object(Bucket=bucket, Key=prefix + key, Body=wm)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, range(segments)))
+    return 4 * segments + -(-segments // per_partition)
+
+
+def _kafka_rebuild_vs_listing(endpoint: S3Endpoint, segments: int, tmp: Path) -> None:
+    bucket = f"krebuild-{uuid.uuid4().hex[:12]}"
+    raw_client(endpoint).create_bucket(Bucket=bucket)
+    started = time.perf_counter()
+    keys = _populate_kafka(endpoint, bucket, "k/", segments)
+    note(f"bench rebuild kafka: {keys} objects written in {time.perf_counter() - started:.1f} s")
+    cpu = time.process_time()
+    bare, listed = _bare_listing(endpoint, bucket, "k/")
+    bare_cpu = time.process_time() - cpu
+    assert listed == keys, (listed, keys)
+    off = _offloader(tmp / "kafka-dry-home", f"s3://{bucket}/k", endpoint)
+    counts = _count_requests(off)
+    cpu, started = time.process_time(), time.perf_counter()
+    dry = off.metadata_rebuild(dry_run=True)
+    ours = time.perf_counter() - started
+    ours_cpu = time.process_time() - cpu
+    off.close()
+    found = [i for i in dry.items if i.kind == "kafka-segments" and i.action == "offload"]
+    assert len(found) == segments and dry.count("problem") == 0, dry.summary()
+    requests = dict(counts)
+    off = _offloader(tmp / "kafka-home", f"s3://{bucket}/k", endpoint)
+    started = time.perf_counter()
+    written = off.metadata_rebuild(topics="t0")
+    write_seconds = time.perf_counter() - started
+    wrote = len([i for i in written.items if i.kind == "kafka-segments" and i.action == "offload"])
+    assert len(off.kafka().ctx.meta.list_segments()) == wrote
+    off.close()
+    gets, heads = requests.get("GetObject", 0), requests.get("HeadObject", 0)
+    record = report(
+        f"rebuild.kafka_dry_run_vs_list.{segments}",
+        ours,
+        bare,
+        "s",
+        higher_is_better=False,
+        segments=segments,
+        objects=keys,
+        list_requests=requests.get("ListObjectsV2", 0),
+        gets_per_segment=round(gets / segments, 4),
+        heads_per_segment=round(heads / segments, 4),
+        client_cpu_s=round(ours_cpu, 3),
+        baseline_client_cpu_s=round(bare_cpu, 3),
+        rebuild_with_sqlite_writes_s=round(write_seconds, 3),
+        rebuild_with_sqlite_writes_segments=wrote,
+        sqlite_write_ms_per_segment=round(1000 * max(write_seconds - ours, 0) / max(wrote, 1), 2),
+        server="moto (own process)",
+    )
+    note(
+        f"kafka rebuild of {segments} segments: {ours:.2f} s vs a bare listing {bare:.2f} s "
+        f"(ratio {record['ratio']}; client CPU {record['client_cpu_s']} s vs "
+        f"{record['baseline_client_cpu_s']} s; GETs/segment {record['gets_per_segment']}, "
+        f"HEADs/segment {record['heads_per_segment']})"
+    )
+
+
+def _kafka_upload_cost(endpoint: S3Endpoint, segments: int, segment_size: int, tmp: Path) -> None:
+    from bench.kafka import write_segment
+    from offloader.api import KafkaSettings
+    from offloader.kafka import upload
+
+    log_dir = tmp / "kafka-logs"
+    total_bytes = 0
+    for partition in range(segments):
+        log, _ = write_segment(log_dir, segment_size, partition=partition)
+        total_bytes += log.stat().st_size
+    bucket = f"kupload-{uuid.uuid4().hex[:12]}"
+    raw_client(endpoint).create_bucket(Bucket=bucket)
+    off = _offloader(tmp / "kafka-upload-home", f"s3://{bucket}/u", endpoint)
+    tier = off.kafka(KafkaSettings(part_size=8 * 1024 * 1024, concurrency=4))
+    spent: list[float] = []
+    marker, watermark = upload.write_segment_marker, upload.raise_partition_watermark
+    upload.write_segment_marker = _timed(marker, spent)  # type: ignore[assignment]
+    upload.raise_partition_watermark = _timed(watermark, spent)  # type: ignore[assignment]
+    try:
+        cpu, started = time.process_time(), time.perf_counter()
+        result = tier.upload(log_dir)
+        total = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+    finally:
+        upload.write_segment_marker, upload.raise_partition_watermark = marker, watermark
+    off.close()
+    done = len(result.of("uploaded"))
+    assert result.ok and done == segments, result
+    manifests = sum(spent)
+    size_mb = total_bytes / 1e6
+    record = report(
+        "rebuild.kafka_upload_with_manifests",
+        size_mb / total,
+        size_mb / (total - manifests),
+        "MB/s",
+        segments=done,
+        segment_bytes=total_bytes // max(done, 1),
+        manifest_seconds=round(manifests, 3),
+        manifest_ms_per_segment=round(1000 * manifests / max(done, 1), 2),
+        upload_seconds=round(total, 3),
+        client_cpu_s=round(cpu, 3),
+        server="moto (own process)",
+        method="marker and watermark calls timed inside the same upload run",
+    )
+    note(
+        f"kafka upload with manifests: {record['ours']:.1f} vs {record['baseline']:.1f} MB/s "
+        f"without their time (ratio {record['ratio']}; {record['manifest_ms_per_segment']} ms "
+        f"per segment; client CPU {record['client_cpu_s']} s)"
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rebuild", description=__doc__)
     parser.add_argument("--ledgers", type=int, default=10_000, help="ledgers to rebuild (10000)")
@@ -254,6 +420,14 @@ def main(argv: list[str]) -> int:
         help="ledgers offloaded per variant, in four rounds (8)",
     )
     parser.add_argument("--ledger-size", default="32M", help="bytes per offloaded ledger (32M)")
+    parser.add_argument("--segments", type=int, default=10_000, help="Kafka segments (10000)")
+    parser.add_argument(
+        "--kafka-segments", type=int, default=4, help="Kafka segments to upload (4)"
+    )
+    parser.add_argument("--segment-size", default="128M", help="bytes per uploaded segment (128M)")
+    parser.add_argument(
+        "--only", choices=("pulsar", "kafka"), help="run one side's benchmarks only"
+    )
     args = parser.parse_args(argv)
     from offloader.units import parse_size
 
@@ -266,7 +440,14 @@ def main(argv: list[str]) -> int:
         ),
     ):
         os.environ.update(endpoint.env())  # the Offloader's S3 client finds moto's keys
-        if args.ledgers > 0:  # 0: only the upload cost
-            _rebuild_vs_listing(endpoint, args.ledgers, Path(tmp))
-        _offload_cost(endpoint, args.offload_ledgers, parse_size(args.ledger_size), Path(tmp))
+        if args.only != "kafka":
+            if args.ledgers > 0:  # 0: only the upload cost
+                _rebuild_vs_listing(endpoint, args.ledgers, Path(tmp))
+            size = parse_size(args.ledger_size)
+            _offload_cost(endpoint, args.offload_ledgers, size, Path(tmp))
+        if args.only != "pulsar":
+            if args.segments > 0:
+                _kafka_rebuild_vs_listing(endpoint, args.segments, Path(tmp))
+            size = parse_size(args.segment_size)
+            _kafka_upload_cost(endpoint, args.kafka_segments, size, Path(tmp))
     return 0

@@ -9,9 +9,10 @@ which Pulsar never writes (its keys start with a UUID). Two kinds of object:
   (entry count, entry bytes, object sizes, index CRC32C, transform, times), so a rebuild lists
   the markers and never GETs or HEADs one per ledger. Its small JSON body repeats every field.
 * a **watermark** ``_offloader/v1/watermarks/<kind>/<name>/<position:020d>.<tag>``: the highest
-  finished position (a ledger id for ``ledgers``) of one managed ledger (later: of one Kafka
-  partition). A writer creates a new object per higher position and then deletes the lower
-  ones, so the highest key is the watermark and no race ever lowers it.
+  finished position (a ledger id for ``ledgers``) of one managed ledger, or (kind
+  ``kafka-partitions``, :mod:`formats.kafka.manifest`) the highest finished offset of one Kafka
+  partition. A writer creates a new object per higher position and never deletes the lower
+  ones (a listing is no snapshot), so the highest key is the watermark and no race lowers it.
 
 ``<name>`` is the managed-ledger name percent-encoded into one key segment (every byte but
 ``A-Z a-z 0-9 - _ .``). A name whose key would pass :data:`MAX_KEY_BYTES` is replaced by ``~``

@@ -14,6 +14,8 @@ and ``--merge`` was not given (nothing is written), and when the bucket contradi
 
 from __future__ import annotations
 
+from collections import Counter
+
 import click
 
 from cli.context import CliContext, pass_cli
@@ -21,6 +23,23 @@ from cli.render import Progress, echo_json, echo_table, progress_enabled
 from cli.settings import open_offloader
 from offloader.api import RebuildItem, RebuildReport
 from offloader.errors import VerificationError
+
+#: the kind of the Kafka segments' items (offloader.rebuild.kafka_segments)
+KAFKA_KIND = "kafka-segments"
+
+
+def _where(item: RebuildItem) -> str | int:
+    """The LEDGER column: a ledger id, or a Kafka item's ``p<partition> <start>..<end>``."""
+    if item.ledger_id is not None:
+        return item.ledger_id
+    f = item.fields
+    if item.kind != KAFKA_KIND or "partition" not in f:
+        return ""
+    if "end_offset" in f:
+        return f"p{f['partition']} {f['start_offset']}..{f['end_offset']}"
+    if "position" in f:
+        return f"p{f['partition']} {'' if f['position'] is None else f['position']}"
+    return f"p{f['partition']} {f.get('base_offset', '')}.."
 
 
 def _position(item: RebuildItem) -> str | int:
@@ -36,7 +55,7 @@ def _echo(report: RebuildReport) -> None:
         (
             item.action,
             item.topic or "",
-            _position(item),
+            _where(item) if item.kind == KAFKA_KIND else _position(item),
             item.uuid or "",
             item.detail,
         )
@@ -45,24 +64,35 @@ def _echo(report: RebuildReport) -> None:
     if rows:
         echo_table(("ACTION", "TOPIC", "LEDGER", "UUID", "DETAIL"), rows)
     s = report.summary()
+    pulsar = Counter(
+        i.action for i in report.items if i.kind not in (KAFKA_KIND, "export-watermarks")
+    )
     verb = "would record" if report.dry_run else "recorded"
     click.echo(
         f"{s['objects_listed']} object(s) listed, {s['gets']} GET(s), {s['heads']} HEAD(s); {verb} "
-        f"{s['offload']} offloaded ledger(s) in {s['topic']} topic(s), {s['superseded']} "
-        f"superseded and {s['unfinished']} unfinished attempt(s); {s['orphan']} orphan "
-        f"attempt(s), {s['present']} already present, {s['conflict']} conflict(s), "
-        f"{s['problem']} problem(s)"
+        f"{pulsar['offload']} offloaded ledger(s) in {pulsar['topic']} topic(s), "
+        f"{pulsar['superseded']} superseded and {pulsar['unfinished']} unfinished attempt(s); "
+        f"{pulsar['orphan']} orphan attempt(s), {pulsar['present']} already present, "
+        f"{s['conflict']} conflict(s), {s['problem']} problem(s)"
     )
     exports = [i for i in report.items if i.kind == "export-watermarks" and i.action == "watermark"]
     if exports:
         click.echo(f"{verb} {len(exports)} export watermark(s)")
+    kafka = Counter(i.action for i in report.items if i.kind == KAFKA_KIND)
+    if kafka:
+        click.echo(
+            f"Kafka: {verb} {kafka['offload']} finished segment(s) in {kafka['watermark']} "
+            f"partition(s), {kafka['superseded']} superseded copy(ies), {kafka['orphan']} "
+            f"unfinished attempt(s) left as orphans, {kafka['present']} already present"
+        )
 
 
 @click.command()
 @click.option(
     "--topics",
     metavar="REGEX",
-    help="Only topics whose full name (persistent://tenant/ns/topic) matches (full match).",
+    help="Only topics whose full name matches (full match): persistent://tenant/ns/topic for "
+    "Pulsar, the topic itself for Kafka.",
 )
 @click.option(
     "--dry-run",
@@ -107,8 +137,11 @@ def rebuild(
     never the data. Finished copies become offloaded ledgers; attempts without a completion
     marker become orphans for `objects orphans` and `objects gc`; of two finished copies of a
     ledger the one the topic's watermark names (else the lowest UUID) is kept, the other
-    recorded as superseded. Refuses a metadata store that already has topics unless --merge.
-    Exits 1 if a marker's objects are missing.
+    recorded as superseded. Kafka segments likewise (spec/kafka-manifests.md): finished copies
+    become COPY_SEGMENT_FINISHED records and the partitions' watermarks are rebuilt; of two
+    copies of the same offsets one is kept, the other reported. Refuses a metadata store that
+    already has topics or Kafka partitions unless --merge. Exits 1 if a marker's objects are
+    missing.
 
     With --export-target, the export watermarks of those targets too (spec/export.md §5a):
     a Parquet target's from the watermark record each run leaves in its _offloader/

@@ -212,13 +212,14 @@ class AdminFacade(FacadeBase):
     ) -> RebuildReport:
         """Recreate the metadata store's records from the object store's listing
         (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
-        expression matched in full against full topic names. Refuses a store with records
+        expression matched in full against full topic names (a Pulsar topic's
+        ``persistent://...`` name, a Kafka topic's own name). Refuses a store with records
         unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing. ``export_targets``:
         export targets whose watermarks are rebuilt too (spec/export.md §5a): Parquet
         targets (``endpoint_url``/``region`` for ``s3://``) from their watermark records,
         ``iceberg://NS.TABLE`` tables (``catalog``/``warehouse``, else the home's defaults)
         read and reported."""
-        rebuilders: list[Rebuilder] | None = None
+        rebuilders: list[Rebuilder] = default_rebuilders(self.kafka().ctx.meta)
         if export_targets:
             from offloader.export.rebuild import ExportWatermarks
 
@@ -231,7 +232,7 @@ class AdminFacade(FacadeBase):
                 endpoint_url=endpoint_url,
                 region=region,
             )
-            rebuilders = [*default_rebuilders(), exports]
+            rebuilders.append(exports)
         return rebuild(
             self._rt,
             topics=topics,

@@ -1,8 +1,10 @@
 """The orphan audit of Kafka objects (keys that parse as remote Kafka segment keys).
 
-An object is claimed by the remote-segment record whose segment id its key carries while that
-record is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED (being deleted) or a COPY_SEGMENT_STARTED
-younger than ``min_age_ms`` (an upload running now). Everything else is reported:
+A copy's completion marker (``_offloader/v1/kafka/segments/...``) counts as one of its
+objects. An object is claimed by the remote-segment record whose segment id its key carries
+while that record is COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED (being deleted) or a
+COPY_SEGMENT_STARTED younger than ``min_age_ms`` (an upload running now). Everything else is
+reported:
 
 * ``kafka-abandoned-copy``: a COPY_SEGMENT_STARTED record older than ``min_age_ms`` (an uploader
   that died mid-copy; its objects are half-written). Reported once per object it left, or once
@@ -22,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from formats.errors import InvalidKeyError
+from formats.kafka.manifest import KAFKA_MARKERS, parse_segment_marker_key
 from formats.kafka.names import is_remote_key, parse_remote_key
 from offloader.errors import NotFound, ObjectNotFound
 from offloader.kafka.context import KafkaContext
@@ -40,7 +44,18 @@ UNCLAIMED = "kafka-unclaimed-segment"
 
 
 def is_kafka_key(key: str) -> bool:
-    return is_remote_key(key)
+    """A remote Kafka segment key, or a segment's completion marker (spec/kafka-manifests.md):
+    a marker counts as one of its copy's objects, with the reason of its segment id."""
+    return is_remote_key(key) or key.startswith(KAFKA_MARKERS)
+
+
+def _segment_id_of(key: str) -> str | None:
+    try:
+        if key.startswith(KAFKA_MARKERS):
+            return parse_segment_marker_key(key).segment_id
+        return parse_remote_key(key).segment_id
+    except InvalidKeyError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,9 @@ def audit_kafka(
         if not is_kafka_key(info.key):
             continue
         seen.add(info.key)
-        segment_id = parse_remote_key(info.key).segment_id
+        segment_id = _segment_id_of(info.key)
+        if segment_id is None:
+            continue  # a malformed marker key: metadata rebuild reports it as a problem
         when = _ms(info.last_modified)
         if segment_id in abandoned:
             audit.objects.append(KafkaOrphan(info.key, info.size, ABANDONED, when, segment_id))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from offloader.crashpoints import crash_point
 from offloader.errors import OffloaderError
 from offloader.kafka.context import KafkaContext
+from offloader.kafka.manifests import delete_segment_markers
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
@@ -23,7 +24,9 @@ log = get_logger(__name__)
 
 
 def delete_objects(ctx: KafkaContext, record: RemoteSegmentRecord) -> None:
-    """Delete every object of the segment and abort its open multipart uploads."""
+    """Delete every object of the segment and abort its open multipart uploads; its
+    completion marker first (a marker never names objects that are gone)."""
+    delete_segment_markers(ctx.store, record)
     for key in record.keys.values():
         for upload in ctx.store.list_multipart_uploads(key):
             if upload.key == key:

@@ -143,9 +143,22 @@ def plan_scan(
     scan_filter: ScanFilter,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> list[ScanTask]:
+    finished = ctx.meta.list_segments(states=[COPY_FINISHED])
+    return plan_segments(finished, cache, topics, scan_filter, split_bytes)
+
+
+def plan_segments(
+    finished: Iterable[RemoteSegmentRecord],
+    cache: IndexCache,
+    topics: Iterable[str] | None,
+    scan_filter: ScanFilter,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> list[ScanTask]:
+    """:func:`plan_scan` over these finished copies (from the metadata store, or found in
+    the bucket by :func:`offloader.kafka.discover.discover_segments`)."""
     wanted = None if topics is None else set(topics)
     tasks: list[ScanTask] = []
-    for seg in live_copies(ctx.meta.list_segments(states=[COPY_FINISHED])):
+    for seg in live_copies(finished):
         if wanted is not None and seg.topic not in wanted:
             continue
         if not scan_filter.keeps_segment(seg):

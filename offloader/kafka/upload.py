@@ -82,6 +82,7 @@ from offloader.kafka.logdir import (
     open_segment_file,
     scan_log_dir,
 )
+from offloader.kafka.manifests import raise_partition_watermark, write_segment_marker
 from offloader.kafka.remote import clean_stale_attempts, delete_remote_segment
 from offloader.kafka.segment_file import CheckedReader, SegmentFile, index_hint
 from offloader.kafka.transform_read import segment_identity
@@ -383,6 +384,10 @@ def _copy(
             ctx.store.put(keys[name], payload, metadata)
             objects[name] = ObjectChecksums.of(payload)
         file.check_unchanged()
+        # the copy is complete: its completion marker (spec/kafka-manifests.md)
+        write_segment_marker(
+            ctx.store, record, log_crc32c=log_crc, transform=pinned, finished_ms=ctx.now_ms()
+        )
         crash_point("kafka.before_finish_copy")
         ctx.meta.finish_copy(
             segment_id,
@@ -413,6 +418,7 @@ def _copy(
             segment_id=segment_id,
             detail=str(exc),
         )
+    raise_partition_watermark(ctx, record)  # the bucket's watermark, after finish_copy
     log.info(
         "Kafka segment copied",
         topic=topic,

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from offloader.errors import ConfigError, RebuildRefused
 from offloader.logs import get_logger
+from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.rebuild.base import (
     Rebuilder,
     RebuildItem,
@@ -24,6 +25,7 @@ from offloader.rebuild.base import (
     StoreListing,
     TopicSelector,
 )
+from offloader.rebuild.kafka_segments import KafkaSegments
 from offloader.rebuild.ledgers import PulsarLedgers
 from offloader.runtime import Runtime
 from offloader.store.base import GetResult, MultipartUploadInfo, ObjectInfo, ObjectStore
@@ -38,9 +40,13 @@ ListingProgress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
 
 
-def default_rebuilders() -> list[Rebuilder]:
-    """Every kind a rebuild recreates (Kafka segments and export watermarks plug in here)."""
-    return [PulsarLedgers()]
+def default_rebuilders(kafka_meta: KafkaMetadataStore | None = None) -> list[Rebuilder]:
+    """Every kind a rebuild recreates: Pulsar ledgers, and Kafka remote segments when the
+    Kafka tier's metadata store is given (export watermarks plug in here too)."""
+    kinds: list[Rebuilder] = [PulsarLedgers()]
+    if kafka_meta is not None:
+        kinds.append(KafkaSegments(kafka_meta))
+    return kinds
 
 
 def topic_selector(pattern: str | None) -> TopicSelector:
@@ -117,7 +123,7 @@ def rebuild(
             if count:
                 raise RebuildRefused(
                     f"the metadata store already has {count} {rebuilder.kind} record(s) "
-                    "(topics); give --merge to add only what is missing"
+                    "(topics or partitions); give --merge to add only what is missing"
                 )
     counting = CountingStore(rt.store)
     rt = dataclasses.replace(rt, store=cast(ObjectStore, counting))

@@ -12,6 +12,10 @@
           .option("topics", "orders,clicks")            # optional: all topics
           .option("key_ring", "/etc/offloader/keys")    # optional: <home>/keys
           .load())
+    # no home: the bucket alone (its completion markers, spec/kafka-manifests.md)
+    df = (spark.read.format("kafka-segments")
+          .option("store", "s3://bucket/prefix").option("discover", "true")
+          .load())
 
 Columns and types are those of Spark's own Kafka source (``key BINARY, value BINARY, topic
 STRING, partition INT, offset LONG, timestamp TIMESTAMP, timestampType INT`` and ``headers
@@ -25,6 +29,12 @@ exactly. Control records (transaction markers) are not returned. Transformed seg
 (spec/transforms.md §8) are read through their chunk table, loaded on the driver and carried by
 the tasks; executors unwrap the data key with the key ring (option ``key_ring``, default
 ``$OFFLOADER_KEY_RING`` or ``<home>/keys``).
+
+With ``discover`` (``true``; instead of ``home``/``metadata``) the segments are found from the
+bucket alone, as ``offloaded-ledger``'s ``discover`` finds ledgers: one listing, the completion
+markers read (:mod:`offloader.kafka.discover`, spec/kafka-manifests.md), one Spark partition
+per finished segment range (or per ``split_bytes``); unfinished attempts are never read, and of
+two copies of the same offsets one is read.
 """
 
 from __future__ import annotations
@@ -53,7 +63,15 @@ from formats.kafka.batch import BatchHeader
 from formats.kafka.columns import RecordColumns
 from offloader.errors import ConfigError
 from offloader.kafka.context import KafkaContext
-from offloader.kafka.scan import FILTER_COLUMNS, ScanFilter, ScanTask, plan_scan, task_columns
+from offloader.kafka.discover import discover_segments
+from offloader.kafka.scan import (
+    FILTER_COLUMNS,
+    ScanFilter,
+    ScanTask,
+    plan_scan,
+    plan_segments,
+    task_columns,
+)
 from offloader.kafka.segments import IndexCache
 from offloader.kafka.settings import KafkaSettings
 from offloader.keyring import key_ring_path
@@ -149,10 +167,27 @@ class _Columns:
 class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: Any) -> None:
         self.options = dict(options)
+        flag = str(self.options.get("discover") or "false").strip().lower()
+        if flag not in ("true", "false"):
+            raise ConfigError(
+                f"{KAFKA_SOURCE_NAME}: option discover is true or false, not {flag!r}"
+            )
+        #: find the segments from the bucket's manifests, not a metadata store
+        self.discover = flag == "true"
         home = self.options.get("home")
-        if not home:
-            raise ConfigError(f"{KAFKA_SOURCE_NAME}: option home (the offloader home) is required")
-        self.home = Path(str(home)).expanduser().resolve()
+        if self.discover and not self.options.get("store"):
+            raise ConfigError(f"{KAFKA_SOURCE_NAME}: option discover needs option store")
+        if self.discover and (home or self.options.get("metadata")):
+            raise ConfigError(
+                f"{KAFKA_SOURCE_NAME}: give either discover=true (the bucket alone) "
+                "or home/metadata"
+            )
+        if not home and not self.discover:
+            raise ConfigError(
+                f"{KAFKA_SOURCE_NAME}: option home (the offloader home) is required, or "
+                "discover=true with store (the bucket alone)"
+            )
+        self.home = Path(str(home)).expanduser().resolve() if home else None
         #: the shared metadata store (every broker's remote segments), else the home's
         self.metadata = str(self.options.get("metadata") or self.home)
         store = self.options.get("store") or f"file://{self.home}/objects"
@@ -163,7 +198,8 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
         self.topics = None if not topics else [t.strip() for t in str(topics).split(",")]
         self.split_bytes = int(self.options.get("split_bytes") or 64 * 1024 * 1024)
         ring = self.options.get("key_ring")
-        self.key_ring = str(ring) if ring else str(key_ring_path(self.home))
+        default_ring = key_ring_path(self.home or Path(".offloader"))
+        self.key_ring = str(ring) if ring else str(default_ring)
         self.cache_bytes = int(self.options.get("chunk_cache_bytes") or 0)
         self.scan_filter = ScanFilter()
 
@@ -190,6 +226,14 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> Sequence[InputPartition]:
         store = self.spec.open()
+        if self.discover:  # one listing of the bucket, its markers read (no metadata store)
+            try:
+                cache = IndexCache(store, key_ring=self.key_ring, cache_bytes=self.cache_bytes)
+                found = discover_segments(store, self.topics)
+                tasks = plan_segments(found, cache, self.topics, self.scan_filter, self.split_bytes)
+            finally:
+                store.close()
+            return [SegmentPartition(self.spec, t) for t in tasks]
         ctx = KafkaContext(
             store, open_kafka_metadata_store(self.metadata), KafkaSettings(), lambda: 0
         )

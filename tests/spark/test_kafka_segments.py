@@ -94,3 +94,32 @@ def test_columns_partitions_and_pushdown(spark: Any, kafka_home: Any) -> None:
     assert sorted(r.offset for r in some.select("offset").collect()) == [
         e[2] for e in expected if e[1] == 0 and 150 <= e[2] < 170 and e[3] >= cutoff
     ]
+
+
+def test_discover_reads_the_bucket_without_a_home(spark: Any, kafka_home: Any) -> None:
+    """``discover``: the home is gone; the bucket's markers plan one partition per segment
+    range, and every record reads back as with the home, none twice."""
+    import shutil
+
+    home, store, endpoint, segments, expected = kafka_home
+    shutil.rmtree(home)
+    register(spark)
+    df = (
+        spark.read.format("kafka-segments")
+        .option("store", store)
+        .option("endpoint", endpoint)
+        .option("discover", "true")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == len([s for s in segments if s.state.endswith("FINISHED")])
+    got = sorted(
+        (r.topic, r.partition, r.offset, r.key, r.value, tuple((h.key, h.value) for h in r.headers))
+        for r in df.collect()
+    )
+    assert got == [(e[0], e[1], e[2], e[4], e[5], e[6]) for e in expected]
+    one = df.filter("partition = 1 AND offset >= 100 AND offset < 120").select("offset")
+    assert sorted(r.offset for r in one.collect()) == [
+        e[2] for e in expected if e[1] == 1 and 100 <= e[2] < 120
+    ]
+    with pytest.raises(Exception, match="discover"):
+        spark.read.format("kafka-segments").option("discover", "true").load().collect()

@@ -1,0 +1,240 @@
+"""Rebuilding Kafka remote segment records from the bucket (spec/kafka-manifests.md §4).
+
+From the listing alone (:func:`formats.kafka.discover.discover_kafka`, shared with the Spark
+source's ``discover``): every completion marker whose objects are all listed is a finished
+copy; a segment id with objects (or an open multipart upload) and no marker is an unfinished
+attempt; each partition's watermark objects give its highest finished offset. A marker whose
+objects are missing, or whose plain ``.log`` is listed with another size, is a ``problem``.
+
+Two finished copies of overlapping offsets (two uploaders, a re-upload after a lost
+``finish_copy``): the lower start offset is kept, then the copy the bucket watermark names,
+then the lower segment id; the other is reported ``superseded`` and not recorded, so the
+orphan audit lists its objects (``kafka-unclaimed-segment``) beside the unfinished attempts
+(reported ``orphan``).
+
+Records are written through the :class:`~offloader.metadata.kafka_base.KafkaMetadataStore`
+Protocol: per partition ``ensure_partition`` (at the bucket watermark), then per kept copy
+``start_copy`` → ``finish_copy`` (COPY_SEGMENT_FINISHED, the watermark raised in the same
+transaction; never lowered). The records carry the ``.log``'s CRC32C but no span checksums
+(``checks`` None: reads verify Kafka's batch CRC32Cs and offsets). The tier's key scheme is
+claimed from the first kept copy's ``.log`` key when the store has none, so that a resumed
+upload names its objects alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from formats.kafka.discover import (
+    FoundSegment,
+    KafkaDiscovery,
+    PartitionFound,
+    UnfinishedAttempt,
+    discover_kafka,
+)
+from formats.kafka.manifest import infer_key_scheme
+from offloader.errors import NotFound, OffloadConflict
+from offloader.logs import get_logger
+from offloader.metadata.kafka_base import (
+    COPY_FINISHED,
+    KafkaMetadataStore,
+    NewRemoteSegment,
+)
+from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector
+from offloader.runtime import Runtime
+
+__all__ = ["KIND", "KafkaSegments"]
+
+log = get_logger(__name__)
+
+KIND = "kafka-segments"
+
+
+@dataclass
+class Plan:
+    found: KafkaDiscovery
+    problems: list[RebuildItem] = field(default_factory=list)
+
+
+def _segment_item(action: str, seg: FoundSegment, detail: str = "") -> RebuildItem:
+    m = seg.marker
+    return RebuildItem(
+        KIND,
+        action,  # type: ignore[arg-type]
+        m.topic,
+        None,
+        m.segment_id,
+        detail,
+        {
+            "partition": m.partition,
+            "base_offset": m.base_offset,
+            "start_offset": m.start_offset,
+            "end_offset": m.end_offset,
+            "log_size": m.log_size,
+            "transform": m.transform,
+            "finished_ms": m.finished_ms,
+        },
+    )
+
+
+def _attempt_item(a: UnfinishedAttempt) -> RebuildItem:
+    return RebuildItem(
+        KIND,
+        "orphan",
+        a.topic,
+        None,
+        a.segment_id,
+        "no completion marker: an unfinished attempt (objects orphans)",
+        {
+            "partition": a.partition,
+            "base_offset": a.base_offset,
+            "keys": ",".join(a.keys),
+            "multipart_upload": "yes" if a.upload else "no",
+        },
+    )
+
+
+def _watermark_item(pf: PartitionFound) -> RebuildItem:
+    highest = max((s.marker.end_offset for s in pf.kept), default=None)
+    bucket = pf.watermark[0] if pf.watermark is not None else None
+    position = max((p for p in (highest, bucket) if p is not None), default=None)
+    detail = ""
+    if bucket is None or (highest is not None and highest > bucket):
+        detail = "the bucket's watermark object is behind the markers (a crash before its PUT)"
+    return RebuildItem(
+        KIND,
+        "watermark",
+        pf.topic,
+        None,
+        pf.watermark[1] if pf.watermark is not None else None,
+        detail,
+        {
+            "partition": pf.partition,
+            "position": position,
+            "bucket_watermark": bucket,
+            "highest_marker": highest,
+        },
+    )
+
+
+class KafkaSegments:
+    """The :class:`~offloader.rebuild.base.Rebuilder` of Kafka remote segments."""
+
+    kind = KIND
+
+    def __init__(self, meta: KafkaMetadataStore) -> None:
+        self.meta = meta
+
+    def existing_records(self, rt: Runtime) -> int:
+        return len(self.meta.list_partitions())
+
+    def plan(self, rt: Runtime, listing: StoreListing, select: TopicSelector) -> Plan:
+        found = discover_kafka(
+            ((o.key, o.size) for o in listing.objects),
+            (u.key for u in listing.uploads),
+            lambda key: rt.store.get(key).data,
+            select,
+        )
+        problems = [
+            RebuildItem(KIND, "problem", None, detail=f"{key}: {message}")
+            for key, message in found.problems
+        ]
+        return Plan(found, problems)
+
+    def items(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
+        assert isinstance(plan, Plan)
+        out = list(plan.problems)
+        for pf in plan.found.partitions.values():
+            for seg in pf.kept:
+                action = "offload"
+                if merge:
+                    try:
+                        record = self.meta.get_segment(seg.marker.segment_id)
+                        action = "present" if record.state == COPY_FINISHED else "conflict"
+                    except NotFound:
+                        pass
+                out.append(_segment_item(action, seg))
+            out.extend(self._superseded(pf))
+            out.append(_watermark_item(pf))
+        out.extend(_attempt_item(a) for a in plan.found.unfinished)
+        return out
+
+    @staticmethod
+    def _superseded(pf: PartitionFound) -> list[RebuildItem]:
+        return [
+            _segment_item(
+                "superseded",
+                seg,
+                f"a second finished copy of offsets up to {kept.marker.end_offset}; kept "
+                f"{kept.marker.segment_id} (objects orphans)",
+            )
+            for seg, kept in pf.superseded
+        ]
+
+    def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
+        assert isinstance(plan, Plan)
+        out = list(plan.problems)
+        self._claim_scheme(plan.found)
+        for pf in plan.found.partitions.values():
+            out.extend(self._apply_partition(rt, pf))
+            out.extend(self._superseded(pf))
+            out.append(_watermark_item(pf))
+        out.extend(_attempt_item(a) for a in plan.found.unfinished)
+        return out
+
+    def _claim_scheme(self, found: KafkaDiscovery) -> None:
+        if self.meta.get_key_scheme() is not None:
+            return
+        for seg in found.segments():
+            m = seg.marker
+            scheme = infer_key_scheme(
+                seg.keys["log"], m.topic, m.topic_id, m.partition, m.base_offset, m.segment_id
+            )
+            if scheme is not None:
+                self.meta.claim_key_scheme(scheme)
+                log.info("Kafka key scheme rebuilt", scheme=scheme.describe())
+                return
+
+    def _apply_partition(self, rt: Runtime, pf: PartitionFound) -> list[RebuildItem]:
+        out: list[RebuildItem] = []
+        bucket = pf.watermark[0] if pf.watermark is not None else -1
+        try:
+            self.meta.ensure_partition(
+                pf.topic, pf.partition, pf.topic_id, rt.now_ms(), watermark=bucket
+            )
+        except OffloadConflict as exc:
+            return [_segment_item("conflict", seg, str(exc)) for seg in pf.kept]
+        for seg in pf.kept:
+            m = seg.marker
+            try:
+                record = self.meta.get_segment(m.segment_id)
+            except NotFound:
+                record = None
+            if record is not None:
+                action = "present" if record.state == COPY_FINISHED else "conflict"
+                detail = "" if action == "present" else f"recorded {record.state}: left as is"
+                out.append(_segment_item(action, seg, detail))
+                continue
+            try:
+                self.meta.start_copy(
+                    NewRemoteSegment(
+                        segment_id=m.segment_id,
+                        topic=m.topic,
+                        topic_id=m.topic_id,
+                        partition=m.partition,
+                        base_offset=m.base_offset,
+                        end_offset=m.end_offset,
+                        max_timestamp=m.max_timestamp,
+                        size_bytes=m.log_size,
+                        leader_epochs=dict(m.leader_epochs),
+                        keys=dict(seg.keys),
+                        start_offset=m.start_offset if m.start_offset > m.base_offset else None,
+                    ),
+                    m.finished_ms,
+                )
+            except OffloadConflict as exc:
+                out.append(_segment_item("conflict", seg, f"{exc}: not added"))
+                continue
+            self.meta.finish_copy(m.segment_id, m.finished_ms, log_crc32c=m.log_crc32c)
+            out.append(_segment_item("offload", seg))
+        return out
