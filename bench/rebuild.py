@@ -30,7 +30,8 @@
    SQLite records of one topic (1,000 segments). GETs and HEADs per segment counted.
 4. **Kafka upload cost of the manifests** (``--kafka-segments``, ``--segment-size``; goal
    >= 0.97): a log directory of closed segments uploaded to moto, the marker and watermark
-   calls timed around those calls inside the same run. Each figure has the client's CPU seconds beside it.
+   calls timed around those calls inside the same run. Each figure has the client's CPU
+   seconds beside it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -357,6 +359,19 @@ def _kafka_rebuild_vs_listing(endpoint: S3Endpoint, segments: int, tmp: Path) ->
         f"{record['baseline_client_cpu_s']} s; GETs/segment {record['gets_per_segment']}, "
         f"HEADs/segment {record['heads_per_segment']})"
     )
+
+
+def _timed(func: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    """``func``, its calls' wall time appended to ``spent``."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    return wrapper
 
 
 def _kafka_upload_cost(endpoint: S3Endpoint, segments: int, segment_size: int, tmp: Path) -> None:
