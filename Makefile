@@ -12,7 +12,7 @@ LINTED := formats offloader cli tests bench docsgen examples devservers
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml formats/_speedups.c formats/_pulsar_speedups.c formats/_crc32c.h formats/_pulsar_block.h
+$(STAMP): pyproject.toml formats/_speedups.c formats/_pulsar_speedups.c formats/_crc32c.h formats/_pulsar_block.h formats/_pulsar_rich.h formats/_pulsar_mlinfo.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,iceberg,dev]'

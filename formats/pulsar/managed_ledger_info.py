@@ -47,6 +47,10 @@ from formats.protowire import (
 )
 from formats.pulsar import compression
 from formats.pulsar.errors import PulsarMessageError
+from formats.pulsar.speedups import C_MODULE
+
+#: the C twin of the binary decoder, or None (not built, or LEDGER_OFFLOADER_PURE_PYTHON)
+_C_VALUES = getattr(C_MODULE, "managed_ledger_info_values", None)
 
 #: the first two bytes of a compressed value (Pulsar's ``MetaStoreImpl``)
 COMPRESSED_MAGIC = 0x4778
@@ -176,7 +180,52 @@ class ManagedLedgerInfo:
 def decode_managed_ledger_info(
     data: bytes | bytearray | memoryview, *, limit: int = DEFAULT_LIMIT
 ) -> ManagedLedgerInfo:
-    """The ``ManagedLedgerInfo`` a node's value holds: compressed, binary or (old) text."""
+    """The ``ManagedLedgerInfo`` a node's value holds: compressed, binary or (old) text.
+
+    The binary message is decoded by the C twin (``managed_ledger_info_values`` in
+    ``formats/_pulsar_mlinfo.h``) when it is built; on any error there, and for the text
+    format, :func:`decode_managed_ledger_info_pure` decides (and names what is at fault)."""
+    if _C_VALUES is not None:
+        try:
+            return _decode_fast(data, limit)
+        except Exception:  # the pure twin decides, with its typed error
+            pass
+    return decode_managed_ledger_info_pure(data, limit=limit)
+
+
+def _decode_fast(data: bytes | bytearray | memoryview, limit: int) -> ManagedLedgerInfo:
+    assert _C_VALUES is not None
+    body: bytes | bytearray | memoryview = data
+    if len(data) >= 2 and data[0] == 0x47 and data[1] == 0x78:
+        body = _decompressed(memoryview(data), limit)
+    ledgers, terminated, props = _C_VALUES(body)
+    return ManagedLedgerInfo(
+        tuple(
+            LedgerInfo(lid, entries, size, ts, None if ctx is None else _context(ctx), lprops)
+            for lid, entries, size, ts, ctx, lprops in ledgers
+        ),
+        terminated,
+        props,
+    )
+
+
+def _context(values: tuple) -> OffloadContext:  # type: ignore[type-arg]
+    msb, lsb, complete, deleted, ts, driver, segments = values
+    return OffloadContext(
+        msb,
+        lsb,
+        complete,
+        deleted,
+        ts,
+        None if driver is None else _driver_of(driver),
+        tuple(OffloadSegment(*s[:6], None if s[6] is None else _driver_of(s[6])) for s in segments),
+    )
+
+
+def decode_managed_ledger_info_pure(
+    data: bytes | bytearray | memoryview, *, limit: int = DEFAULT_LIMIT
+) -> ManagedLedgerInfo:
+    """The pure-Python twin of :func:`decode_managed_ledger_info` (same results)."""
     buf = memoryview(data)
     if len(buf) >= 2 and int.from_bytes(buf[:2], "big") == COMPRESSED_MAGIC:
         try:
@@ -300,6 +349,11 @@ def _driver(buf: memoryview, base: int) -> DriverMetadata:
         _DRIVERS.clear()
     _DRIVERS[raw] = driver
     return driver
+
+
+def _driver_of(raw: bytes) -> DriverMetadata:
+    cached = _DRIVERS.get(raw)
+    return cached if cached is not None else _driver(memoryview(raw), 0)
 
 
 def _decode_driver(buf: memoryview, base: int) -> DriverMetadata:
