@@ -87,7 +87,8 @@ class DriverMetadata:
 
 def java_uuid(msb: int, lsb: int) -> str:
     """The string of Java's ``new UUID(msb, lsb)`` (both signed 64-bit)."""
-    return str(uuid.UUID(int=((msb & _MASK64) << 64) | (lsb & _MASK64)))
+    h = f"{msb & _MASK64:016x}{lsb & _MASK64:016x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def uuid_halves(text: str) -> tuple[int, int]:
