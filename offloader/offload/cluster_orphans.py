@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from formats.keys import parse_key, parse_user_metadata
+from formats.keys import INDEX_SUFFIX, data_key, parse_key, parse_user_metadata
 from offloader.errors import (
     AccessDenied,
     InvalidKeyError,
@@ -138,6 +138,8 @@ class _References:
     topics: int
     #: managed ledger name -> the topic name the source listed it as
     ml_topics: dict[str, str] = field(default_factory=dict)
+    #: the object keys of :attr:`pairs` (data and index): one set lookup per listed object
+    keys: frozenset[str] = frozenset()
 
 
 def _managed_ledger_name(path: str) -> str:
@@ -190,7 +192,13 @@ def _references(cluster_topics: Iterable[ClusterTopic], namespaces: set[str]) ->
         frozenset(running),
         count,
         ml_topics,
+        _object_keys(pairs),
     )
+
+
+def _object_keys(pairs: set[tuple[str, int]]) -> frozenset[str]:
+    data = [data_key(uid, lid) for uid, lid in pairs]
+    return frozenset(data + [d + INDEX_SUFFIX for d in data])
 
 
 def _reread(
@@ -260,10 +268,12 @@ def audit_cluster_bucket(
     audit = ClusterAudit(store.url, source.location, now, topics=refs.topics)
     audit.referenced_ledgers = len(refs.ledger_owner)
     heads: dict[tuple[str, int], tuple[str, str | None]] = {}
-    pairs = refs.pairs
+    pairs, referenced = refs.pairs, refs.keys
     for info in listed:
         audit.listed_objects += 1
         audit.listed_bytes += info.size
+        if info.key in referenced:
+            continue
         try:
             key = parse_key(info.key)
         except InvalidKeyError:
