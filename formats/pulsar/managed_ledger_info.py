@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from formats.errors import ManagedLedgerInfoError, ProtobufError
 from formats.protowire import (
@@ -210,7 +211,7 @@ def _decode_fast(data: bytes | bytearray | memoryview, limit: int) -> ManagedLed
     )
 
 
-def _context(values: tuple) -> OffloadContext:  # type: ignore[type-arg]
+def _context(values: tuple[Any, ...]) -> OffloadContext:
     msb, lsb, complete, deleted, ts, driver, segments = values
     return OffloadContext(
         msb,
@@ -219,7 +220,15 @@ def _context(values: tuple) -> OffloadContext:  # type: ignore[type-arg]
         deleted,
         ts,
         None if driver is None else _driver_of(driver),
-        tuple(OffloadSegment(*s[:6], None if s[6] is None else _driver_of(s[6])) for s in segments),
+        tuple(_segment_of(*s) for s in segments),
+    )
+
+
+def _segment_of(
+    msb: Any, lsb: Any, complete: Any, assigned: Any, offloaded: Any, end: Any, driver: Any
+) -> OffloadSegment:
+    return OffloadSegment(
+        msb, lsb, complete, assigned, offloaded, end, None if driver is None else _driver_of(driver)
     )
 
 
