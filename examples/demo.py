@@ -12,7 +12,11 @@ drives the real ``offloader`` command and prints one line per stage:
 4. count messages per key with Spark (``examples/spark_messages.py``, the ``pulsar-messages``
    DataFrame source; skipped, saying why, without PySpark or Java);
 5. export the messages to an Apache Iceberg table;
-6. read that table with DuckDB's own Iceberg reader (``examples/iceberg_query.py``).
+6. read that table with DuckDB's own Iceberg reader (``examples/iceberg_query.py``);
+7. describe the topic's ledgers in a throwaway ZooKeeper as a Pulsar cluster's metadata (one
+   ``ManagedLedgerInfo``, as a broker writes it) and read that cluster's topic by name in Spark
+   (``--pulsar-metadata``; ``examples/pulsar_cluster_demo.py``; skipped, saying why, without
+   ZooKeeper: ``make demo`` installs it as root).
 
 ``-v`` prints each command and its output as well. It exits 1 as soon as a stage fails.
 ``make tour`` (``examples/tour.py``) runs every capability.
@@ -161,6 +165,27 @@ def iceberg(demo: Demo, stages: Stages) -> None:
     stages.done("duckdb", f"iceberg_scan reads the {total} messages, every message id once")
 
 
+def cluster(demo: Demo, work: Path, stages: Stages) -> None:
+    from devservers import zookeeper
+    from examples.pulsar_cluster_demo import CLUSTER_TOPIC, read_cluster_topic
+
+    why_not = zookeeper.unavailable_reason() or spark_unavailable()
+    if why_not is not None:
+        stages.done("cluster", f"skipped: {why_not} (run 'sudo make zk-deps')")
+        return
+    got, expected = read_cluster_topic(demo, work, TOPIC, window_ms=3_600_000)
+    if got != expected or not got:
+        raise StepFailed(
+            f"Spark counted {got} messages per key of the cluster topic, not {expected}"
+        )
+    per_key = " ".join(f"{key}={n}" for key, n in got.items())
+    stages.done(
+        "cluster",
+        f"{CLUSTER_TOPIC} read by name from its ZooKeeper-described cluster in Spark "
+        f"(pulsar_metadata option): {per_key}",
+    )
+
+
 def run_demo(demo: Demo, work: Path) -> None:
     stages = Stages()
     configure(demo)
@@ -170,6 +195,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     read_back(demo, stages)
     spark(demo, stages)
     iceberg(demo, stages)
+    cluster(demo, work, stages)
 
 
 def main(argv: list[str] | None = None) -> int:
