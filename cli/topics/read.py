@@ -105,10 +105,10 @@ def read(
     with ledger_id, entry_id, length, sha256, tier, verified (and payload_b64 with --payload).
     Exits 1 if the topic does not exist or --from names a ledger it does not have.
 
-    With --pulsar-metadata: the cluster topic's offloaded ledgers (decoded too, with --decode pulsar), in the managed ledger's
-    order, from the bucket each ledger's offload context names (--store reads them all from
-    one store instead); ledgers not offloaded (still only in BookKeeper) are skipped with a
-    warning.
+    With --pulsar-metadata: the cluster topic's offloaded ledgers (decoded with --decode
+    pulsar), in the managed ledger's order, from the bucket each ledger's offload context
+    names (--store reads them all from one store instead); ledgers not offloaded (still only
+    in BookKeeper) are skipped with a warning.
 
     \b
     Examples:
