@@ -6,6 +6,7 @@ Thin: parses options into an :class:`~offloader.api.ExportSpec` and calls the fa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -242,15 +243,24 @@ def status(
     from the target below the watermark are reported (how many, and the ranges no file
     covers) and the command exits 1: `export run` writes them again. For an iceberg:// table:
     its current snapshot, its metadata_location (what other engines open) and the watermark
-    the table carries."""
+    the table carries. With --pulsar-metadata: TOPIC is the real cluster's (one managed
+    ledger), its lag counted from its ManagedLedgerInfo up to the last offloaded ledger."""
     if target.strip().lower().startswith("iceberg://"):
+        if cluster_url(cli) is not None:
+            raise click.UsageError("export status with --pulsar-metadata: Parquet targets only")
         from cli.export.iceberg import status_iceberg
 
         status_iceberg(cli, topic, target, catalog, warehouse, json_output)
         return
-    with open_offloader(cli, read_only=True) as offloader:
+    with contextlib.ExitStack() as stack:
+        offloader = stack.enter_context(open_offloader(cli, read_only=True))
+        cluster = stack.enter_context(open_cluster(cli)) if cluster_url(cli) is not None else None
         st = offloader.export_status(
-            topic, target, generation=generation, endpoint_url=target_endpoint or cli.endpoint_url
+            topic,
+            target,
+            generation=generation,
+            endpoint_url=target_endpoint or cli.endpoint_url,
+            cluster=cluster,
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
     if st.missing_files:
@@ -350,6 +360,9 @@ def reset(
     """Move TOPIC's export watermark back and remove the files after it (re-exported by the
     next run). Files before the point are not touched.
 
+    With --pulsar-metadata: TOPIC is the real cluster's (the watermark keyed by the cluster
+    and the topic, as export run keeps it).
+
     \b
     Example:
       offloader export reset orders --target /data/lake --to 2025-06-15T10:00:00Z
@@ -361,6 +374,7 @@ def reset(
             point,
             generation=generation,
             endpoint_url=target_endpoint or cli.endpoint_url,
+            cluster=cluster_url(cli),
         )
     cli.emit(
         _reset(r),

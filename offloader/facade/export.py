@@ -255,9 +255,14 @@ class ExportFacade(ServiceFacade):
         generation: int = 1,
         endpoint_url: str | None = None,
         region: str | None = None,
+        cluster: PulsarCluster | None = None,
     ) -> ExportStatus:
-        """The export's watermark, its committed files and its lag (entries and time)."""
+        """The export's watermark, its committed files and its lag (entries and time); with
+        ``cluster``, of that real Pulsar cluster's topic (one managed ledger)."""
         _not_iceberg(target, "export_iceberg_status")
+        of_cluster = (
+            None if cluster is None else (cluster.location, cluster.source.managed_ledger(topic))
+        )
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
         return export_status(
@@ -268,6 +273,7 @@ class ExportFacade(ServiceFacade):
             generation,
             self._rt.now_ms(),
             kafka_meta,
+            of_cluster,
         )
 
     def export_reset(
@@ -279,9 +285,14 @@ class ExportFacade(ServiceFacade):
         generation: int = 1,
         endpoint_url: str | None = None,
         region: str | None = None,
+        cluster: str | None = None,
     ) -> ResetReport:
         """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
-        exactly the files after it, so that the next run writes them again."""
+        exactly the files after it, so that the next run writes them again. ``cluster``: the
+        metadata-store URL of the real Pulsar cluster whose topic this is
+        (``--pulsar-metadata``; not connected to: the watermark is keyed by its location)."""
+        from offloader.pulsar_cluster import parse_metadata_url
+
         _not_iceberg(target, None)
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         return reset_export(
@@ -292,6 +303,7 @@ class ExportFacade(ServiceFacade):
             generation,
             parse_reset_point(to),
             self._rt.now_ms,
+            None if cluster is None else parse_metadata_url(cluster).canonical,
         )
 
     # --- exports to Iceberg tables (spec/export.md, "Iceberg tables") --------------------------
