@@ -86,7 +86,7 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format $(LINTED)
 	$(VENV)/bin/ruff check --fix $(LINTED)
 
-demo: install zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The main job in a minute or two, one line per stage: produce, offload, read back, Spark, Iceberg + DuckDB, a ZooKeeper-described cluster's topic in Spark (S3=ceph: Ceph RGW; S3=gcs, S3=azurite: the GCS and Azure emulators)
+demo: install zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The main job in a minute or two, one line per stage: produce, offload, read back, Spark, a ZooKeeper-described cluster's topic in Spark, Iceberg + DuckDB (S3=ceph: Ceph RGW; S3=gcs, S3=azurite: the GCS and Azure emulators)
 	$(PY) -m examples.demo --s3 $(S3)
 
 tour: install pg-deps zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The tour of every capability, each command and its output (S3=ceph, S3=gcs, S3=azurite as for the demo)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -79,20 +80,16 @@ def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None
     )
 
 
-def read_cluster_topic(
-    demo: Any, work: Path, topic: str, *, window_ms: int = 86_400_000
-) -> tuple[dict[str, int], dict[str, int]]:
-    """ZooKeeper started, ``topic``'s ledgers written into it as the managed ledger of
-    :data:`CLUSTER_TOPIC`, that topic read by name in Spark (``spark_messages
-    --pulsar-metadata``). Returns the messages per key Spark counted, and those of ``topic``'s
-    offloaded ledgers (what it must count)."""
+@contextmanager
+def described_cluster(demo: Any, work: Path, topic: str) -> Iterator[str]:
+    """A throwaway ZooKeeper holding ``topic``'s ledgers as :data:`CLUSTER_TOPIC`'s managed
+    ledger (LZ4-compressed, as a broker writes it): yields its metadata-store URL."""
     from kazoo.client import KazooClient
 
     from devservers import zookeeper
     from offloader.naming import TopicName
 
     ledgers = demo.ledgers(topic)
-    offloaded = {row["ledger_id"] for row in ledgers if row["offloaded"]}
     store = demo.target.store_url
     bucket = urlsplit(store).netloc
     endpoint = demo.target.env.get("AWS_ENDPOINT_URL", "")
@@ -108,10 +105,28 @@ def read_cluster_topic(
         finally:
             client.stop()
             client.close()
-        url = server.url("/pulsar")
         demo.say(
             f"ZooKeeper on {server.hosts} (started in {server.start_seconds:.1f}s); wrote {path}"
         )
+        yield server.url("/pulsar")
+
+
+def offloaded_counts(demo: Any, topic: str) -> dict[str, int]:
+    """Messages per key of ``topic``'s offloaded ledgers (what the cluster's read must count)."""
+    offloaded = {row["ledger_id"] for row in demo.ledgers(topic) if row["offloaded"]}
+    messages = demo.json("topics", "read", topic, "--decode", "pulsar", quiet=True)
+    return dict(Counter(m["key"] for m in messages if m["ledger_id"] in offloaded))
+
+
+def read_cluster_topic(
+    demo: Any, work: Path, topic: str, *, window_ms: int = 86_400_000
+) -> tuple[dict[str, int], dict[str, int]]:
+    """ZooKeeper started, ``topic``'s ledgers written into it as the managed ledger of
+    :data:`CLUSTER_TOPIC`, that topic read by name in Spark (``spark_messages
+    --pulsar-metadata``). Returns the messages per key Spark counted, and those of ``topic``'s
+    offloaded ledgers (what it must count)."""
+    store = demo.target.store_url
+    with described_cluster(demo, work, topic) as url:
         demo.offloader("--pulsar-metadata", url, "topics", "list")
         demo.offloader("--pulsar-metadata", url, "topics", "info", CLUSTER_TOPIC, show=12)
         # the objects are under the demo store's prefix: --store names it (the driver
@@ -126,6 +141,4 @@ def read_cluster_topic(
         for parts in (line.split() for line in out.splitlines())
         if len(parts) == 2 and parts[0].startswith("sensor-")
     }
-    messages = demo.json("topics", "read", topic, "--decode", "pulsar", quiet=True)
-    expected = Counter(m["key"] for m in messages if m["ledger_id"] in offloaded)
-    return got, dict(expected)
+    return got, offloaded_counts(demo, topic)

@@ -43,16 +43,16 @@ def test_the_demo_runs_the_main_job_quietly(tmp_path: Path) -> None:
         ("2", "offload"),
         ("3", "read"),
         ("4", "spark"),
-        ("5", "iceberg"),
-        ("6", "duckdb"),
-        ("7", "cluster"),
+        ("5", "cluster"),
+        ("6", "iceberg"),
+        ("7", "duckdb"),
     ]
     assert len(stages) == len(lines) - 2, "only one line per stage"
     total = sum(PER_KEY.values())
     assert f"{total} Pulsar messages" in lines[1] and TOPIC in lines[1]
     assert " ".join(f"{k}={n}" for k, n in PER_KEY.items()) in lines[4]
-    assert f"{total} messages exported" in lines[5]
-    assert "persistent://demo/manual/sensors read by name" in lines[7]
-    assert " ".join(f"{k}={n}" for k, n in PER_KEY.items()) in lines[7]
+    assert "persistent://demo/manual/sensors read by name" in lines[5]
+    assert " ".join(f"{k}={n}" for k, n in PER_KEY.items()) in lines[5]
+    assert f"{total} messages exported" in lines[6]
     assert re.fullmatch(r"demo finished OK in \d+\.\d+s", lines[-1])
     assert not [line for line in lines if any(word in line for word in NOISE)]
