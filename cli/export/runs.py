@@ -143,7 +143,7 @@ def run(
     With --pulsar-metadata: TOPICS are the real cluster's (a partitioned topic's name exports
     each partition), exported up to the last ledger whose offload is complete (a ledger still
     only in BookKeeper stops it), the watermark keyed by the cluster and the topic and kept in
-    this home; Parquet only for now.
+    this home (or, for an iceberg:// table, in the table).
 
     \b
     Examples:
@@ -169,11 +169,13 @@ def run(
         warehouse=warehouse,
     )
     if cluster_url(cli) is not None:
-        if spec.is_iceberg or kafka:
-            raise click.UsageError(
-                "export run with --pulsar-metadata writes Parquet of Pulsar topics only "
-                "(no iceberg:// target, no --kafka) for now"
-            )
+        if kafka:
+            raise click.UsageError("export run with --pulsar-metadata exports Pulsar topics")
+        if spec.is_iceberg:
+            from cli.export.iceberg import run_iceberg
+
+            run_iceberg(cli, topics, spec, engine, cluster=True)
+            return
         with open_offloader(cli) as offloader, open_cluster(cli) as cluster:
             for report in offloader.export_run(topics, spec, engine=engine, cluster=cluster):
                 cli.emit(_report(report), _report_text(report))

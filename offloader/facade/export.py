@@ -315,6 +315,7 @@ class ExportFacade(ServiceFacade):
         spark: object | None = None,
         engine: str = "spark",
         kafka: bool = False,
+        cluster: PulsarCluster | None = None,
     ) -> list[IcebergTopicReport]:
         """Export each topic's messages after the watermark the table carries into the Iceberg
         table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
@@ -330,6 +331,8 @@ class ExportFacade(ServiceFacade):
         if not spec.is_iceberg:
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
         runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
+        if cluster is not None:
+            return self._export_cluster_iceberg(cluster, list(topics), spec, spark, engine)
         if kafka:
             runner = self._kafka_runner(IcebergKafkaRunner, spec, spark, engine)
             return run_iceberg_export(
@@ -358,6 +361,45 @@ class ExportFacade(ServiceFacade):
             runner,
             foreign=self._foreign_topics(),
             catalogs=self._catalog_pool(),
+        )
+
+    def _export_cluster_iceberg(
+        self,
+        cluster: PulsarCluster,
+        topics: list[str],
+        spec: ExportSpec,
+        spark: object | None,
+        engine: str,
+    ) -> list[IcebergTopicReport]:
+        from offloader.spark.iceberg_job import (
+            IcebergClusterLocalRunner,
+            IcebergClusterSparkRunner,
+        )
+
+        names = [n for t in topics for n in cluster.partitions(t)]
+        runner: IcebergClusterLocalRunner | IcebergClusterSparkRunner
+        if engine == "local":
+            runner = IcebergClusterLocalRunner(
+                str(self._rt.home), spec, cluster.location, **cluster.store_overrides()
+            )
+        elif engine == "spark":
+            runner = IcebergClusterSparkRunner(
+                self._spark_session(spark),
+                str(self._rt.home),
+                spec,
+                cluster.location,
+                **cluster.store_overrides(),
+            )
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        return run_iceberg_export(
+            self._rt.meta,
+            self._rt.home,
+            spec,
+            names,
+            runner,
+            catalogs=self._catalog_pool(),
+            cluster=cluster.source,
         )
 
     def _catalog_pool(self) -> CatalogPool:

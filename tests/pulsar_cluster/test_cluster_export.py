@@ -119,3 +119,44 @@ def test_export_status_and_reset_of_a_cluster_topic(
     (again,) = json_lines(ok(home, *base, "run", "metrics", "--to", str(lake), "--engine", "local"))
     assert again["previous"] == [31, -1] and again["rows"] == 5 and again["watermark"] == [31, 4]
     assert _rows(lake) == [(lid, i) for lid in (30, 31) for i in range(5)]
+
+
+def test_export_run_of_a_cluster_topic_to_iceberg_exactly_once(
+    tmp_path: Path,
+    zk_server: ZkServer,
+    cluster: ClusterWriter,
+    moto_endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in moto_endpoint.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = moto_endpoint.new_bucket()
+    first = [_offload(moto_endpoint, bucket, 30), _offload(moto_endpoint, bucket, 31)]
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*first, plain(32, entries=5))))
+    url = zk_server.url(cluster.chroot)
+    home = tmp_path / "home"
+    args = ("--json", "--pulsar-metadata", url, "export", "run", "metrics")
+    table = ("--to", "iceberg://lake.metrics", "--engine", "local")
+    (report,) = json_lines(ok(home, *args, *table))
+    assert report["topic"] == TOPIC and report["rows"] == 10 and report["watermark"] == [31, 4]
+    (again,) = json_lines(ok(home, *args, *table))
+    assert again["rows"] == 0 and again["watermark"] == [31, 4]
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*first, _offload(moto_endpoint, bucket, 32))))
+    (third,) = json_lines(ok(home, *args, *table))
+    assert third["previous"] == [31, 4] and third["rows"] == 5 and third["watermark"] == [32, 4]
+    import pyarrow.parquet as pq_
+
+    files = sorted(home.rglob("*.parquet"))
+    rows = sorted(
+        (lid, eid)
+        for f in files
+        for lid, eid in zip(
+            pq_.read_table(f)["ledger_id"].to_pylist(),
+            pq_.read_table(f)["entry_id"].to_pylist(),
+            strict=True,
+        )
+    )
+    assert rows == [(lid, i) for lid in (30, 31, 32) for i in range(5)]
+    assert {t for f in files for t in pq_.read_table(f)["topic"].to_pylist()} == {TOPIC}
