@@ -12,7 +12,7 @@ LINTED := formats offloader cli tests bench docsgen examples devservers
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml formats/_speedups.c formats/_pulsar_speedups.c formats/_kafka_speedups.c formats/_crc32c.h formats/_pulsar_block.h
+$(STAMP): pyproject.toml formats/_speedups.c formats/_pulsar_speedups.c formats/_kafka_speedups.c formats/_crc32c.h formats/_pulsar_block.h formats/_pulsar_rich.h formats/_pulsar_mlinfo.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,iceberg,dev]'
@@ -86,7 +86,7 @@ fmt: install ## Format the code with ruff
 	$(VENV)/bin/ruff format $(LINTED)
 	$(VENV)/bin/ruff check --fix $(LINTED)
 
-demo: install $(if $(filter azurite,$(S3)),cloud-deps) ## The main job in a minute or two, one line per stage: produce, offload, read back, Spark, Iceberg + DuckDB (S3=ceph: Ceph RGW; S3=gcs, S3=azurite: the GCS and Azure emulators)
+demo: install zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The main job in a minute or two, one line per stage: produce, offload, read back, Spark, a ZooKeeper-described cluster's topic in Spark, Iceberg + DuckDB (S3=ceph: Ceph RGW; S3=gcs, S3=azurite: the GCS and Azure emulators)
 	$(PY) -m examples.demo --s3 $(S3)
 
 tour: install pg-deps zk-deps $(if $(filter azurite,$(S3)),cloud-deps) ## The tour of every capability, each command and its output (S3=ceph, S3=gcs, S3=azurite as for the demo)

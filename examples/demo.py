@@ -11,8 +11,12 @@ drives the real ``offloader`` command and prints one line per stage:
 3. read every message back from S3, decoded, and check that each one arrives once;
 4. count messages per key with Spark (``examples/spark_messages.py``, the ``pulsar-messages``
    DataFrame source; skipped, saying why, without PySpark or Java);
-5. export the messages to an Apache Iceberg table;
-6. read that table with DuckDB's own Iceberg reader (``examples/iceberg_query.py``).
+5. in the same Spark job, read a Pulsar cluster's topic by name: the topic's ledgers are
+   described in a throwaway ZooKeeper as a broker writes them (one ``ManagedLedgerInfo``;
+   ``examples/pulsar_cluster_demo.py``) and read through ``pulsar_metadata`` (skipped, saying
+   why, without ZooKeeper: ``make demo`` installs it as root);
+6. export the messages to an Apache Iceberg table;
+7. read that table with DuckDB's own Iceberg reader (``examples/iceberg_query.py``).
 
 ``-v`` prints each command and its output as well. It exits 1 as soon as a stage fails.
 ``make tour`` (``examples/tour.py``) runs every capability.
@@ -117,23 +121,54 @@ def read_back(demo: Demo, stages: Stages) -> None:
     )
 
 
-def spark(demo: Demo, stages: Stages) -> None:
+def spark(demo: Demo, work: Path, stages: Stages) -> None:
+    """Stages 4 and 5: one Spark job counts the topic's messages per key, then those of the
+    cluster topic that ZooKeeper describes (when ZooKeeper can run here)."""
+    from contextlib import nullcontext
+
+    from devservers import zookeeper
+    from examples.pulsar_cluster_demo import CLUSTER_TOPIC, described_cluster, offloaded_counts
+
     why_not = spark_unavailable()
     if why_not is not None:
         stages.done("spark", f"skipped: {why_not}")
+        stages.done("cluster", f"skipped: {why_not}")
         return
+    no_zk = zookeeper.unavailable_reason()
     window = ["--from-ms", "0", "--to-ms", str(int(time.time() * 1000) + 3_600_000)]
     args = [*demo.home_and_store(), "--topics", TOPIC, *window]
-    out = demo.example("spark_messages", args, "the Spark job")
-    counted = {
-        parts[0]: int(parts[1])
-        for parts in (line.split() for line in out.splitlines())
-        if len(parts) == 2 and parts[0] in PER_KEY
-    }
+    with described_cluster(demo, work, TOPIC) if no_zk is None else nullcontext("") as url:
+        if url:
+            demo.offloader("--pulsar-metadata", url, "topics", "info", CLUSTER_TOPIC, show=12)
+            args += ["--cluster-metadata", url, "--cluster-topics", CLUSTER_TOPIC]
+        out = demo.example("spark_messages", args, "the Spark job")
+    mine, _, theirs = out.partition("\ncluster: ")
+    counted = _counts(mine)
     if counted != PER_KEY:
         raise StepFailed(f"Spark counted {counted} messages per key, not {PER_KEY}")
     per_key = " ".join(f"{key}={n}" for key, n in counted.items())
     stages.done("spark", f"messages per key (pulsar-messages source, groupBy): {per_key}")
+    if no_zk is not None:
+        stages.done("cluster", f"skipped: {no_zk} (run 'sudo make zk-deps')")
+        return
+    expected = offloaded_counts(demo, TOPIC)
+    got = _counts(theirs)
+    if got != expected or not got:
+        raise StepFailed(f"Spark counted {got} messages per key of {CLUSTER_TOPIC}, not {expected}")
+    per_key = " ".join(f"{key}={n}" for key, n in got.items())
+    stages.done(
+        "cluster",
+        f"{CLUSTER_TOPIC} read by name from its ZooKeeper-described cluster, same Spark job "
+        f"(pulsar_metadata option): {per_key}",
+    )
+
+
+def _counts(table: str) -> dict[str, int]:
+    return {
+        parts[0]: int(parts[1])
+        for parts in (line.split() for line in table.splitlines())
+        if len(parts) == 2 and parts[0] in PER_KEY
+    }
 
 
 def iceberg(demo: Demo, stages: Stages) -> None:
@@ -168,7 +203,7 @@ def run_demo(demo: Demo, work: Path) -> None:
     produce(demo, stages)
     offload(demo, stages)
     read_back(demo, stages)
-    spark(demo, stages)
+    spark(demo, work, stages)
     iceberg(demo, stages)
 
 

@@ -1,6 +1,7 @@
-"""The real-cluster part of ``make demo``: a Pulsar cluster's topic read by name in Spark.
+"""A Pulsar cluster's topic read by name in Spark: a stage of ``make demo`` and a step of the tour.
 
-:func:`pulsar_cluster_part` starts a throwaway ZooKeeper (``devservers/zookeeper.py``,
+:func:`read_cluster_topic` (``make demo``'s ``cluster`` stage, and :func:`pulsar_cluster_part`
+in the tour) starts a throwaway ZooKeeper (``devservers/zookeeper.py``,
 Debian's ``zookeeper`` package: ``make demo`` installs it as root, as ``make test`` does) and
 writes into it what a Pulsar broker keeps there for the demo's messages topic: one
 ``ManagedLedgerInfo`` (LZ4-compressed, as ``managedLedgerInfoCompressionType=LZ4`` writes it)
@@ -17,7 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -61,7 +63,7 @@ def _managed_ledger_info(ledgers: list[dict[str, Any]], bucket: str, endpoint: s
 
 
 def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None]) -> None:
-    """See the module docstring."""
+    """The tour's step: see the module docstring."""
     from devservers import zookeeper
     from examples.harness import spark_unavailable
     from examples.tour import MESSAGES_TOPIC
@@ -71,12 +73,23 @@ def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None
     if reason is not None:
         print(f"  skipped: {reason} (run 'sudo make zk-deps')")
         return
+    got, expected = read_cluster_topic(demo, work, MESSAGES_TOPIC)
+    check(
+        got == expected,
+        f"the cluster topic's messages per key, from its offloaded ledgers only: {got}",
+    )
+
+
+@contextmanager
+def described_cluster(demo: Any, work: Path, topic: str) -> Iterator[str]:
+    """A throwaway ZooKeeper holding ``topic``'s ledgers as :data:`CLUSTER_TOPIC`'s managed
+    ledger (LZ4-compressed, as a broker writes it): yields its metadata-store URL."""
     from kazoo.client import KazooClient
 
+    from devservers import zookeeper
     from offloader.naming import TopicName
 
-    ledgers = demo.ledgers(MESSAGES_TOPIC)
-    offloaded = {row["ledger_id"] for row in ledgers if row["offloaded"]}
+    ledgers = demo.ledgers(topic)
     store = demo.target.store_url
     bucket = urlsplit(store).netloc
     endpoint = demo.target.env.get("AWS_ENDPOINT_URL", "")
@@ -92,17 +105,35 @@ def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None
         finally:
             client.stop()
             client.close()
-        url = server.url("/pulsar")
-        print(
-            f"  ZooKeeper on {server.hosts} (started in {server.start_seconds:.1f}s); wrote {path}"
+        demo.say(
+            f"ZooKeeper on {server.hosts} (started in {server.start_seconds:.1f}s); wrote {path}"
         )
+        yield server.url("/pulsar")
+
+
+def offloaded_counts(demo: Any, topic: str) -> dict[str, int]:
+    """Messages per key of ``topic``'s offloaded ledgers (what the cluster's read must count)."""
+    offloaded = {row["ledger_id"] for row in demo.ledgers(topic) if row["offloaded"]}
+    messages = demo.json("topics", "read", topic, "--decode", "pulsar", quiet=True)
+    return dict(Counter(m["key"] for m in messages if m["ledger_id"] in offloaded))
+
+
+def read_cluster_topic(
+    demo: Any, work: Path, topic: str, *, window_ms: int = 86_400_000
+) -> tuple[dict[str, int], dict[str, int]]:
+    """ZooKeeper started, ``topic``'s ledgers written into it as the managed ledger of
+    :data:`CLUSTER_TOPIC`, that topic read by name in Spark (``spark_messages
+    --pulsar-metadata``). Returns the messages per key Spark counted, and those of ``topic``'s
+    offloaded ledgers (what it must count)."""
+    store = demo.target.store_url
+    with described_cluster(demo, work, topic) as url:
         demo.offloader("--pulsar-metadata", url, "topics", "list")
         demo.offloader("--pulsar-metadata", url, "topics", "info", CLUSTER_TOPIC, show=12)
         # the objects are under the demo store's prefix: --store names it (the driver
         # metadata of a broker's offload names its bucket, where its keys are at the root)
         args = [
             "--pulsar-metadata", url, "--store", store, "--topics", CLUSTER_TOPIC,
-            "--from-ms", "0", "--to-ms", str(int(time.time() * 1000) + 86_400_000),
+            "--from-ms", "0", "--to-ms", str(int(time.time() * 1000) + window_ms),
         ]  # fmt: skip
         out = demo.example("spark_messages", args, "the Spark job over the cluster's topic")
     got = {
@@ -110,9 +141,4 @@ def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None
         for parts in (line.split() for line in out.splitlines())
         if len(parts) == 2 and parts[0].startswith("sensor-")
     }
-    messages = demo.json("topics", "read", MESSAGES_TOPIC, "--decode", "pulsar", quiet=True)
-    expected = Counter(m["key"] for m in messages if m["ledger_id"] in offloaded)
-    check(
-        got == dict(expected),
-        f"the cluster topic's messages per key, from its offloaded ledgers only: {got}",
-    )
+    return got, offloaded_counts(demo, topic)

@@ -6,6 +6,9 @@
 Reads through the ``pulsar-messages`` DataFrame source (entries decoded into messages; blocks
 whose zone maps lie outside the window are never fetched) and prints the table of
 ``groupBy("key")`` over ``publish_time BETWEEN from AND to`` (ms since the epoch, inclusive).
+With ``--cluster-metadata URL --cluster-topics ...`` the same session then counts a real Pulsar
+cluster's topics too (read by name through its metadata store), printed as a second table after
+a ``cluster:`` line: one JVM for both (``make demo`` does that).
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         "topics by name, instead of the home's",
     )
     parser.add_argument("--topics", nargs="+", required=True)
+    parser.add_argument(
+        "--cluster-metadata",
+        default=None,
+        help="also count these topics of a real Pulsar cluster (its metadata store URL), in "
+        "the same Spark session",
+    )
+    parser.add_argument("--cluster-topics", nargs="+", default=None)
     parser.add_argument("--from-ms", type=int, required=True)
     parser.add_argument("--to-ms", type=int, required=True)
     args = parser.parse_args(argv)
@@ -73,13 +83,27 @@ def main(argv: list[str] | None = None) -> int:
 
     from offloader.spark import local_session
 
+    if bool(args.cluster_metadata) != bool(args.cluster_topics):
+        parser.error("--cluster-metadata and --cluster-topics go together")
     spark = local_session("offloader-spark-messages")
     try:
         rows, read, total = count_by_key(spark, options, args.from_ms, args.to_ms)
+        print(format_table(rows))
+        print(f"({read} of {total} partitions read: zone maps skip blocks outside the window)")
+        if args.cluster_metadata:
+            more = {
+                "store": args.store,
+                "topics": ",".join(args.cluster_topics),
+                "pulsar_metadata": args.cluster_metadata,
+            }
+            if args.endpoint_url:
+                more["endpoint"] = args.endpoint_url
+            rows, read, total = count_by_key(spark, more, args.from_ms, args.to_ms)
+            print(f"cluster: {args.cluster_metadata}")
+            print(format_table(rows))
+            print(f"({read} of {total} partitions read)")
     finally:
         spark.stop()
-    print(format_table(rows))
-    print(f"({read} of {total} partitions read: zone maps skip blocks outside the window)")
     return 0
 
 

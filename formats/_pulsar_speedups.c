@@ -585,6 +585,7 @@ done:
 }
 
 #include "_pulsar_block.h"
+#include "_pulsar_mlinfo.h"
 
 static PyMethodDef methods[] = {
     {"split_batch_columns", split_batch_columns, METH_VARARGS,
@@ -599,6 +600,8 @@ static PyMethodDef methods[] = {
      "crc32c(data, crc=0, hw=True): the CRC32C of data (hw=False: the table path)."},
     {"message_metadata_values", message_metadata_values, METH_VARARGS,
      "A MessageMetadata -> its 28 field values in order, or None for the Python twin."},
+    {"managed_ledger_info_values", managed_ledger_info_values, METH_VARARGS,
+     "A plain binary ManagedLedgerInfo -> (ledgers, terminated, properties) as tuples."},
     {NULL, NULL, 0, NULL},
 };
 

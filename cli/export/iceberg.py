@@ -7,9 +7,11 @@ Thin: builds the :class:`~offloader.api.IcebergTarget` and calls the facade.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
+from cli.cluster import open_cluster
 from cli.context import CliContext
 from cli.settings import open_offloader
 from offloader.api import (
@@ -40,10 +42,19 @@ def iceberg_target(
 
 
 def run_iceberg(
-    cli: CliContext, topics: tuple[str, ...], spec: ExportSpec, engine: str, kafka: bool = False
+    cli: CliContext,
+    topics: tuple[str, ...],
+    spec: ExportSpec,
+    engine: str,
+    kafka: bool = False,
+    *,
+    cluster: bool = False,
 ) -> None:
-    with open_offloader(cli) as offloader:
-        for r in offloader.export_iceberg_run(topics, spec, engine=engine, kafka=kafka):
+    """``cluster``: the topics are the real Pulsar cluster's of ``--pulsar-metadata``."""
+    with contextlib.ExitStack() as stack:
+        offloader = stack.enter_context(open_offloader(cli))
+        of = stack.enter_context(open_cluster(cli)) if cluster else None
+        for r in offloader.export_iceberg_run(topics, spec, engine=engine, kafka=kafka, cluster=of):
             cli.emit(_report(r), _report_text(r))
 
 

@@ -6,6 +6,7 @@ Thin: parses options into an :class:`~offloader.api.ExportSpec` and calls the fa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Any
 
@@ -142,7 +143,7 @@ def run(
     With --pulsar-metadata: TOPICS are the real cluster's (a partitioned topic's name exports
     each partition), exported up to the last ledger whose offload is complete (a ledger still
     only in BookKeeper stops it), the watermark keyed by the cluster and the topic and kept in
-    this home; Parquet only for now.
+    this home (or, for an iceberg:// table, in the table).
 
     \b
     Examples:
@@ -168,11 +169,13 @@ def run(
         warehouse=warehouse,
     )
     if cluster_url(cli) is not None:
-        if spec.is_iceberg or kafka:
-            raise click.UsageError(
-                "export run with --pulsar-metadata writes Parquet of Pulsar topics only "
-                "(no iceberg:// target, no --kafka) for now"
-            )
+        if kafka:
+            raise click.UsageError("export run with --pulsar-metadata exports Pulsar topics")
+        if spec.is_iceberg:
+            from cli.export.iceberg import run_iceberg
+
+            run_iceberg(cli, topics, spec, engine, cluster=True)
+            return
         with open_offloader(cli) as offloader, open_cluster(cli) as cluster:
             for report in offloader.export_run(topics, spec, engine=engine, cluster=cluster):
                 cli.emit(_report(report), _report_text(report))
@@ -242,15 +245,24 @@ def status(
     from the target below the watermark are reported (how many, and the ranges no file
     covers) and the command exits 1: `export run` writes them again. For an iceberg:// table:
     its current snapshot, its metadata_location (what other engines open) and the watermark
-    the table carries."""
+    the table carries. With --pulsar-metadata: TOPIC is the real cluster's (one managed
+    ledger), its lag counted from its ManagedLedgerInfo up to the last offloaded ledger."""
     if target.strip().lower().startswith("iceberg://"):
+        if cluster_url(cli) is not None:
+            raise click.UsageError("export status with --pulsar-metadata: Parquet targets only")
         from cli.export.iceberg import status_iceberg
 
         status_iceberg(cli, topic, target, catalog, warehouse, json_output)
         return
-    with open_offloader(cli, read_only=True) as offloader:
+    with contextlib.ExitStack() as stack:
+        offloader = stack.enter_context(open_offloader(cli, read_only=True))
+        cluster = stack.enter_context(open_cluster(cli)) if cluster_url(cli) is not None else None
         st = offloader.export_status(
-            topic, target, generation=generation, endpoint_url=target_endpoint or cli.endpoint_url
+            topic,
+            target,
+            generation=generation,
+            endpoint_url=target_endpoint or cli.endpoint_url,
+            cluster=cluster,
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
     if st.missing_files:
@@ -350,6 +362,9 @@ def reset(
     """Move TOPIC's export watermark back and remove the files after it (re-exported by the
     next run). Files before the point are not touched.
 
+    With --pulsar-metadata: TOPIC is the real cluster's (the watermark keyed by the cluster
+    and the topic, as export run keeps it).
+
     \b
     Example:
       offloader export reset orders --target /data/lake --to 2025-06-15T10:00:00Z
@@ -361,6 +376,7 @@ def reset(
             point,
             generation=generation,
             endpoint_url=target_endpoint or cli.endpoint_url,
+            cluster=cluster_url(cli),
         )
     cli.emit(
         _reset(r),

@@ -8,6 +8,7 @@ producer_name, sequence_id, is_null, encrypted, value_b64}`` (times in ms since 
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,23 @@ def message_text(record: MessageRecord) -> str:
     ).rstrip()
 
 
+def read_cluster_messages(
+    cli: CliContext,
+    topic: str,
+    start: Position | None,
+    count: int | None,
+    decrypt_key: Path | None,
+) -> None:
+    """``topics read --decode pulsar`` of a real cluster's topic (``--pulsar-metadata``)."""
+    from cli.cluster import open_cluster
+
+    pem = decrypt_key.read_bytes() if decrypt_key is not None else None
+    at = None if start is None else (start.ledger_id, start.entry_id)
+    with open_cluster(cli) as cluster:
+        records = cluster.read_messages(topic, start=at, count=count, decrypt_key_pem=pem)
+        _echo_messages(cli, records)
+
+
 def read_messages(
     cli: CliContext,
     topic: str,
@@ -103,13 +121,17 @@ def read_messages(
     pem = decrypt_key.read_bytes() if decrypt_key is not None else None
     with open_offloader(cli, read_only=True) as offloader:
         records = offloader.read_messages(topic, start=start, count=count, decrypt_key_pem=pem)
-        if not cli.json:
-            click.echo(
-                f"{'MESSAGE_ID':<18}  {'KEY':<12}  {'PUBLISH_TIME':<24}  {'EVENT_TIME':<24}  "
-                f"{'PROPERTIES':<16}  VALUE"
-            )
-        for record in records:
-            if cli.json:
-                echo_json(message_record(record))
-            else:
-                click.echo(message_text(record))
+        _echo_messages(cli, records)
+
+
+def _echo_messages(cli: CliContext, records: Iterable[MessageRecord]) -> None:
+    if not cli.json:
+        click.echo(
+            f"{'MESSAGE_ID':<18}  {'KEY':<12}  {'PUBLISH_TIME':<24}  {'EVENT_TIME':<24}  "
+            f"{'PROPERTIES':<16}  VALUE"
+        )
+    for record in records:
+        if cli.json:
+            echo_json(message_record(record))
+        else:
+            click.echo(message_text(record))

@@ -26,7 +26,7 @@ from cli.settings import (
     open_offloader,
     read_options,
 )
-from cli.topics.messages import read_messages
+from cli.topics.messages import read_cluster_messages, read_messages
 from offloader.api import (
     EntryRecord,
     Position,
@@ -105,10 +105,10 @@ def read(
     with ledger_id, entry_id, length, sha256, tier, verified (and payload_b64 with --payload).
     Exits 1 if the topic does not exist or --from names a ledger it does not have.
 
-    With --pulsar-metadata: the cluster topic's offloaded ledgers, in the managed ledger's
-    order, from the bucket each ledger's offload context names (--store reads them all from
-    one store instead); ledgers not offloaded (still only in BookKeeper) are skipped with a
-    warning.
+    With --pulsar-metadata: the cluster topic's offloaded ledgers (decoded with --decode
+    pulsar), in the managed ledger's order, from the bucket each ledger's offload context
+    names (--store reads them all from one store instead); ledgers not offloaded (still only
+    in BookKeeper) are skipped with a warning.
 
     \b
     Examples:
@@ -121,7 +121,10 @@ def read(
         raise click.UsageError("--decrypt-key only applies to --decode pulsar")
     if cluster_url(cli) is not None:
         if decode is not None:
-            raise click.UsageError("--decode does not apply with --pulsar-metadata yet")
+            if payload:
+                raise click.UsageError("--payload does not apply to --decode (values are shown)")
+            read_cluster_messages(cli, topic, start, count, decrypt_key)
+            return
         with open_cluster(cli) as cluster:
             at = None if start is None else (start.ledger_id, start.entry_id)
             entries = cluster.read(topic, start=at, count=count)

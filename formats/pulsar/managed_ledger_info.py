@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from formats.errors import ManagedLedgerInfoError, ProtobufError
 from formats.protowire import (
@@ -47,6 +48,10 @@ from formats.protowire import (
 )
 from formats.pulsar import compression
 from formats.pulsar.errors import PulsarMessageError
+from formats.pulsar.speedups import C_MODULE
+
+#: the C twin of the binary decoder, or None (not built, or LEDGER_OFFLOADER_PURE_PYTHON)
+_C_VALUES = getattr(C_MODULE, "managed_ledger_info_values", None)
 
 #: the first two bytes of a compressed value (Pulsar's ``MetaStoreImpl``)
 COMPRESSED_MAGIC = 0x4778
@@ -83,7 +88,8 @@ class DriverMetadata:
 
 def java_uuid(msb: int, lsb: int) -> str:
     """The string of Java's ``new UUID(msb, lsb)`` (both signed 64-bit)."""
-    return str(uuid.UUID(int=((msb & _MASK64) << 64) | (lsb & _MASK64)))
+    h = f"{msb & _MASK64:016x}{lsb & _MASK64:016x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def uuid_halves(text: str) -> tuple[int, int]:
@@ -176,7 +182,60 @@ class ManagedLedgerInfo:
 def decode_managed_ledger_info(
     data: bytes | bytearray | memoryview, *, limit: int = DEFAULT_LIMIT
 ) -> ManagedLedgerInfo:
-    """The ``ManagedLedgerInfo`` a node's value holds: compressed, binary or (old) text."""
+    """The ``ManagedLedgerInfo`` a node's value holds: compressed, binary or (old) text.
+
+    The binary message is decoded by the C twin (``managed_ledger_info_values`` in
+    ``formats/_pulsar_mlinfo.h``) when it is built; on any error there, and for the text
+    format, :func:`decode_managed_ledger_info_pure` decides (and names what is at fault)."""
+    if _C_VALUES is not None:
+        try:
+            return _decode_fast(data, limit)
+        except Exception:  # the pure twin decides, with its typed error
+            pass
+    return decode_managed_ledger_info_pure(data, limit=limit)
+
+
+def _decode_fast(data: bytes | bytearray | memoryview, limit: int) -> ManagedLedgerInfo:
+    assert _C_VALUES is not None
+    body: bytes | bytearray | memoryview = data
+    if len(data) >= 2 and data[0] == 0x47 and data[1] == 0x78:
+        body = _decompressed(memoryview(data), limit)
+    ledgers, terminated, props = _C_VALUES(body)
+    return ManagedLedgerInfo(
+        tuple(
+            LedgerInfo(lid, entries, size, ts, None if ctx is None else _context(ctx), lprops)
+            for lid, entries, size, ts, ctx, lprops in ledgers
+        ),
+        terminated,
+        props,
+    )
+
+
+def _context(values: tuple[Any, ...]) -> OffloadContext:
+    msb, lsb, complete, deleted, ts, driver, segments = values
+    return OffloadContext(
+        msb,
+        lsb,
+        complete,
+        deleted,
+        ts,
+        None if driver is None else _driver_of(driver),
+        tuple(_segment_of(*s) for s in segments),
+    )
+
+
+def _segment_of(
+    msb: Any, lsb: Any, complete: Any, assigned: Any, offloaded: Any, end: Any, driver: Any
+) -> OffloadSegment:
+    return OffloadSegment(
+        msb, lsb, complete, assigned, offloaded, end, None if driver is None else _driver_of(driver)
+    )
+
+
+def decode_managed_ledger_info_pure(
+    data: bytes | bytearray | memoryview, *, limit: int = DEFAULT_LIMIT
+) -> ManagedLedgerInfo:
+    """The pure-Python twin of :func:`decode_managed_ledger_info` (same results)."""
     buf = memoryview(data)
     if len(buf) >= 2 and int.from_bytes(buf[:2], "big") == COMPRESSED_MAGIC:
         try:
@@ -300,6 +359,11 @@ def _driver(buf: memoryview, base: int) -> DriverMetadata:
         _DRIVERS.clear()
     _DRIVERS[raw] = driver
     return driver
+
+
+def _driver_of(raw: bytes) -> DriverMetadata:
+    cached = _DRIVERS.get(raw)
+    return cached if cached is not None else _driver(memoryview(raw), 0)
 
 
 def _decode_driver(buf: memoryview, base: int) -> DriverMetadata:

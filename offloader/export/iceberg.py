@@ -57,6 +57,7 @@ from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
+from offloader.pulsar_cluster.base import PulsarClusterSource
 
 if TYPE_CHECKING:  # pyiceberg and pyarrow load on first use, not with the facade
     import pyarrow as pa
@@ -168,12 +169,16 @@ def run_iceberg_export(
     kafka: KafkaMetadataStore | None = None,
     foreign: Collection[str] = (),
     catalogs: CatalogPool | None = None,
+    cluster: PulsarClusterSource | None = None,
 ) -> list[IcebergTopicReport]:
     """One run. ``kafka``: the topics are Kafka topics (their remote segments), each partition
     a stream of its own keyed ``kafka:<topic>:<partition>`` (positions ``(partition, offset)``).
     ``foreign``: topics another broker owns (a shared store), exported only as far as their
     ledgers are offloaded (:func:`~offloader.export.plan.topic_plan`). ``catalogs``: the
-    catalogs the caller keeps open across runs (default: the run opens and closes its own)."""
+    catalogs the caller keeps open across runs (default: the run opens and closes its own).
+    ``cluster``: the topics are a real Pulsar cluster's (managed ledgers), exported up to the
+    last ledger whose offload is complete, each watermark keyed by the cluster and the topic
+    (:func:`~offloader.export.cluster.cluster_key`)."""
     if kafka is None:
         names = sorted({str(TopicName.parse(t)) for t in topics})
     else:
@@ -193,7 +198,9 @@ def run_iceberg_export(
     try:
         table = open_table(catalog, spec, runner.arrow_schema, kafka=kafka is not None)
         base = table.watermarks()
-        if kafka is None:
+        if cluster is not None:
+            plans = _cluster_plans(cluster, names, base)
+        elif kafka is None:
             plans = [
                 topic_plan(
                     n, meta.list_ledgers(n), _position(base.get(n)), offloaded_only=n in foreign
@@ -213,12 +220,33 @@ def run_iceberg_export(
             remove_past(ExportTarget(target_spec(with_target(spec, table.data_url))), past)
         reports = _commit(table, runner.arrow_schema(), plans, base, written)
         done = True
+        if cluster is not None:
+            from offloader.export.cluster import split_key
+
+            reports = [replace(r, topic=split_key(r.topic)[1]) for r in reports]
         return reports
     finally:
         if catalogs is None:
             catalog.close()
         elif not done:  # the next run opens the catalog anew
             catalogs.discard(target)
+
+
+def _cluster_plans(
+    source: PulsarClusterSource, names: Sequence[str], base: dict[str, TableWatermark]
+) -> list[TopicPlan]:
+    """Per managed ledger: ``(watermark, last entry of the last offloaded ledger]``."""
+    from offloader.export.cluster import cluster_key, cluster_topic_plan
+
+    found = {ct.topic: ct for ct in source.managed_ledgers(list(names))}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise NotFound(f"export run: {missing[0]} has no managed ledger in {source.location}")
+    plans = []
+    for name in names:
+        key = cluster_key(source.location, name)
+        plans.append(cluster_topic_plan(key, found[name], _position(base.get(key))))
+    return plans
 
 
 def _kafka_plans(

@@ -39,6 +39,7 @@ from offloader.metadata.base import MetadataStore
 from offloader.metadata.export_base import ExportMetadataStore, ExportWatermark
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
+from offloader.pulsar_cluster.base import ClusterTopic
 
 __all__ = [
     "ExportStatus",
@@ -83,8 +84,12 @@ def export_status(
     generation: int,
     now_ms: int,
     kafka_meta: KafkaMetadataStore | None = None,
+    cluster: tuple[str, ClusterTopic] | None = None,
 ) -> ExportStatus:
-    name, directory, partition = _names(topic)
+    """``cluster``: ``(location, managed ledger)`` of a real Pulsar cluster's topic
+    (``--pulsar-metadata``): its watermark is keyed by the cluster, its lag counted from the
+    ``ManagedLedgerInfo``."""
+    name, directory, partition = _names(topic, None if cluster is None else cluster[0])
     mark = find_watermark(exports, target_spec.url, name, generation) or ExportWatermark(
         target_spec.url, name, generation
     )
@@ -98,6 +103,8 @@ def export_status(
         last_closed = (partition, remote)
         lag = max(0, remote - mark.entry_id)
         spans = [(partition, 0, mark.entry_id)] if mark.entry_id >= 0 else []
+    elif cluster is not None:
+        last_closed, lag, spans = cluster_lag(cluster[1], mark.position)
     else:
         last_closed, lag = pulsar_lag(meta, name, mark.position)
         spans = pulsar_spans(meta.list_ledgers(name), mark.position)
@@ -111,7 +118,7 @@ def export_status(
     lag_ms = lag_time_ms(lag, mark.publish_time_ms, now_ms)
     missing = missing_below(mark, done, spans)
     return ExportStatus(
-        name,
+        directory if cluster is not None else name,
         target_spec.url,
         generation,
         mark.position,
@@ -145,6 +152,33 @@ def pulsar_lag(meta: MetadataStore, topic: str, position: Position) -> tuple[Pos
     return last_closed, lag
 
 
+def cluster_lag(
+    ct: ClusterTopic, position: Position
+) -> tuple[Position, int, list[tuple[int, int, int]]]:
+    """A cluster topic's last exportable entry (the last entry of the last ledger whose
+    offload is complete, before any that is not), the entries after ``position`` in every
+    ledger its ``ManagedLedgerInfo`` lists, and its spans up to ``position``."""
+    last = (-1, -1)
+    for li in ct.info.ledgers:
+        if not li.offloaded:
+            break
+        if (li.entries or 0) > 0:
+            last = (li.ledger_id, (li.entries or 0) - 1)
+    lag = 0
+    spans = []
+    for li in ct.info.ledgers:
+        n = li.entries or 0
+        if li.ledger_id > position[0]:
+            lag += n
+        elif li.ledger_id == position[0]:
+            lag += max(0, n - 1 - position[1])
+        if n > 0 and li.ledger_id <= position[0]:
+            spans.append(
+                (li.ledger_id, 0, min(n - 1, position[1]) if li.ledger_id == position[0] else n - 1)
+            )
+    return last, lag, spans
+
+
 def lag_time_ms(lag: int, publish_time_ms: int | None, now_ms: int) -> int | None:
     """How far behind the export is in time: now minus the publish time of the watermark's
     message (0 when nothing is left; None before anything was exported)."""
@@ -169,9 +203,15 @@ def parse_reset_point(text: str) -> Position | int:
     return parse_time_ms(text)
 
 
-def _names(topic: str) -> tuple[str, str, int | None]:
+def _names(topic: str, cluster: str | None = None) -> tuple[str, str, int | None]:
     """``(watermark key, directory topic, Kafka partition or None)`` of a topic argument:
-    a Pulsar topic name, or ``kafka:<topic>:<partition>``."""
+    a Pulsar topic name, or ``kafka:<topic>:<partition>``; with ``cluster`` (a real Pulsar
+    cluster's location), that cluster's topic."""
+    if cluster is not None:
+        from offloader.export.cluster import cluster_key
+
+        name = str(TopicName.parse(topic))
+        return cluster_key(cluster, name), name, None
     if topic.startswith("kafka:"):
         directory, partition = split_key(topic)
         return topic, directory, partition
@@ -198,8 +238,12 @@ def reset_export(
     generation: int,
     point: Position | int,
     now_ms: Callable[[], int],
+    cluster: str | None = None,
 ) -> ResetReport:
-    name, directory, partition = _names(topic)
+    """``cluster``: the location of a real Pulsar cluster whose topic this is
+    (``--pulsar-metadata``; its watermark is keyed by the cluster)."""
+    name, directory, partition = _names(topic, cluster)
+    shown = directory if cluster is not None else name
     target = ExportTarget(target_spec)
     lock_key = f"kafka:{directory}" if partition is not None else name
     with export_lock(home, target_spec.url, lock_key, generation, shared=exports):
@@ -258,7 +302,7 @@ def reset_export(
             target.delete(f.path)
         for directory in sorted({f.directory for f in removed}):
             target.delete_marker(directory)
-        return ResetReport(name, mark.position, new, tuple(f.path for f in removed))
+        return ResetReport(shown, mark.position, new, tuple(f.path for f in removed))
 
 
 def _rows(target: ExportTarget, f: ExportFile) -> int:

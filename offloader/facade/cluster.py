@@ -11,6 +11,7 @@ and the orphan audit and gc of a bucket against the cluster
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from offloader.pulsar_cluster import ClusterTopic, PulsarClusterSource, open_clu
 from offloader.pulsar_cluster.base import all_topics, resolve_topic, select_topics
 from offloader.read.cluster import BucketStores, ClusterLedger, read_cluster_entries
 from offloader.store import ObjectStore, open_store
+from offloader.topics.messages import MessageRecord, decode_records
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,24 @@ class PulsarCluster:
             EntryRecord(ct.topic, lid, eid, payload, "offloaded", ok)
             for lid, eid, payload, ok in entries
         )
+
+    def read_messages(
+        self,
+        topic: str,
+        *,
+        start: tuple[int, int] | None = None,
+        count: int | None = None,
+        decrypt_key_pem: bytes | None = None,
+    ) -> Iterator[MessageRecord]:
+        """``topic``'s offloaded entries from ``start`` decoded as Pulsar messages (batches
+        split, chunks reassembled), at most ``count`` messages, as ``topics read --decode
+        pulsar`` shows a topic of this home."""
+        entries = self.read(topic, start=start)
+        first = next(entries, None)
+        if first is None:
+            return iter(())
+        triples = ((e.ledger_id, e.entry_id, e.payload) for e in itertools.chain((first,), entries))
+        return decode_records(first.topic, triples, decrypt_key_pem=decrypt_key_pem, count=count)
 
     # --- the orphan audit -----------------------------------------------------------------
 

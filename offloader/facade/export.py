@@ -242,9 +242,14 @@ class ExportFacade(ServiceFacade):
         generation: int = 1,
         endpoint_url: str | None = None,
         region: str | None = None,
+        cluster: PulsarCluster | None = None,
     ) -> ExportStatus:
-        """The export's watermark, its committed files and its lag (entries and time)."""
+        """The export's watermark, its committed files and its lag (entries and time); with
+        ``cluster``, of that real Pulsar cluster's topic (one managed ledger)."""
         _not_iceberg(target, "export_iceberg_status")
+        of_cluster = (
+            None if cluster is None else (cluster.location, cluster.source.managed_ledger(topic))
+        )
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         kafka_meta = self.kafka().ctx.meta if topic.startswith("kafka:") else None
         return export_status(
@@ -255,6 +260,7 @@ class ExportFacade(ServiceFacade):
             generation,
             self._rt.now_ms(),
             kafka_meta,
+            of_cluster,
         )
 
     def export_reset(
@@ -266,9 +272,14 @@ class ExportFacade(ServiceFacade):
         generation: int = 1,
         endpoint_url: str | None = None,
         region: str | None = None,
+        cluster: str | None = None,
     ) -> ResetReport:
         """Move the watermark back to ``to`` (``ledger:entry[:batch]`` or a time) and remove
-        exactly the files after it, so that the next run writes them again."""
+        exactly the files after it, so that the next run writes them again. ``cluster``: the
+        metadata-store URL of the real Pulsar cluster whose topic this is
+        (``--pulsar-metadata``; not connected to: the watermark is keyed by its location)."""
+        from offloader.pulsar_cluster import parse_metadata_url
+
         _not_iceberg(target, None)
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         return reset_export(
@@ -279,6 +290,7 @@ class ExportFacade(ServiceFacade):
             generation,
             parse_reset_point(to),
             self._rt.now_ms,
+            None if cluster is None else parse_metadata_url(cluster).canonical,
         )
 
     # --- exports to Iceberg tables (spec/export.md, "Iceberg tables") --------------------------
@@ -290,6 +302,7 @@ class ExportFacade(ServiceFacade):
         spark: object | None = None,
         engine: str = "spark",
         kafka: bool = False,
+        cluster: PulsarCluster | None = None,
     ) -> list[IcebergTopicReport]:
         """Export each topic's messages after the watermark the table carries into the Iceberg
         table ``spec.target`` (``iceberg://NAMESPACE.TABLE``), all files of the run in one
@@ -305,6 +318,8 @@ class ExportFacade(ServiceFacade):
         if not spec.is_iceberg:
             raise ConfigError(f"--to {spec.target}: not an iceberg://NAMESPACE.TABLE target")
         runner: IcebergLocalRunner | IcebergSparkRunner | IcebergKafkaRunner
+        if cluster is not None:
+            return self._export_cluster_iceberg(cluster, list(topics), spec, spark, engine)
         if kafka:
             runner = self._kafka_runner(IcebergKafkaRunner, spec, spark, engine)
             return run_iceberg_export(
@@ -333,6 +348,45 @@ class ExportFacade(ServiceFacade):
             runner,
             foreign=self._foreign_topics(),
             catalogs=self._catalog_pool(),
+        )
+
+    def _export_cluster_iceberg(
+        self,
+        cluster: PulsarCluster,
+        topics: list[str],
+        spec: ExportSpec,
+        spark: object | None,
+        engine: str,
+    ) -> list[IcebergTopicReport]:
+        from offloader.spark.iceberg_job import (
+            IcebergClusterLocalRunner,
+            IcebergClusterSparkRunner,
+        )
+
+        names = [n for t in topics for n in cluster.partitions(t)]
+        runner: IcebergClusterLocalRunner | IcebergClusterSparkRunner
+        if engine == "local":
+            runner = IcebergClusterLocalRunner(
+                str(self._rt.home), spec, cluster.location, **cluster.store_overrides()
+            )
+        elif engine == "spark":
+            runner = IcebergClusterSparkRunner(
+                self._spark_session(spark),
+                str(self._rt.home),
+                spec,
+                cluster.location,
+                **cluster.store_overrides(),
+            )
+        else:
+            raise ConfigError(f"export engine {engine!r}: choose spark or local")
+        return run_iceberg_export(
+            self._rt.meta,
+            self._rt.home,
+            spec,
+            names,
+            runner,
+            catalogs=self._catalog_pool(),
+            cluster=cluster.source,
         )
 
     def _catalog_pool(self) -> CatalogPool:

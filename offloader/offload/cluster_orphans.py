@@ -1,10 +1,12 @@
 """The orphan audit of a bucket a real Pulsar cluster offloads to, against that cluster's
 metadata store (:mod:`offloader.pulsar_cluster`).
 
-:func:`audit_cluster_bucket` lists the bucket once (objects and unfinished multipart uploads),
-*then* reads every managed ledger of the cluster (pipelined), so an offload that began while we
-listed is seen as referenced: Pulsar records an attempt's UUID in the ledger's offload context
-before it uploads. Each object of the listing is then:
+:func:`audit_cluster_bucket` lists the bucket once (objects and unfinished multipart uploads)
+while every managed ledger of the cluster is read (pipelined) on another thread, the two
+overlapping; then the managed ledgers of what looks unreferenced are read again, *after* the
+listing, so an offload that began while we listed is seen as referenced: Pulsar records an
+attempt's UUID in the ledger's offload context before it uploads. Each object of the listing
+is then:
 
 * referenced: its ``(uuid, ledger id)`` is what a ledger's offload context (or one of its
   offload segments) holds, complete or not: never reported;
@@ -31,11 +33,12 @@ read raises (:class:`~offloader.errors.PulsarMetadataError`): no guess ever dele
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from formats.keys import parse_key, parse_user_metadata
+from formats.keys import INDEX_SUFFIX, data_key, parse_key, parse_user_metadata
 from offloader.errors import (
     AccessDenied,
     InvalidKeyError,
@@ -44,6 +47,7 @@ from offloader.errors import (
     StoreUnavailable,
 )
 from offloader.logs import get_logger
+from offloader.naming import TopicName
 from offloader.pulsar_cluster.base import ClusterTopic, PulsarClusterSource
 from offloader.store import ObjectStore
 
@@ -132,6 +136,10 @@ class _References:
     namespaces: frozenset[str]
     running: frozenset[tuple[str, int]]
     topics: int
+    #: managed ledger name -> the topic name the source listed it as
+    ml_topics: dict[str, str] = field(default_factory=dict)
+    #: the object keys of :attr:`pairs` (data and index): one set lookup per listed object
+    keys: frozenset[str] = frozenset()
 
 
 def _managed_ledger_name(path: str) -> str:
@@ -147,33 +155,66 @@ def read_references(source: PulsarClusterSource) -> _References:
         for namespace in source.namespaces(tenant):
             namespaces.add(namespace)
             names.extend(source.topics(namespace))
-    cluster_topics: list[ClusterTopic] = source.managed_ledgers(names)
+    return _references(source.managed_ledgers(names), namespaces)
+
+
+def _references(cluster_topics: Iterable[ClusterTopic], namespaces: set[str]) -> _References:
     pairs: set[tuple[str, int]] = set()
     running: set[tuple[str, int]] = set()
     owner: dict[int, str] = {}
-    mls: set[str] = set()
+    ml_topics: dict[str, str] = {}
+    count = 0
     for ct in cluster_topics:
+        count += 1
         ml = _managed_ledger_name(ct.path)
-        mls.add(ml)
+        ml_topics[ml] = ct.topic
         for li in ct.info.ledgers:
             owner[li.ledger_id] = ml
             context = li.offload_context
             if context is None:
                 continue
-            uuids = [context.uuid] + [s.uuid for s in context.segments]
-            for uid in uuids:
-                if uid is not None:
-                    pairs.add((uid, li.ledger_id))
+            uid = context.uuid
+            if uid is not None:
+                pairs.add((uid, li.ledger_id))
+                if not context.complete:
+                    running.add((uid, li.ledger_id))
+            for segment in context.segments:
+                sid = segment.uuid
+                if sid is not None:
+                    pairs.add((sid, li.ledger_id))
                     if not context.complete:
-                        running.add((uid, li.ledger_id))
+                        running.add((sid, li.ledger_id))
     return _References(
         frozenset(pairs),
         owner,
-        frozenset(mls),
+        frozenset(ml_topics),
         frozenset(namespaces),
         frozenset(running),
-        len(cluster_topics),
+        count,
+        ml_topics,
+        _object_keys(pairs),
     )
+
+
+def _object_keys(pairs: set[tuple[str, int]]) -> frozenset[str]:
+    data = [data_key(uid, lid) for uid, lid in pairs]
+    return frozenset(data + [d + INDEX_SUFFIX for d in data])
+
+
+def _reread(
+    source: PulsarClusterSource, refs: _References, managed_ledgers: set[str]
+) -> _References:
+    """The given managed ledgers read again (pipelined): what references them now."""
+    topics: list[str] = []
+    for ml in sorted(managed_ledgers):
+        topic = refs.ml_topics.get(ml)
+        if topic is None:
+            try:
+                topic = str(TopicName.from_managed_ledger_name(ml))
+            except Exception:
+                continue
+        topics.append(topic)
+    return _references(source.managed_ledgers(topics), set(refs.namespaces))
 
 
 def _ms(when: datetime | None) -> int | None:
@@ -214,22 +255,30 @@ def audit_cluster_bucket(
     min_age_ms: int,
     now_ms: Callable[[], int],
 ) -> ClusterAudit:
-    """See the module docstring: one listing pass, then the cluster's metadata."""
-    listed = list(store.list())
-    uploads = list(store.list_multipart_uploads())
-    refs = read_references(source)
+    """See the module docstring: one listing pass beside the cluster's metadata read, then
+    the managed ledgers of what looks unreferenced read again."""
+    with ThreadPoolExecutor(1, thread_name_prefix="cluster-metadata") as pool:
+        reading = pool.submit(read_references, source)
+        try:
+            listed = list(store.list())
+            uploads = list(store.list_multipart_uploads())
+        finally:
+            refs = reading.result()  # its error (no guess) before the listing's, if both
     now = now_ms()
     audit = ClusterAudit(store.url, source.location, now, topics=refs.topics)
     audit.referenced_ledgers = len(refs.ledger_owner)
     heads: dict[tuple[str, int], tuple[str, str | None]] = {}
+    pairs, referenced = refs.pairs, refs.keys
     for info in listed:
         audit.listed_objects += 1
         audit.listed_bytes += info.size
+        if info.key in referenced:
+            continue
         try:
             key = parse_key(info.key)
         except InvalidKeyError:
             key = None
-        if key is not None and (key.uuid, key.ledger_id) in refs.pairs:
+        if key is not None and (key.uuid, key.ledger_id) in pairs:
             continue
         when = _ms(info.last_modified)
         if not _old_enough(when, now, min_age_ms):
@@ -269,6 +318,7 @@ def audit_cluster_bucket(
                 key.ledger_id if key is not None else None,
             )
         )
+    _recheck(source, refs, audit)
     log.info(
         "cluster bucket audited",
         store=store.url,
@@ -278,6 +328,33 @@ def audit_cluster_bucket(
         uploads=len(audit.uploads),
     )
     return audit
+
+
+def _recheck(source: PulsarClusterSource, refs: _References, audit: ClusterAudit) -> None:
+    """The managed ledgers the candidates name read again, after the listing: a candidate
+    that one of them references now (an offload begun while we listed) is dropped; an
+    object of a managed ledger created meanwhile is a trimmed ledger's, not a deleted
+    topic's."""
+    names = {o.managed_ledger for o in audit.objects if o.managed_ledger is not None}
+    names.update(
+        refs.ledger_owner[u.ledger_id]
+        for u in audit.uploads
+        if u.ledger_id is not None and u.ledger_id in refs.ledger_owner
+    )
+    if not names:
+        return
+    fresh = _reread(source, refs, names)
+    kept: list[ClusterOrphan] = []
+    for o in audit.objects:
+        if o.uuid is not None and (o.uuid, o.ledger_id) in fresh.pairs:
+            continue
+        if o.reason in (TOPIC_DELETED, UNKNOWN) and o.managed_ledger in fresh.managed_ledgers:
+            o = ClusterOrphan(
+                o.key, o.size, LEDGER_GONE, o.modified_ms, o.uuid, o.ledger_id, o.managed_ledger
+            )
+        kept.append(o)
+    audit.objects = kept
+    audit.uploads = [u for u in audit.uploads if (u.uuid, u.ledger_id) not in fresh.running]
 
 
 def collect_cluster_garbage(

@@ -19,7 +19,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from offloader.export.iceberg import with_target
 from offloader.export.settings import ExportSpec
-from offloader.spark.export_job import LocalRunner, SparkRunner
+from offloader.spark.export_job import (
+    ClusterLocalRunner,
+    ClusterSparkRunner,
+    LocalRunner,
+    SparkRunner,
+)
 from offloader.spark.export_kafka import KafkaRunner
 from offloader.spark.kafka_source import ARROW_SCHEMA
 
@@ -66,6 +71,14 @@ class IcebergSparkRunner(_Iceberg, SparkRunner):
 
 class IcebergLocalRunner(_Iceberg, LocalRunner):
     """The same tasks in this process, without Spark (values as bytes)."""
+
+
+class IcebergClusterSparkRunner(_Iceberg, ClusterSparkRunner):
+    """A real Pulsar cluster's topics, Spark's tasks writing under the table's ``data/``."""
+
+
+class IcebergClusterLocalRunner(_Iceberg, ClusterLocalRunner):
+    """A real Pulsar cluster's topics, the same tasks in this process."""
 
 
 class IcebergKafkaRunner(KafkaRunner):

@@ -322,7 +322,8 @@ def plan_cluster(
                 f"{ct.topic}: {len(left)} ledger(s) ({sum(li.entries or 0 for li in left)} "
                 "entries) not offloaded (still only in BookKeeper): not read"
             )
-            log.warning(
+            # reported once: the UserWarning (on the console), the log line at info level
+            log.info(
                 "cluster topic has ledgers not offloaded",
                 topic=ct.topic,
                 ledgers=len(left),

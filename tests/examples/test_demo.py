@@ -1,5 +1,6 @@
 """``make demo`` end to end: ``python -m examples.demo`` on its own moto server, as a user runs
-it. Every stage's line is checked (the stages check their own results and exit 1 on a
+it (ZooKeeper included: the cluster stage reads a ZooKeeper-described topic in Spark). Every
+stage's line is checked (the stages check their own results and exit 1 on a
 mismatch), and nothing but those lines is printed: no JVM start-up noise, no warnings."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from examples.demo import PER_KEY, TOPIC
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.zookeeper]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what Spark's default logging prints while its JVM starts
@@ -42,13 +43,16 @@ def test_the_demo_runs_the_main_job_quietly(tmp_path: Path) -> None:
         ("2", "offload"),
         ("3", "read"),
         ("4", "spark"),
-        ("5", "iceberg"),
-        ("6", "duckdb"),
+        ("5", "cluster"),
+        ("6", "iceberg"),
+        ("7", "duckdb"),
     ]
     assert len(stages) == len(lines) - 2, "only one line per stage"
     total = sum(PER_KEY.values())
     assert f"{total} Pulsar messages" in lines[1] and TOPIC in lines[1]
     assert " ".join(f"{k}={n}" for k, n in PER_KEY.items()) in lines[4]
-    assert f"{total} messages exported" in lines[5]
+    assert "persistent://demo/manual/sensors read by name" in lines[5]
+    assert " ".join(f"{k}={n}" for k, n in PER_KEY.items()) in lines[5]
+    assert f"{total} messages exported" in lines[6]
     assert re.fullmatch(r"demo finished OK in \d+\.\d+s", lines[-1])
     assert not [line for line in lines if any(word in line for word in NOISE)]

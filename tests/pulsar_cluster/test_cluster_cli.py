@@ -146,3 +146,23 @@ def test_pulsar_metadata_in_offloader_toml(tmp_path: Path, scenario: Scenario) -
         "persistent://public/default/orders",
         "persistent://public/default/slow",
     ]
+
+
+def test_bad_cluster_input_is_one_line_naming_the_path(
+    tmp_path: Path, zk_server: ZkServer, cluster: ClusterWriter
+) -> None:
+    """Through the command: a node that is not a ManagedLedgerInfo, a chroot that does not
+    exist, an ACL-protected node: each one ``error:`` line naming the path."""
+    from kazoo.security import make_digest_acl
+
+    base = f"{cluster.chroot}/managed-ledgers/public/default/persistent"
+    cluster.put_raw("/managed-ledgers/public/default/persistent/bad", b"\x0a\x05\x08\x01")
+    cluster.client.create(f"{base}/secret", b"", acl=[make_digest_acl("x", "y", all=True)])
+    url = zk_server.url(cluster.chroot)
+    line = one_line_error(run(tmp_path, "--pulsar-metadata", url, "topics", "info", "bad"))
+    assert f"{base}/bad" in line and "not a ManagedLedgerInfo" in line
+    line = one_line_error(run(tmp_path, "--pulsar-metadata", url, "topics", "info", "secret"))
+    assert f"{base}/secret: access denied" in line
+    missing = zk_server.url(f"{cluster.chroot}-gone")
+    line = one_line_error(run(tmp_path, "--pulsar-metadata", missing, "topics", "list"))
+    assert f"the chroot {cluster.chroot}-gone does not exist" in line

@@ -14,7 +14,7 @@ from devservers.zookeeper import ZkServer
 from formats.pulsar.encode import OutgoingMessage, encode_entry
 from formats.pulsar.managed_ledger_info import LedgerInfo, ManagedLedgerInfo
 from offloader.export.naming import topic_dir
-from tests.cli.helpers import json_lines, ok
+from tests.cli.helpers import json_lines, ok, one_line_error, run
 from tests.pulsar_cluster.cluster_writer import ClusterWriter, offloaded, plain
 from tests.spark.conftest import upload_ledger
 
@@ -84,3 +84,79 @@ def test_export_run_of_a_cluster_topic_exactly_once(
     (third,) = json_lines(ok(home, *args, "--engine", "local"))
     assert third["rows"] == 10 and third["previous"] == [31, 4] and third["watermark"] == [33, 4]
     assert _rows(lake) == [(lid, i) for lid in (30, 31, 32, 33) for i in range(5)]
+
+
+def test_export_status_and_reset_of_a_cluster_topic(
+    tmp_path: Path,
+    zk_server: ZkServer,
+    cluster: ClusterWriter,
+    moto_endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in moto_endpoint.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = moto_endpoint.new_bucket()
+    ledgers = (_offload(moto_endpoint, bucket, 30), _offload(moto_endpoint, bucket, 31))
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*ledgers, plain(32, entries=7))))
+    url = zk_server.url(cluster.chroot)
+    lake, home = tmp_path / "lake", tmp_path / "home"
+    base = ("--json", "--pulsar-metadata", url, "export")
+    ok(home, *base, "run", "metrics", "--to", str(lake), "--engine", "local")
+    (status,) = json_lines(ok(home, *base, "status", "metrics", "--to", str(lake)))
+    assert status["topic"] == TOPIC and status["watermark"] == [31, 4]
+    assert status["rows"] == 10 and status["lag_entries"] == 7  # ledger 32, in BookKeeper
+    assert status["last_closed"] == [31, 4]  # the last entry an export can reach now
+    # a watermark of this home's own topic of the same name is another stream
+    own = one_line_error(run(home, "export", "status", "metrics", "--to", str(lake)))
+    assert "metrics" in own
+    (reset,) = json_lines(
+        ok(home, *base, "reset", "metrics", "--target", str(lake), "--to", "31:0")
+    )
+    assert reset["topic"] == TOPIC and reset["watermark"] == [31, -1] and reset["removed"]
+    assert _rows(lake) == [(30, i) for i in range(5)]
+    (again,) = json_lines(ok(home, *base, "run", "metrics", "--to", str(lake), "--engine", "local"))
+    assert again["previous"] == [31, -1] and again["rows"] == 5 and again["watermark"] == [31, 4]
+    assert _rows(lake) == [(lid, i) for lid in (30, 31) for i in range(5)]
+
+
+def test_export_run_of_a_cluster_topic_to_iceberg_exactly_once(
+    tmp_path: Path,
+    zk_server: ZkServer,
+    cluster: ClusterWriter,
+    moto_endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in moto_endpoint.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = moto_endpoint.new_bucket()
+    first = [_offload(moto_endpoint, bucket, 30), _offload(moto_endpoint, bucket, 31)]
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*first, plain(32, entries=5))))
+    url = zk_server.url(cluster.chroot)
+    home = tmp_path / "home"
+    args = ("--json", "--pulsar-metadata", url, "export", "run", "metrics")
+    table = ("--to", "iceberg://lake.metrics", "--engine", "local")
+    (report,) = json_lines(ok(home, *args, *table))
+    assert report["topic"] == TOPIC and report["rows"] == 10 and report["watermark"] == [31, 4]
+    (again,) = json_lines(ok(home, *args, *table))
+    assert again["rows"] == 0 and again["watermark"] == [31, 4]
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*first, _offload(moto_endpoint, bucket, 32))))
+    (third,) = json_lines(ok(home, *args, *table))
+    assert third["previous"] == [31, 4] and third["rows"] == 5 and third["watermark"] == [32, 4]
+    import pyarrow.parquet as pq_
+
+    files = sorted(home.rglob("*.parquet"))
+    rows = sorted(
+        (lid, eid)
+        for f in files
+        for lid, eid in zip(
+            pq_.read_table(f)["ledger_id"].to_pylist(),
+            pq_.read_table(f)["entry_id"].to_pylist(),
+            strict=True,
+        )
+    )
+    assert rows == [(lid, i) for lid in (30, 31, 32) for i in range(5)]
+    assert {t for f in files for t in pq_.read_table(f)["topic"].to_pylist()} == {TOPIC}

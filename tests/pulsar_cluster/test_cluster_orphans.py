@@ -4,6 +4,7 @@ references, and a metadata store it cannot read stopping it before any deletion.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,46 @@ def test_a_metadata_store_it_cannot_read_stops_gc(
     assert f"{path}: access denied" in line
     assert _keys(scenario) == before
     assert _uploads(scenario) == {scenario.running_upload_id, scenario.upload_id}
+
+
+def test_an_offload_begun_during_the_listing_is_not_an_orphan(
+    tmp_path: Path, zk_server: ZkServer, cluster: ClusterWriter
+) -> None:
+    """The audit reads the metadata beside the listing; the candidates' managed ledgers are
+    read again after it, so a ledger whose offload a broker recorded meanwhile (the UUID in its
+    offload context before the upload) is seen as referenced."""
+    from formats.keys import index_key
+    from formats.pulsar.managed_ledger_info import ManagedLedgerInfo
+    from offloader.offload import cluster_orphans as co
+    from offloader.pulsar_cluster import open_cluster_source
+    from offloader.store import open_store
+    from tests.pulsar_cluster.cluster_writer import offloaded
+    from tests.pulsar_cluster.scenario import pulsar_metadata
+
+    topic, ml = "persistent://public/default/t", "public/default/persistent/t"
+    old, new, gone = (
+        "11111111-0000-4000-8000-000000000001",
+        "22222222-0000-4000-8000-000000000002",
+        "33333333-0000-4000-8000-000000000003",
+    )
+    cluster.put_topic(topic, ManagedLedgerInfo((offloaded(1, old),)))
+    store = open_store(f"file://{tmp_path / 'bucket'}")
+    for uid, lid in ((old, 1), (new, 2), (gone, 3)):
+        store.put(data_key(uid, lid), b"d", pulsar_metadata("data", ml))
+        store.put(index_key(uid, lid), b"i", pulsar_metadata("index", ml))
+    with open_cluster_source(zk_server.url(cluster.chroot)) as source:
+        refs = co.read_references(source)  # what the read beside the listing saw
+        audit = co.ClusterAudit(store.url, source.location, 0)
+        for uid, lid in ((new, 2), (gone, 3)):
+            for key in (data_key(uid, lid), index_key(uid, lid)):
+                audit.objects.append(co.ClusterOrphan(key, 1, co.LEDGER_GONE, 0, uid, lid, ml))
+        # meanwhile the broker starts offloading ledger 2 under `new`
+        cluster.put_topic(
+            topic, ManagedLedgerInfo((offloaded(1, old), offloaded(2, new, complete=False)))
+        )
+        co._recheck(source, refs, audit)
+        assert {(o.uuid, o.ledger_id) for o in audit.objects} == {(gone, 3)}
+        later = int(time.time() * 1000) + 1000
+        full = co.audit_cluster_bucket(source, store, min_age_ms=0, now_ms=lambda: later)
+    assert {o.key for o in full.objects} == {data_key(gone, 3), index_key(gone, 3)}
+    assert {o.reason for o in full.objects} == {co.LEDGER_GONE}

@@ -167,3 +167,21 @@ def test_metadata_url_forms(url: str, canonical: str) -> None:
 def test_bad_metadata_urls(url: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words):
         parse_metadata_url(url)
+
+
+def test_a_text_format_node_of_an_old_cluster_is_read(
+    zk_server: ZkServer, cluster: ClusterWriter
+) -> None:
+    """The oldest brokers wrote protobuf's text format: read as Pulsar reads it (the binary
+    decoders, C and pure, refuse it first)."""
+    from google.protobuf import text_format
+
+    from tests.formats.test_managed_ledger_info import _official
+
+    info = ManagedLedgerInfo((offloaded(3, U1, entries=7), plain(8)), terminated_position=(8, 0))
+    text = text_format.MessageToString(_official(info)).encode()
+    cluster.put_raw("/managed-ledgers/public/default/persistent/old", text)
+    with open_cluster_source(_url(zk_server, cluster)) as source:
+        assert source.managed_ledger("public/default/old").info == info
+        (got,) = source.managed_ledgers(["persistent://public/default/old"])
+    assert got.info == info and [li.ledger_id for li in got.offloaded] == [3]
