@@ -1,6 +1,6 @@
 """click parameter types for sizes (``10M``), times (``4h``), positions (``12:0``) and the
 metrics endpoint's address (``127.0.0.1:9108``), and the ``--catalog``/``--warehouse`` options
-of the Iceberg export commands.
+of the Iceberg export commands, and the one option that selects topics (``topics_option``).
 
 A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
 units (:mod:`offloader.units`).
@@ -13,7 +13,14 @@ from typing import Any, TypeVar
 
 import click
 
-from offloader.api import MetricsAddress, Position, TransformPolicy, parse_metrics_addr
+from offloader.api import (
+    TOPICS_HELP,
+    TOPICS_METAVAR,
+    MetricsAddress,
+    Position,
+    TransformPolicy,
+    parse_metrics_addr,
+)
 from offloader.errors import ConfigError
 from offloader.units import parse_duration_seconds, parse_size
 
@@ -29,6 +36,7 @@ __all__ = [
     "PositionParam",
     "SizeParam",
     "iceberg_options",
+    "topics_option",
     "transform_options",
     "transform_record",
 ]
@@ -176,3 +184,13 @@ def transform_record(policy: TransformPolicy) -> dict[str, Any]:
         "encryption": policy.encryption,
         "key_id": policy.key_id,
     }
+
+
+def topics_option(
+    name: str = "--topics", lead: str = "Only these topics (default: all)."
+) -> Callable[[F], F]:
+    """An option that selects topics: the one form (:mod:`offloader.selection`), the one
+    metavar and the one help sentence, after a short ``lead`` saying what the command does
+    with them. Its value reaches the engine as text, which parses it (a bad regex is a one-line
+    ``error:``, exit code 1)."""
+    return click.option(name, metavar=TOPICS_METAVAR, help=f"{lead} {TOPICS_HELP}")

@@ -170,6 +170,16 @@ class TopicSelection:
             canonical=frozenset(c for p in parts for c in p.canonical),
         )
 
+    @staticmethod
+    def text_of(names: Iterable[str]) -> str:
+        """A selection's text that selects exactly ``names`` (full names, as a listing holds
+        them): their comma-separated list, or an escaped regex when a name holds a ``,`` or a
+        regex operator (Pulsar allows both in a topic's local name)."""
+        listed = list(dict.fromkeys(names))
+        if any("," in n or any(ch in REGEX_OPERATORS for ch in n) for n in listed):
+            return REGEX_PREFIX + "|".join(re.escape(n) for n in listed)
+        return ",".join(listed)
+
     @classmethod
     def of(cls, value: str | TopicSelection | None) -> TopicSelection | None:
         """``value`` parsed (a selection as it is; None, meaning every topic, as None)."""

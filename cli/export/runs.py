@@ -16,6 +16,8 @@ from cli.context import CliContext, pass_cli
 from cli.params import SIZE, iceberg_options
 from cli.settings import open_offloader
 from offloader.api import (
+    TOPICS_HELP,
+    TOPICS_METAVAR,
     ExportSpec,
     ExportStatus,
     ResetReport,
@@ -54,8 +56,8 @@ def _time(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
 
 
-@click.command()
-@click.argument("topics", nargs=-1, required=True)
+@click.command(epilog=f"TOPICS (each argument): {TOPICS_HELP}")
+@click.argument("topics", nargs=-1, required=True, metavar=f"{TOPICS_METAVAR}...")
 @_TARGET
 @click.option(
     "--format",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.params import topics_option
 from cli.render import Progress, echo_json, echo_table, progress_enabled
 from cli.settings import open_offloader
 from offloader.api import RebuildReport
@@ -48,11 +49,7 @@ def _echo(report: RebuildReport) -> None:
 
 
 @click.command()
-@click.option(
-    "--topics",
-    metavar="REGEX",
-    help="Only topics whose full name (persistent://tenant/ns/topic) matches (full match).",
-)
+@topics_option()
 @click.option(
     "--dry-run",
     is_flag=True,

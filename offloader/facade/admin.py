@@ -29,6 +29,7 @@ from offloader.policies import (
     TransformPolicy,
 )
 from offloader.rebuild import RebuildReport, rebuild
+from offloader.selection import TopicSelection
 
 if TYPE_CHECKING:
     pass
@@ -200,14 +201,14 @@ class AdminFacade(FacadeBase):
     def metadata_rebuild(
         self,
         *,
-        topics: str | None = None,
+        topics: str | TopicSelection | None = None,
         dry_run: bool = False,
         merge: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> RebuildReport:
         """Recreate the metadata store's records from the object store's listing
-        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
-        expression matched in full against full topic names. Refuses a store with records
+        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: the topics
+        rebuilt (:mod:`offloader.selection`; None: all). Refuses a store with records
         unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing."""
         return rebuild(self._rt, topics=topics, dry_run=dry_run, merge=merge, progress=progress)
 

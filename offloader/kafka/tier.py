@@ -25,6 +25,7 @@ from offloader.keyring import KeyRing, ring_path
 from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import TransformPolicy
+from offloader.selection import TopicSelection
 from offloader.store.base import ObjectStore
 
 
@@ -44,11 +45,13 @@ class KafkaTier:
     def close(self) -> None:
         self.ctx.meta.close()
 
-    def upload(self, log_dir: Path, topics: str | None = None) -> UploadReport:
+    def upload(self, log_dir: Path, topics: str | TopicSelection | None = None) -> UploadReport:
         """One upload pass over a broker's log directory."""
         return upload.upload_log_dir(self.ctx, log_dir, topics)
 
-    def copy_lag(self, log_dir: Path, topics: str | None = None) -> list[PartitionCopyLag]:
+    def copy_lag(
+        self, log_dir: Path, topics: str | TopicSelection | None = None
+    ) -> list[PartitionCopyLag]:
         """Per partition of ``log_dir``: bytes and closed segments not in remote storage yet."""
         return copy_lags(self.ctx, log_dir, topics)
 
