@@ -71,6 +71,18 @@ def _forms(name: str) -> tuple[str | None, str | None]:
     return full, full[len(_SCHEME) :]
 
 
+def _plain(name: str) -> bool:
+    """Whether ``name`` reads back as itself in a comma-separated list of names."""
+    return (
+        name.strip() == name
+        and bool(name)
+        and "," not in name
+        and not name.startswith(REGEX_PREFIX)
+        and not any(ch in REGEX_OPERATORS for ch in name)
+        and ("://" in name or name.count("/") != 1)
+    )
+
+
 def _canonical(name: str) -> str | None:
     """The full Pulsar name a given name stands for, or None when it is no Pulsar name."""
     try:
@@ -176,7 +188,7 @@ class TopicSelection:
         them): their comma-separated list, or an escaped regex when a name holds a ``,`` or a
         regex operator (Pulsar allows both in a topic's local name)."""
         listed = list(dict.fromkeys(names))
-        if any("," in n or any(ch in REGEX_OPERATORS for ch in n) for n in listed):
+        if any(not _plain(n) for n in listed):
             return REGEX_PREFIX + "|".join(re.escape(n) for n in listed)
         return ",".join(listed)
 

@@ -12,6 +12,7 @@ from offloader.api_types import (
 )
 from offloader.errors import (
     ConfigError,
+    ExportError,
     OffloaderError,
 )
 from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
@@ -224,7 +225,7 @@ class ExportFacade(ServiceFacade):
         selection = TopicSelection.parse_all(texts)
         if selection.names_only:
             return list(selection.names)
-        return selection.expand(t.name for t in self._rt.meta.list_topics())
+        return _some(selection, selection.expand(t.name for t in self._rt.meta.list_topics()))
 
     def _kafka_topics(self, topics: Iterable[str]) -> list[str]:
         """Like :meth:`_pulsar_topics`, for Kafka topics (the tier's topics; no namespaces)."""
@@ -234,7 +235,8 @@ class ExportFacade(ServiceFacade):
         selection = TopicSelection.parse_all(texts).require_flat()
         if selection.names_only:
             return list(selection.names)
-        return selection.expand(sorted({p.topic for p in self.kafka().ctx.meta.list_partitions()}))
+        listed = sorted({p.topic for p in self.kafka().ctx.meta.list_partitions()})
+        return _some(selection, selection.expand(listed), "Kafka topic")
 
     def _foreign_topics(self) -> set[str]:
         """On a shared store, the topics another broker owns (their ledgers that are not
@@ -438,3 +440,11 @@ def _not_iceberg(target: str, instead: str | None) -> None:
                 "older snapshots: read one by its metadata file)"
             )
         )
+
+
+def _some(selection: TopicSelection, topics: list[str], kind: str = "topic") -> list[str]:
+    """``topics``, or an :class:`~offloader.errors.ExportError` when the selection's namespaces
+    and regexes matched none."""
+    if not topics:
+        raise ExportError(f"export run: no {kind} matches {str(selection)!r}")
+    return topics
