@@ -149,6 +149,7 @@ def run(
     \b
     Examples:
       offloader export run orders --to /data/lake
+      offloader export run 'public/default/(orders|clicks)' --to /data/lake
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
       offloader export run orders --to iceberg://pulsar.orders --warehouse s3://lake/iceberg
       offloader --pulsar-metadata zk:zk1:2181 export run public/default/orders --to /data/lake
