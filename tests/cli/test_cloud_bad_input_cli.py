@@ -130,6 +130,7 @@ def test_wrong_google_credentials(tmp_path: Path, gcs_emulator: object) -> None:
     bad.write_text("{not json")
     line = _one_line({**env, "GOOGLE_APPLICATION_CREDENTIALS": str(bad)}, "objects", "orphans")
     assert url in line and "no usable Google credentials" in line
+    assert f"GOOGLE_APPLICATION_CREDENTIALS ({bad}) is not a usable key file" in line
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -152,4 +153,4 @@ def test_wrong_google_credentials(tmp_path: Path, gcs_emulator: object) -> None:
     )
     line = _one_line({**env, "GOOGLE_APPLICATION_CREDENTIALS": str(account)}, "objects", "orphans")
     assert url in line and "BEGIN PRIVATE KEY" not in line
-    assert "credentials" in line or "unreachable" in line
+    assert "no Google access token" in line and "unreachable" in line
