@@ -19,6 +19,7 @@ from offloader.metadata.base import DriverMetadata
 from offloader.selection import TopicSelection
 from offloader.spark import offloaded_rdd, register
 from offloader.spark.plan import LocalLedgerTask, plan_topics
+from offloader.spark.rdd import plan as rdd_plan
 from offloader.spark.tasks import read_open_entries
 from tests.spark.conftest import TOPIC_A, TOPIC_B, payloads_of, records_digest, sha, upload_ledger
 
@@ -121,6 +122,9 @@ def test_topics_read_completely_across_tiers(
         chosen = plan_topics(home["home"], TopicSelection.parse(text), settings)
         assert [repr(t) for t in chosen] == [repr(t) for t in named], text
     assert plan_topics(home["home"], TopicSelection.parse("spark-[c-z]"), settings) == []
+    # offloaded_rdd's source as one string takes the same form
+    by_text = rdd_plan("public/default/spark-.*", settings, home=home["home"])
+    assert [repr(t) for t in by_text] == [repr(t) for t in named]
 
 
 def test_topic_with_pruning(spark: Any, home: dict[str, Any], aws_env: S3Endpoint) -> None:
