@@ -101,3 +101,16 @@ def test_export_run_takes_a_namespace_and_a_regex(tmp_path: Path) -> None:
     assert sorted(exported("orders,clicks")) == sorted(topics)
     line = one_line_error(run(home, "export", "run", "(", "--to", str(tmp_path / "x")))
     assert "not a regular expression" in line
+
+
+def test_service_run_checks_kafka_topics_before_the_first_pass(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ok(home, "namespaces", "create", "a/b")
+    line = one_line_error(run(home, "service", "run", "--once", "--kafka-topics", "("))
+    assert "not a regular expression" in line
+    (home / "offloader.toml").write_text('[kafka]\ntopics = "public/default"\n')
+    line = one_line_error(run(home, "service", "run", "--once"))
+    assert line.endswith(
+        "offloader.toml: [kafka] topics 'public/default': public/default is a Pulsar namespace; "
+        "Kafka topics have none (give names or a regular expression)"
+    )
