@@ -34,6 +34,7 @@ def _lookup(root: click.Command, path: tuple[str, ...]) -> click.Command:
 
 def escape(text: str) -> str:
     """Help text as Markdown text: no HTML tags, emphasis or table cells made by accident."""
+    text = text.replace("\\", "\\\\")  # a backslash shown as one, never an escape
     return text.replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
 
 
@@ -194,7 +195,9 @@ def _selection_section(prog: str) -> list[str]:
         "Kafka topic, never `ordersXv1`), and a bare Pulsar name `x` means "
         "`persistent://public/default/x`. A regex is Python's, matched in full against the "
         "topic name (a Pulsar topic's `persistent://t/ns/x` and `t/ns/x` forms both); a comma "
-        "inside it is part of the regex, so write alternatives with `|`. A bad regex, an empty "
+        "inside it is part of the regex, so write alternatives with `|`; a Pulsar topic whose "
+        "name holds an operator is selected by a regex that escapes it "
+        "(`persistent://t/ns/a\\+b`). A bad regex, an empty "
         "selection or a malformed Pulsar name is one `error:` line (exit code 1); a namespace "
         "where Kafka topics are selected is refused the same way.",
         "",
