@@ -24,6 +24,7 @@ from offloader.api import (
     ExportJob,
     ExportSpec,
     MetricsAddress,
+    TopicSelection,
     parse_kafka_metadata_url,
     parse_metrics_addr,
 )
@@ -235,7 +236,8 @@ def load_file_config(home: Path) -> FileConfig:
 
 
 def _kafka_from_table(table: object, base: BrokerSettings) -> BrokerSettings:
-    """``[kafka] log_dirs = ["/var/lib/kafka/data"]`` and ``topics = "regex"``."""
+    """``[kafka] log_dirs = ["/var/lib/kafka/data"]`` and ``topics = "orders,clicks"`` (the one
+    selection form, :mod:`offloader.selection`: names or a regex)."""
     if not isinstance(table, dict):
         raise ConfigError("[kafka] must be a table")
     refuse_unknown_keys(table, {"log_dirs", "topics"}, "unknown [kafka] key(s)")
@@ -244,7 +246,12 @@ def _kafka_from_table(table: object, base: BrokerSettings) -> BrokerSettings:
         raise ConfigError("[kafka] log_dirs must be a list of directory paths")
     topics = table.get("topics")
     if topics is not None and not isinstance(topics, str):
-        raise ConfigError("[kafka] topics must be a string (a regular expression)")
+        raise ConfigError("[kafka] topics must be a string (topic names or a regular expression)")
+    if topics is not None:
+        try:
+            TopicSelection.parse(topics).require_flat()
+        except ConfigError as exc:
+            raise ConfigError(f"[kafka] {exc}") from None
     return replace(base, kafka_log_dirs=tuple(log_dirs), kafka_topics=topics)
 
 
@@ -257,7 +264,14 @@ def _exports_from_tables(tables: object, endpoint: str | None) -> tuple[ExportJo
         refuse_unknown_keys(table, _EXPORT_KEYS, "unknown [[export]] key(s)")
         topics = table.get("topics")
         if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
-            raise ConfigError("[[export]] topics must be a list of topic names")
+            raise ConfigError(
+                "[[export]] topics must be a list of topic names (or namespaces, or regexes)"
+            )
+        try:
+            if topics:
+                TopicSelection.parse_all(topics)
+        except ConfigError as exc:
+            raise ConfigError(f"[[export]] {exc}") from None
         if not isinstance(table.get("to"), str):
             raise ConfigError(
                 "[[export]] to must be a local directory, s3://bucket/prefix, "

@@ -1,6 +1,6 @@
 """click parameter types for sizes (``10M``), times (``4h``), positions (``12:0``) and the
 metrics endpoint's address (``127.0.0.1:9108``), and the ``--catalog``/``--warehouse`` options
-of the Iceberg export commands.
+of the Iceberg export commands, and the one option that selects topics (``topics_option``).
 
 A bad value is a usage error (exit code 2) naming the option. Sizes and times use Pulsar's
 units (:mod:`offloader.units`).
@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import click
 
 from offloader.api import (
+    TOPICS_HELP,
+    TOPICS_METAVAR,
     MetricsAddress,
     Position,
     TransformPolicy,
@@ -35,6 +37,7 @@ __all__ = [
     "PositionParam",
     "SizeParam",
     "iceberg_options",
+    "topics_option",
     "transform_options",
     "transform_record",
 ]
@@ -203,3 +206,13 @@ KAFKA_METADATA = click.option(
     "With it only partitions this broker leads (meta.properties in the log dir), of topics "
     "with remote.storage.enable=true, are uploaded.",
 )
+
+
+def topics_option(
+    name: str = "--topics", lead: str = "Only these topics (default: all)."
+) -> Callable[[F], F]:
+    """An option that selects topics: the one form (:mod:`offloader.selection`), the one
+    metavar and the one help sentence, after a short ``lead`` saying what the command does
+    with them. Its value reaches the engine as text, which parses it (a bad regex is a one-line
+    ``error:``, exit code 1)."""
+    return click.option(name, metavar=TOPICS_METAVAR, help=f"{lead} {TOPICS_HELP}")

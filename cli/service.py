@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from cli.context import CliContext, pass_cli
-from cli.params import DURATION, KAFKA_METADATA, METRICS_ADDR
+from cli.params import DURATION, KAFKA_METADATA, METRICS_ADDR, topics_option
 from cli.render import echo_json
 from cli.settings import broker_options, file_config_of, open_offloader
 from offloader.api import (
@@ -35,6 +35,7 @@ from offloader.api import (
     MetricsAddress,
     TickReport,
     TopicExportReport,
+    TopicSelection,
     start_metrics_server,
 )
 from offloader.errors import ConfigError, OffloadError
@@ -157,7 +158,7 @@ def _is_idle(report: TickReport) -> bool:
     "also [kafka] log_dirs in offloader.toml), named in the tier's persisted key scheme (see "
     "kafka upload --hash-prefix).",
 )
-@click.option("--kafka-topics", metavar="REGEX", help="Only these Kafka topics (full match).")
+@topics_option("--kafka-topics", "Only these Kafka topics (default: all; also [kafka] topics).")
 @KAFKA_METADATA
 @click.option(
     "--metrics-addr",
@@ -195,6 +196,9 @@ def run(
         raise click.BadParameter(
             f"{interval}s is below the minimum of 1s", param_hint="'--interval'"
         )
+
+    if kafka_topics is not None:  # checked now, not at the first pass's upload
+        TopicSelection.parse(kafka_topics).require_flat()
 
     reports: list[TickReport] = []
 

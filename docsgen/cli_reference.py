@@ -34,6 +34,7 @@ def _lookup(root: click.Command, path: tuple[str, ...]) -> click.Command:
 
 def escape(text: str) -> str:
     """Help text as Markdown text: no HTML tags, emphasis or table cells made by accident."""
+    text = text.replace("\\", "\\\\")  # a backslash shown as one, never an escape
     return text.replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
 
 
@@ -109,6 +110,7 @@ def render(root: click.Command, prog: str = "offloader") -> str:
         "Global options (the first table) go before the command: "
         f"`{prog} --json topics info t`.",
         "",
+        *_selection_section(prog),
     ]
     for path in walk(root):
         command = _lookup(root, path)
@@ -128,6 +130,8 @@ def render(root: click.Command, prog: str = "offloader") -> str:
         lines += ["```text", f"Usage: {title} {' '.join(pieces)}".rstrip(), "```", ""]
         if command.help:
             lines += _help_text(command.help)
+        if command.epilog:
+            lines += _help_text(command.epilog)
         if isinstance(command, click.Group):
             subs = [p[-1] for p in walk(command, ()) if len(p) == 1]
             lines.append(
@@ -162,3 +166,39 @@ def _dedent(text: str) -> list[str]:
     indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
     cut = min(indents, default=0)
     return [line[cut:] for line in lines]
+
+
+def _selection_section(prog: str) -> list[str]:
+    """*Selecting topics*: the one form every option that selects topics takes, from
+    :mod:`offloader.selection` (its help sentence, as ``--help`` shows it)."""
+    from offloader.selection import TOPICS_HELP, TOPICS_METAVAR
+
+    return [
+        "## Selecting topics {#selecting-topics}",
+        "",
+        f"Every option that selects topics takes one form and shows it as `{TOPICS_METAVAR}`: "
+        "`kafka upload --topics`, `service run --kafka-topics` (and `[kafka] topics`), "
+        "`metadata rebuild --topics`, `export run TOPICS...` (and `[[export]] topics`), and "
+        "the Spark sources' `topics` option, with or without `--pulsar-metadata`:",
+        "",
+        f"> {escape(TOPICS_HELP)}",
+        "",
+        "```text",
+        f"{prog} kafka upload --log-dir /data --topics orders,clicks      # two names",
+        f"{prog} kafka upload --log-dir /data --topics 'orders-.*'        # a regex",
+        f"{prog} metadata rebuild --topics tenant/ns                      # a namespace",
+        f"{prog} metadata rebuild --topics tenant/ns/t1,persistent://tenant/ns/t2",
+        f"{prog} export run 'public/default/(orders|clicks)' --to /lake   # a regex",
+        "```",
+        "",
+        "A name is an exact match: `.`, `_` and `-` are name characters (`orders.v1` is one "
+        "Kafka topic, never `ordersXv1`), and a bare Pulsar name `x` means "
+        "`persistent://public/default/x`. A regex is Python's, matched in full against the "
+        "topic name (a Pulsar topic's `persistent://t/ns/x` and `t/ns/x` forms both); a comma "
+        "inside it is part of the regex, so write alternatives with `|`; a Pulsar topic whose "
+        "name holds an operator is selected by a regex that escapes it "
+        "(`persistent://t/ns/a\\+b`). A bad regex, an empty "
+        "selection or a malformed Pulsar name is one `error:` line (exit code 1); a namespace "
+        "where Kafka topics are selected is refused the same way.",
+        "",
+    ]

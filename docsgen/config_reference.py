@@ -70,7 +70,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     "`batch`, or `never`.",
     ("kafka", "log_dirs"): "Kafka log directories whose closed segments `service run` "
     "uploads on every pass (a list of paths).",
-    ("kafka", "topics"): "Only Kafka topics matching this regular expression (default: all).",
+    ("kafka", "topics"): "Only these Kafka topics (default: all), in the one topic selection "
+    "form: names or a regular expression (see the CLI reference, *Selecting topics*).",
     ("transform", "chunk_size"): "Original bytes per chunk of a transformed object "
     "(`64K`..`64M`, default `1M`).",
     ("transform", "chunk_cache_size"): "Cache of decoded chunks for repeated reads, per "
@@ -83,7 +84,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("policy", "level"): "zstd level (default 3).",
     ("policy", "encryption"): "`aes-256-gcm` or `none` (default).",
     ("policy", "key_id"): "Key of the key ring (default: the ring's active key at offload time).",
-    ("export", "topics"): "The topics to export (a list of names).",
+    ("export", "topics"): "The topics to export: a list, each item in the one topic selection "
+    "form (names, a namespace or a regular expression; see the CLI reference).",
     ("export", "to"): "A directory, `s3://bucket/prefix` or `iceberg://NAMESPACE.TABLE`.",
     ("export", "catalog"): "Iceberg catalog: `postgresql://...` or a REST catalog's URL "
     "(default: a SQLite catalog in the home).",

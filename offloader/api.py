@@ -77,6 +77,7 @@ from offloader.read.cluster import ClusterLedger, offloaded_ledgers
 from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
 from offloader.rebuild import RebuildItem, RebuildReport
+from offloader.selection import TOPICS_HELP, TOPICS_METAVAR, TopicSelection
 from offloader.service import TickWork, after_rollover
 from offloader.topics import tasks as topic_tasks
 from offloader.topics.managed_ledger import ManagedLedger
@@ -87,6 +88,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "S3_STANDARD_PRICE",
+    "TOPICS_HELP",
+    "TOPICS_METAVAR",
     "AppliedOffloadPolicies",
     "BrokerRecord",
     "BrokerSettings",
@@ -133,6 +136,7 @@ __all__ = [
     "TopicExportReport",
     "TopicInfo",
     "TopicPolicies",
+    "TopicSelection",
     "TransformPolicy",
     "UploadReport",
     "VerifyResult",

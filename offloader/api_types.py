@@ -77,7 +77,7 @@ class BrokerSettings:
     kafka_topic_transforms: tuple[tuple[str, TransformPolicy], ...] = ()
     #: Kafka broker log directories whose closed segments the service uploads each pass
     kafka_log_dirs: tuple[str, ...] = ()
-    #: only Kafka topics matching this regex (None: all)
+    #: only these Kafka topics, in the one selection form of offloader.selection (None: all)
     kafka_topics: str | None = None
     #: the Kafka cluster's metadata (``zk:host:port[/chroot]``, ``kraft:<dir>``): uploads only
     #: what this broker leads, of tiered topics (None: every partition of the log dirs)

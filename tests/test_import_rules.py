@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "offloader.config": 1,
     "offloader.location": 1,  # the parsed store URL and the S3 endpoint rule
     "offloader.naming": 1,
+    "offloader.selection": 1,  # the one form of a topic selection (names, namespace, regex)
     "offloader.policies": 1,
     "offloader.metrics": 1,  # the metrics set the flows record into, lag computations
     "offloader": 1,  # the package's own __init__

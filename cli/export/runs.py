@@ -17,6 +17,8 @@ from cli.context import CliContext, pass_cli
 from cli.params import SIZE, iceberg_options
 from cli.settings import open_offloader
 from offloader.api import (
+    TOPICS_HELP,
+    TOPICS_METAVAR,
     ExportSpec,
     ExportStatus,
     ResetReport,
@@ -55,8 +57,8 @@ def _time(ms: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
 
 
-@click.command()
-@click.argument("topics", nargs=-1, required=True)
+@click.command(epilog=f"TOPICS (each argument): {TOPICS_HELP}")
+@click.argument("topics", nargs=-1, required=True, metavar=f"{TOPICS_METAVAR}...")
 @_TARGET
 @click.option(
     "--format",
@@ -148,6 +150,7 @@ def run(
     \b
     Examples:
       offloader export run orders --to /data/lake
+      offloader export run 'public/default/(orders|clicks)' --to /data/lake
       offloader export run orders --to s3://lake/pulsar --partition-by dt --until 2025-06-16
       offloader export run orders --to iceberg://pulsar.orders --warehouse s3://lake/iceberg
       offloader --pulsar-metadata zk:zk1:2181 export run public/default/orders --to /data/lake

@@ -1,6 +1,6 @@
 """``offloader kafka``: Kafka log segments to the object store, read back by offset or time.
 
-* ``upload --log-dir DIR [--topics REGEX] [--once]``: copy closed segments (one pass with
+* ``upload --log-dir DIR [--topics TOPICS] [--once]``: copy closed segments (one pass with
   ``--once``, else every ``--interval`` until SIGINT/SIGTERM). JSON: one object per segment
   ``{topic, partition, base_offset, end_offset, outcome, segment_id, size_bytes, from_deleted,
   detail}`` then ``{partitions, uploaded, gaps, corrupt, failed, cleaned, busy}``. A corrupt or
@@ -44,6 +44,7 @@ from cli.params import (
     KAFKA_METADATA,
     SIZE,
     SIZE_OR_MINUS_ONE,
+    topics_option,
 )
 from cli.render import echo_table, plural, safe_bytes, safe_text, time_text
 from cli.service import StopFlag, stop_on_signals
@@ -121,7 +122,7 @@ def _print_report(cli: CliContext, report: UploadReport) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="The broker's log directory (read-only: never modified).",
 )
-@click.option("--topics", metavar="REGEX", help="Only topics whose name matches (full match).")
+@topics_option()
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @click.option(
     "--interval",

@@ -19,6 +19,7 @@ from collections import Counter
 import click
 
 from cli.context import CliContext, pass_cli
+from cli.params import topics_option
 from cli.render import Progress, echo_json, echo_table, progress_enabled
 from cli.settings import open_offloader
 from offloader.api import RebuildItem, RebuildReport
@@ -88,12 +89,7 @@ def _echo(report: RebuildReport) -> None:
 
 
 @click.command()
-@click.option(
-    "--topics",
-    metavar="REGEX",
-    help="Only topics whose full name matches (full match): persistent://tenant/ns/topic for "
-    "Pulsar, the topic itself for Kafka.",
-)
+@topics_option()
 @click.option(
     "--dry-run",
     is_flag=True,

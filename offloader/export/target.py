@@ -17,7 +17,9 @@ reads the Parquet footers ``export reset --to TIME`` needs. Executors write file
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +39,32 @@ from offloader.store.base import ObjectStore
 __all__ = ["TargetListing", "TargetSpec", "open_filesystem"]
 
 log = get_logger(__name__)
+
+#: how long pyarrow's GCS client retries a transient failure (an unreachable endpoint included)
+#: before the export fails with its one-line error (the client's own default is 15 minutes)
+CLOUD_RETRY_SECONDS = 20
+
+#: a google-cloud-cpp status (pyarrow's GCS errors): its code, and a CURL error's text in it
+_GCS_STATUS = re.compile(r"google::cloud::Status\((?P<code>[A-Z_]+): (?P<detail>.*)", re.S)
+_CURL = re.compile(r"CURL error \[\d+\]=(?P<text>[^{}]*?)\s*(?:error_info=|[{}]|$)")
+_UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def fs_reason(exc: BaseException) -> str:
+    """A pyarrow filesystem error as one short line: the GCS client's status dump reduced to
+    its code and cause (``store unreachable (UNAVAILABLE: Could not connect to server)``),
+    anything else as its text on one line (at most 300 characters)."""
+    text = " ".join(str(exc).split())
+    match = _GCS_STATUS.search(text)
+    if match:
+        code = match["code"]
+        curl = _CURL.search(match["detail"])
+        cause = curl["text"].strip() if curl else match["detail"].split(" error_info=")[0]
+        detail = f"{code}: {cause}".rstrip(")")
+        text = f"store unreachable ({detail})" if code in _UNREACHABLE else detail
+    elif "could not connect" in text.lower():  # Azure's SDK, under pyarrow
+        text = f"store unreachable: {text}"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 @dataclass(frozen=True)
@@ -118,15 +146,19 @@ def _cloud_filesystem(spec: TargetSpec) -> pafs.FileSystem:
     (``STORAGE_EMULATOR_HOST``; ``AZURE_STORAGE_CONNECTION_STRING`` or
     ``AZURE_STORAGE_ACCOUNT`` and ``AZURE_STORAGE_KEY``)."""
     if spec.scheme == "gs":
+        # the GCS client retries transient errors for 15 minutes by default: an unreachable
+        # endpoint would hang an export that long before its one-line error
+        limit = dt.timedelta(seconds=CLOUD_RETRY_SECONDS)
         emulator = os.environ.get("STORAGE_EMULATOR_HOST")
         if not emulator:
-            return pafs.GcsFileSystem()
+            return pafs.GcsFileSystem(retry_time_limit=limit)
         parts = urlsplit(emulator if "://" in emulator else f"http://{emulator}")
         return pafs.GcsFileSystem(
             anonymous=True,
             endpoint_override=parts.netloc,
             scheme=parts.scheme or "http",
             project_id=os.environ.get("GOOGLE_CLOUD_PROJECT") or "offloader",
+            retry_time_limit=limit,
         )
     conn = dict(
         item.split("=", 1)
@@ -206,7 +238,9 @@ class ExportTarget:
         try:
             infos = self.fs.get_file_info(selector)
         except OSError as exc:
-            raise StoreError(f"export target {self.spec.url}: cannot list: {exc}") from None
+            raise StoreError(
+                f"export target {self.spec.url}: cannot list: {fs_reason(exc)}"
+            ) from None
         for info in infos:
             if info.type != pafs.FileType.File:
                 continue
@@ -230,7 +264,7 @@ class ExportTarget:
             pass
         except OSError as exc:
             raise StoreError(
-                f"export target {self.spec.url}: cannot delete {relative}: {exc}"
+                f"export target {self.spec.url}: cannot delete {relative}: {fs_reason(exc)}"
             ) from None
 
     def exists(self, relative: str) -> bool:
@@ -251,7 +285,9 @@ class ExportTarget:
             finally:
                 store.close()
         except OSError as exc:
-            raise StoreError(f"export target {self.spec.url}: cannot write {path}: {exc}") from None
+            raise StoreError(
+                f"export target {self.spec.url}: cannot write {path}: {fs_reason(exc)}"
+            ) from None
 
     def put_whole(self, relative: str, data: bytes) -> None:
         """Write a small object whole: there complete or not at all (a temporary file fsync'd
@@ -307,7 +343,7 @@ class ExportTarget:
             meta = pq.read_metadata(self.spec.path(relative), filesystem=self.fs)
         except (OSError, pa.ArrowInvalid) as exc:
             raise StoreError(
-                f"export target {self.spec.url}: cannot read {relative}: {exc}"
+                f"export target {self.spec.url}: cannot read {relative}: {fs_reason(exc)}"
             ) from None
         names = meta.schema.names
         if "publish_time" not in names and "timestamp" not in names:

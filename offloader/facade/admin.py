@@ -29,6 +29,7 @@ from offloader.policies import (
     TransformPolicy,
 )
 from offloader.rebuild import Rebuilder, RebuildReport, default_rebuilders, rebuild
+from offloader.selection import TopicSelection
 
 if TYPE_CHECKING:
     pass
@@ -200,7 +201,7 @@ class AdminFacade(FacadeBase):
     def metadata_rebuild(
         self,
         *,
-        topics: str | None = None,
+        topics: str | TopicSelection | None = None,
         dry_run: bool = False,
         merge: bool = False,
         progress: Callable[[int, int], None] | None = None,
@@ -211,9 +212,9 @@ class AdminFacade(FacadeBase):
         region: str | None = None,
     ) -> RebuildReport:
         """Recreate the metadata store's records from the object store's listing
-        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: a regular
-        expression matched in full against full topic names (a Pulsar topic's
-        ``persistent://...`` name, a Kafka topic's own name). Refuses a store with records
+        (``offloader metadata rebuild``; spec/bucket-manifests.md). ``topics``: the topics
+        rebuilt (:mod:`offloader.selection`: a Pulsar topic's ``persistent://...`` name, a
+        Kafka topic's own name; None: all). Refuses a store with records
         unless ``merge`` (RebuildRefused); ``dry_run`` writes nothing. ``export_targets``:
         export targets whose watermarks are rebuilt too (spec/export.md §5a): Parquet
         targets (``endpoint_url``/``region`` for ``s3://``) from their watermark records,

@@ -27,6 +27,7 @@ from offloader.offload.cluster_orphans import (
 from offloader.pulsar_cluster import ClusterTopic, PulsarClusterSource, open_cluster_source
 from offloader.pulsar_cluster.base import all_topics, resolve_topic, select_topics
 from offloader.read.cluster import BucketStores, ClusterLedger, read_cluster_entries
+from offloader.selection import TopicSelection
 from offloader.store import ObjectStore, open_store
 from offloader.topics.messages import MessageRecord, decode_records
 
@@ -94,8 +95,9 @@ class PulsarCluster:
             return all_topics(self._source)
         return self._source.topics(namespace)
 
-    def select(self, selection: str) -> list[str]:
-        """Topic names, a namespace, or ``regex:PATTERN`` as topic names."""
+    def select(self, selection: str | TopicSelection) -> list[str]:
+        """The topics a selection (:mod:`offloader.selection`: names, a namespace, or a
+        regex) names, as topic names."""
         return select_topics(self._source, selection)
 
     def topic_info(self, topic: str) -> list[ClusterTopic]:

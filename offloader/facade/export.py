@@ -11,6 +11,7 @@ from offloader.api_types import (
 )
 from offloader.errors import (
     ConfigError,
+    ExportError,
     OffloaderError,
 )
 from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
@@ -37,6 +38,7 @@ from offloader.export.settings import ExportJob, ExportSpec, normalize_target
 from offloader.export.target import TargetSpec
 from offloader.facade.service import ServiceFacade
 from offloader.logs import get_logger
+from offloader.selection import TopicSelection
 from offloader.service import run as run_service_loop
 
 if TYPE_CHECKING:
@@ -144,7 +146,7 @@ class ExportFacade(ServiceFacade):
                 raise ConfigError("export run: --kafka and --pulsar-metadata exclude each other")
             return self._export_cluster(cluster, list(topics), spec, spark, engine)
         if kafka:
-            return self._export_kafka(list(topics), spec, spark, engine)
+            return self._export_kafka(self._kafka_topics(topics), spec, spark, engine)
         runner: SparkRunner
         if engine == "local":
             runner = LocalRunner(str(self._rt.home), spec, metadata_url=self._rt.metadata_url)
@@ -160,7 +162,7 @@ class ExportFacade(ServiceFacade):
             self._export_meta(),
             self._rt.home,
             spec,
-            list(topics),
+            self._pulsar_topics(topics),
             runner,
             self._rt.now_ms,
             foreign=self._foreign_topics(),
@@ -177,7 +179,12 @@ class ExportFacade(ServiceFacade):
         from offloader.export.cluster import run_cluster_export
         from offloader.spark.export_job import ClusterLocalRunner, ClusterSparkRunner
 
-        names = [n for t in topics for n in cluster.partitions(t)]
+        selection = TopicSelection.parse_all(topics) if topics else None
+        names: list[str] = []
+        if selection is not None and selection.names_only:
+            names = [n for t in selection.names for n in cluster.partitions(t)]
+        elif selection is not None:
+            names = cluster.select(selection)
         runner: ClusterSparkRunner | ClusterLocalRunner
         if engine == "local":
             runner = ClusterLocalRunner(
@@ -194,6 +201,29 @@ class ExportFacade(ServiceFacade):
         return run_cluster_export(
             cluster.source, self._export_meta(), self._rt.home, spec, names, runner, self._rt.now_ms
         )
+
+    def _pulsar_topics(self, topics: Iterable[str]) -> list[str]:
+        """What ``export run TOPICS...`` names (each argument in the one selection form of
+        :mod:`offloader.selection`): the names as given, then the topics of this home's
+        metadata a namespace or a regex selects."""
+        texts = list(topics)
+        if not texts:
+            return []
+        selection = TopicSelection.parse_all(texts)
+        if selection.names_only:
+            return list(selection.names)
+        return _some(selection, selection.expand(t.name for t in self._rt.meta.list_topics()))
+
+    def _kafka_topics(self, topics: Iterable[str]) -> list[str]:
+        """Like :meth:`_pulsar_topics`, for Kafka topics (the tier's topics; no namespaces)."""
+        texts = list(topics)
+        if not texts:
+            return []
+        selection = TopicSelection.parse_all(texts).require_flat()
+        if selection.names_only:
+            return list(selection.names)
+        listed = sorted({p.topic for p in self.kafka().ctx.meta.list_partitions()})
+        return _some(selection, selection.expand(listed), "Kafka topic")
 
     def _foreign_topics(self) -> set[str]:
         """On a shared store, the topics another broker owns (their ledgers that are not
@@ -326,7 +356,7 @@ class ExportFacade(ServiceFacade):
                 self._rt.meta,
                 self._rt.home,
                 spec,
-                list(topics),
+                self._kafka_topics(topics),
                 runner,
                 kafka=self.kafka().ctx.meta,
                 catalogs=self._catalog_pool(),
@@ -344,7 +374,7 @@ class ExportFacade(ServiceFacade):
             self._rt.meta,
             self._rt.home,
             spec,
-            list(topics),
+            self._pulsar_topics(topics),
             runner,
             foreign=self._foreign_topics(),
             catalogs=self._catalog_pool(),
@@ -451,3 +481,11 @@ def _not_iceberg(target: str, instead: str | None) -> None:
                 "older snapshots: read one by its metadata file)"
             )
         )
+
+
+def _some(selection: TopicSelection, topics: list[str], kind: str = "topic") -> list[str]:
+    """``topics``, or an :class:`~offloader.errors.ExportError` when the selection's namespaces
+    and regexes matched none."""
+    if not topics:
+        raise ExportError(f"export run: no {kind} matches {str(selection)!r}")
+    return topics

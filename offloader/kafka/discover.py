@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from formats.kafka.discover import FoundSegment, discover_kafka
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
+from offloader.selection import TopicSelection
 from offloader.store.base import ObjectStore
 
 __all__ = ["discover_segments", "found_record"]
@@ -42,15 +43,24 @@ def found_record(seg: FoundSegment) -> RemoteSegmentRecord:
 
 
 def discover_segments(
-    store: ObjectStore, topics: Iterable[str] | None = None
+    store: ObjectStore, topics: TopicSelection | Iterable[str] | None = None
 ) -> list[RemoteSegmentRecord]:
-    """Every kept finished copy in the store (of ``topics``, all when None), by topic,
+    """Every kept finished copy in the store (of the topics ``topics`` selects: a
+    :class:`~offloader.selection.TopicSelection` or exact names; all when None), by topic,
     partition and offset; one listing, plus one GET per marker whose epochs are hashed."""
-    wanted = None if topics is None else set(topics)
+    if topics is None:
+        wanted: TopicSelection | None = None
+    elif isinstance(topics, TopicSelection):
+        wanted = topics.require_flat()
+    else:
+        names = list(topics)
+        if not names:
+            return []
+        wanted = TopicSelection.parse_all(names).require_flat()
     found = discover_kafka(
         ((o.key, o.size) for o in store.list()),
         (u.key for u in store.list_multipart_uploads()),
         lambda key: store.get(key).data,
-        (lambda _topic: True) if wanted is None else (lambda topic: topic in wanted),
+        (lambda _topic: True) if wanted is None else wanted.matches,
     )
     return [found_record(seg) for seg in found.segments()]

@@ -16,6 +16,7 @@ from offloader.kafka.context import KafkaContext
 from offloader.kafka.logdir import scan_log_dir
 from offloader.metadata.kafka_base import COPY_FINISHED
 from offloader.metrics.lag import kafka_copy_lag
+from offloader.selection import TopicSelection
 
 __all__ = ["PartitionCopyLag", "PartitionRemoteSize", "copy_lags", "remote_log_sizes"]
 
@@ -28,9 +29,9 @@ class PartitionCopyLag(NamedTuple):
 
 
 def copy_lags(
-    ctx: KafkaContext, log_dir: Path, topics: str | None = None
+    ctx: KafkaContext, log_dir: Path, topics: str | TopicSelection | None = None
 ) -> list[PartitionCopyLag]:
-    """The copy lag of every partition of ``log_dir`` whose topic matches ``topics``."""
+    """The copy lag of every partition of ``log_dir`` whose topic ``topics`` selects."""
     watermarks = {(p.topic, p.partition): p.watermark for p in ctx.meta.list_partitions()}
     out = []
     for part in scan_log_dir(log_dir, topics):

@@ -9,7 +9,6 @@ when it is not the newest live segment of its partition; ``.deleted`` segments a
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -26,6 +25,7 @@ from formats.kafka.names import (
 )
 from offloader.errors import ConfigError
 from offloader.logs import get_logger
+from offloader.selection import TopicSelection
 
 log = get_logger(__name__)
 
@@ -137,21 +137,19 @@ def scan_partition(directory: Path) -> LocalPartition:
 
 def scan_log_dir(
     log_dir: Path,
-    topics: str | None = None,
+    topics: str | TopicSelection | None = None,
     unreadable: list[UnreadablePartition] | None = None,
 ) -> list[LocalPartition]:
-    """Every partition directory of ``log_dir`` whose topic matches ``topics`` (a regex, full
-    match), sorted by topic and partition. Directories that are not partitions are skipped.
-    With an ``unreadable`` list, a partition whose own files are bad is added to it (and left
-    out) instead of failing the whole scan: one bad directory never hides the others."""
+    """Every partition directory of ``log_dir`` whose topic ``topics`` selects (the one
+    selection form, :mod:`offloader.selection`; None: every topic), sorted by topic and
+    partition. Directories that are not partitions are skipped. With an ``unreadable`` list, a
+    partition whose own files are bad is added to it (and left out) instead of failing the
+    whole scan: one bad directory never hides the others."""
     if not log_dir.is_dir():
         raise ConfigError(f"Kafka log directory {log_dir} does not exist")
-    pattern = None
-    if topics is not None:
-        try:
-            pattern = re.compile(topics)
-        except re.error as exc:
-            raise ConfigError(f"--topics {topics!r} is not a regular expression: {exc}") from exc
+    selection = TopicSelection.of(topics)
+    if selection is not None:
+        selection.require_flat()
     partitions = []
     for entry in sorted(os.listdir(log_dir)):
         path = log_dir / entry
@@ -161,7 +159,7 @@ def scan_log_dir(
             topic, number = parse_partition_dir(entry)
         except KafkaNameError:
             continue
-        if pattern is not None and not pattern.fullmatch(topic):
+        if selection is not None and not selection.matches(topic):
             continue
         try:
             partitions.append(scan_partition(path))

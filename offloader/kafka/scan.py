@@ -35,6 +35,7 @@ from offloader.kafka.transform_read import is_transformed, segment_view
 from offloader.kafka.types import KafkaRecordRow
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
+from offloader.selection import TopicSelection
 from offloader.store.base import ObjectStore
 
 log = get_logger(__name__)
@@ -139,10 +140,12 @@ def _cuts(positions: Iterable[int], start: int, size: int, split: int) -> list[i
 def plan_scan(
     ctx: KafkaContext,
     cache: IndexCache,
-    topics: Iterable[str] | None,
+    topics: TopicSelection | Iterable[str] | None,
     scan_filter: ScanFilter,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> list[ScanTask]:
+    """The scan tasks of the remote segments of the topics ``topics`` selects (a
+    :class:`~offloader.selection.TopicSelection`, or exact names; None: every topic)."""
     finished = ctx.meta.list_segments(states=[COPY_FINISHED])
     return plan_segments(finished, cache, topics, scan_filter, split_bytes)
 
@@ -150,16 +153,23 @@ def plan_scan(
 def plan_segments(
     finished: Iterable[RemoteSegmentRecord],
     cache: IndexCache,
-    topics: Iterable[str] | None,
+    topics: TopicSelection | Iterable[str] | None,
     scan_filter: ScanFilter,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> list[ScanTask]:
     """:func:`plan_scan` over these finished copies (from the metadata store, or found in
     the bucket by :func:`offloader.kafka.discover.discover_segments`)."""
-    wanted = None if topics is None else set(topics)
+    wanted: TopicSelection | None = None
+    if isinstance(topics, TopicSelection):
+        wanted = topics.require_flat()
+    elif topics is not None:
+        names = list(topics)
+        if not names:
+            return []
+        wanted = TopicSelection.parse_all(names).require_flat()
     tasks: list[ScanTask] = []
     for seg in live_copies(finished):
-        if wanted is not None and seg.topic not in wanted:
+        if wanted is not None and not wanted.matches(seg.topic):
             continue
         if not scan_filter.keeps_segment(seg):
             continue

@@ -33,6 +33,7 @@ from offloader.metadata.kafka_base import KafkaMetadataStore, KafkaRetention
 from offloader.metrics.base import NO_METRICS, Metrics
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import TransformPolicy
+from offloader.selection import TopicSelection
 from offloader.store.base import ObjectStore
 
 
@@ -60,11 +61,13 @@ class KafkaTier:
         finally:
             self.ctx.meta.close()
 
-    def upload(self, log_dir: Path, topics: str | None = None) -> UploadReport:
+    def upload(self, log_dir: Path, topics: str | TopicSelection | None = None) -> UploadReport:
         """One upload pass over a broker's log directory."""
         return upload.upload_log_dir(self.ctx, log_dir, topics)
 
-    def copy_lag(self, log_dir: Path, topics: str | None = None) -> list[PartitionCopyLag]:
+    def copy_lag(
+        self, log_dir: Path, topics: str | TopicSelection | None = None
+    ) -> list[PartitionCopyLag]:
         """Per partition of ``log_dir``: bytes and closed segments not in remote storage yet."""
         return copy_lags(self.ctx, log_dir, topics)
 

@@ -99,6 +99,7 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     SegmentChecks,
 )
+from offloader.selection import TopicSelection
 from offloader.store.base import UploadedPart
 
 log = get_logger(__name__)
@@ -558,8 +559,11 @@ def _gap(
     )
 
 
-def upload_log_dir(ctx: KafkaContext, log_dir: Path, topics: str | None = None) -> UploadReport:
-    """One pass over the log directory (``topics``: a regex on topic names). A partition
+def upload_log_dir(
+    ctx: KafkaContext, log_dir: Path, topics: str | TopicSelection | None = None
+) -> UploadReport:
+    """One pass over the log directory (``topics``: the topics it copies, in the one selection
+    form of :mod:`offloader.selection`; None: all). A partition
     directory that cannot be read is a ``failed`` outcome (and its partition's last error when
     it is known); the others are uploaded all the same."""
     report = UploadReport()

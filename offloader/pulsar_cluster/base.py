@@ -6,12 +6,12 @@ partitions, ``<name>-partition-<n>``, each a managed ledger of its own) and read
 Pulsar's etcd and Oxia stores could follow) translate their client's errors into
 :class:`~offloader.errors.PulsarMetadataError` (a path named) and
 :class:`~offloader.errors.PulsarMetadataUnavailable`. :func:`select_topics` turns a user's
-``topics`` selection (names, a namespace, or a regex) into topic names.
+``topics`` selection (:mod:`offloader.selection`: names, a namespace, or a regex) into topic
+names.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,6 +19,7 @@ from typing import Protocol
 from formats.pulsar.managed_ledger_info import LedgerInfo, ManagedLedgerInfo
 from offloader.errors import ConfigError, InvalidName, NotFound
 from offloader.naming import TopicName
+from offloader.selection import TopicSelection
 
 #: where Pulsar keeps its managed ledgers (under the chroot)
 MANAGED_LEDGERS_ROOT = "/managed-ledgers"
@@ -85,37 +86,31 @@ def all_topics(source: PulsarClusterSource) -> list[str]:
     return out
 
 
-def select_topics(source: PulsarClusterSource, selection: str) -> list[str]:
-    """The topics a ``topics`` option names: comma-separated topic names (a partitioned topic's
-    base name selects its partitions), a namespace ``tenant/ns``, or ``regex:PATTERN`` (a
-    Python regex matched in full against full topic names). An empty result is a
-    :class:`~offloader.errors.NotFound`."""
-    text = selection.strip()
-    if not text:
-        raise ConfigError("the topics selection is empty")
-    if text.startswith("regex:"):
-        try:
-            pattern = re.compile(text[len("regex:") :])
-        except re.error as exc:
-            raise ConfigError(f"bad topics regex {text!r}: {exc}") from None
-        chosen = [t for t in all_topics(source) if pattern.fullmatch(t)]
-        if not chosen:
-            raise NotFound(f"no topic of {source.location} matches {text!r}")
-        return chosen
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if len(parts) == 1 and "://" not in parts[0] and parts[0].count("/") == 1:
-        topics = source.topics(parts[0])
-        if not topics:
-            raise NotFound(f"namespace {parts[0]} has no topics in {source.location}")
-        return topics
-    chosen = []
-    for part in parts:
+def select_topics(source: PulsarClusterSource, selection: str | TopicSelection) -> list[str]:
+    """The topics a ``topics`` selection names (the one form of :mod:`offloader.selection`):
+    each name given (a partitioned topic's base name selects its partitions; a name with no
+    managed ledger is a :class:`~offloader.errors.NotFound`), each namespace's topics, and
+    every topic of the cluster a regex matches in full (full or ``t/ns/x`` names; only then is
+    the whole cluster listed). An empty result is a :class:`~offloader.errors.NotFound`."""
+    chosen = selection if isinstance(selection, TopicSelection) else TopicSelection.parse(selection)
+    out: list[str] = []
+    for part in chosen.names:
         try:
             name = str(TopicName.parse(part))
         except InvalidName as exc:
             raise ConfigError(str(exc)) from None
-        chosen.extend(resolve_topic(source, name))
-    return chosen
+        out.extend(resolve_topic(source, name))
+    for namespace in chosen.namespaces:
+        topics = source.topics(namespace)
+        if not topics:
+            raise NotFound(f"namespace {namespace} has no topics in {source.location}")
+        out.extend(topics)
+    if chosen.patterns:
+        matched = chosen.select(all_topics(source))
+        if not matched:
+            raise NotFound(f"no topic of {source.location} matches {chosen.text!r}")
+        out.extend(matched)
+    return list(dict.fromkeys(out))
 
 
 def resolve_topic(source: PulsarClusterSource, topic: str) -> list[str]:

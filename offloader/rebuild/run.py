@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
-from offloader.errors import ConfigError, RebuildRefused
+from offloader.errors import RebuildRefused
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.rebuild.base import (
@@ -28,6 +27,7 @@ from offloader.rebuild.base import (
 from offloader.rebuild.kafka_segments import KafkaSegments
 from offloader.rebuild.ledgers import PulsarLedgers
 from offloader.runtime import Runtime
+from offloader.selection import TopicSelection
 from offloader.store.base import GetResult, MultipartUploadInfo, ObjectInfo, ObjectStore
 
 __all__ = ["default_rebuilders", "list_store", "rebuild", "topic_selector"]
@@ -49,16 +49,14 @@ def default_rebuilders(kafka_meta: KafkaMetadataStore | None = None) -> list[Reb
     return kinds
 
 
-def topic_selector(pattern: str | None) -> TopicSelector:
-    """``--topics REGEX``: a full match of the full topic name (``persistent://t/ns/x``);
-    None selects every topic."""
-    if pattern is None:
+def topic_selector(topics: str | TopicSelection | None) -> TopicSelector:
+    """``--topics TOPICS`` (:mod:`offloader.selection`: names, a namespace, or a regex matched
+    in full against ``persistent://t/ns/x`` and ``t/ns/x``) as a predicate on full topic
+    names; None selects every topic."""
+    selection = TopicSelection.of(topics)
+    if selection is None:
         return lambda _topic: True
-    try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise ConfigError(f"--topics {pattern!r} is not a regular expression: {exc}") from exc
-    return lambda topic: compiled.fullmatch(topic) is not None
+    return selection.matches
 
 
 def list_store(rt: Runtime, progress: ListingProgress | None = None) -> StoreListing:
@@ -108,7 +106,7 @@ class CountingStore:
 def rebuild(
     rt: Runtime,
     *,
-    topics: str | None = None,
+    topics: str | TopicSelection | None = None,
     dry_run: bool = False,
     merge: bool = False,
     progress: ListingProgress | None = None,

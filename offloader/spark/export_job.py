@@ -26,6 +26,7 @@ from offloader.errors import ConfigError
 from offloader.export.plan import Held, RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
+from offloader.selection import TopicSelection
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
 from offloader.spark.message_chunks import MAX_FOLLOWING_LEDGERS, following_ledgers
 from offloader.spark.message_rows import messages_arrow_schema
@@ -118,7 +119,7 @@ class SparkRunner:
         ids = sorted({i for p in plans for i in p.ledger_ids})
         options = {
             **self.source_options,
-            "topics": ",".join(p.topic for p in plans),
+            "topics": TopicSelection.text_of(p.topic for p in plans),
             "home": self.home,
             "ledger_ids": ",".join(map(str, ids)),
             "value_format": "binary",
@@ -246,7 +247,7 @@ class _ClusterTasks:
         options = {
             **self.source_options,
             "pulsar_metadata": self.cluster_url,
-            "topics": ",".join(split_key(p.topic)[1] for p in plans),
+            "topics": TopicSelection.text_of(split_key(p.topic)[1] for p in plans),
             "ledger_ids": ",".join(map(str, ids)),
             "value_format": "binary",
             "pushdown": "false",

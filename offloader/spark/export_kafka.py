@@ -16,6 +16,7 @@ from offloader.export.kafka import split_key
 from offloader.export.plan import Held, RangeTask, TopicPlan, WrittenFile
 from offloader.export.run import target_spec
 from offloader.export.settings import ExportSpec
+from offloader.selection import TopicSelection
 from offloader.spark.export_job import decoded_value_type
 from offloader.spark.export_write import WriteConfig, first_at_or_after, write_range_task
 from offloader.spark.kafka_source import KafkaSegmentsReader
@@ -85,7 +86,7 @@ class KafkaRunner:
     def _tasks(self, plans: Sequence[TopicPlan]) -> tuple[KafkaSegmentsReader, list[RangeTask]]:
         by_key = {split_key(p.topic): p for p in plans}
         topics = sorted({t for t, _ in by_key})
-        reader = KafkaSegmentsReader({**self.options, "topics": ",".join(topics)})
+        reader = KafkaSegmentsReader({**self.options, "topics": TopicSelection.text_of(topics)})
         out = []
         for part in reader.partitions():
             task = part.task  # type: ignore[attr-defined]

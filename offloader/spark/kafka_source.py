@@ -9,7 +9,8 @@
           .option("metadata", "postgresql://...")       # optional: a shared metadata store
           .option("store", "s3://bucket/prefix")        # default file://<home>/objects
           .option("endpoint", "http://127.0.0.1:9000")  # optional; also region
-          .option("topics", "orders,clicks")            # optional: all topics
+          .option("topics", "orders,clicks")            # optional: all topics; names or a
+                                                        # regex (offloader.selection)
           .option("key_ring", "/etc/offloader/keys")    # optional: <home>/keys
           .load())
     # no home: the bucket alone (its completion markers, spec/kafka-manifests.md)
@@ -76,6 +77,7 @@ from offloader.kafka.segments import IndexCache
 from offloader.kafka.settings import KafkaSettings
 from offloader.keyring import key_ring_path
 from offloader.metadata import open_kafka_metadata_store
+from offloader.selection import TopicSelection
 from offloader.spark.plan import StoreSpec
 from offloader.spark.tasks import executor_store
 
@@ -195,7 +197,8 @@ class KafkaSegmentsReader(DataSourceReader):  # type: ignore[misc]
             str(store), self.options.get("endpoint") or None, self.options.get("region") or None
         )
         topics = self.options.get("topics")
-        self.topics = None if not topics else [t.strip() for t in str(topics).split(",")]
+        #: the one selection form (offloader.selection): names, or a regex over names
+        self.topics = None if not topics else TopicSelection.parse(str(topics)).require_flat()
         self.split_bytes = int(self.options.get("split_bytes") or 64 * 1024 * 1024)
         ring = self.options.get("key_ring")
         default_ring = key_ring_path(self.home or Path(".offloader"))

@@ -34,6 +34,7 @@ from offloader.errors import ConfigError
 from offloader.keyring import key_ring_path
 from offloader.logs import get_logger, redact
 from offloader.read.objects import BlockRef, RecordedOffload, block_refs, load_index
+from offloader.selection import TopicSelection
 from offloader.spark.entry_filter import EntryFilter
 from offloader.store import open_store
 from offloader.store.base import GetResult, ObjectStore
@@ -301,7 +302,7 @@ def plan_cluster(
     entry_filter: EntryFilter | None = None,
 ) -> list[BlockTask]:
     """Tasks for the offloaded ledgers of a real Pulsar cluster's topics (``selection``: topic
-    names, a namespace, or ``regex:PATTERN``; see
+    names, a namespace, or a regex, :mod:`offloader.selection`; see
     :func:`~offloader.pulsar_cluster.base.select_topics`): only ledgers whose offload is
     complete, in ledger order per topic, ``topic`` the real topic name, each from the bucket
     its driver metadata names (``store_url`` for all, when given). A topic's ledgers that are
@@ -350,7 +351,7 @@ def plan_cluster(
 
 def plan_topics(
     home: str,
-    topics: Sequence[str],
+    topics: Sequence[str] | TopicSelection,
     settings: OffloadSettings | None = None,
     *,
     store_url: str | None = None,
@@ -360,7 +361,8 @@ def plan_topics(
     metadata: str | None = None,
     open_ledgers: bool = True,
 ) -> list[Task]:
-    """Tasks for every ledger of ``topics``, whichever tier holds it.
+    """Tasks for every ledger of ``topics`` (names, or a selection whose namespaces and
+    regexes are matched against the metadata store's topics), whichever tier holds it.
 
     The metadata store under ``home`` (or the shared one ``metadata`` names, a
     ``postgresql://`` URL: every broker's topics) lists each topic's ledgers (in id order). A
@@ -384,9 +386,15 @@ def plan_topics(
     if settings.key_ring is None:  # transformed ledgers: the home's key ring
         settings = settings.replace(key_ring=str(key_ring_path(Path(home))))
     flt = entry_filter or EntryFilter()
-    names = [str(TopicName.parse(t)) for t in topics]
     meta = open_metadata_store(metadata or home)
     try:
+        if not isinstance(topics, TopicSelection):
+            given = list(topics)
+        elif topics.names_only:
+            given = list(topics.names)
+        else:  # a namespace or a regex: matched against the store's topics
+            given = topics.expand([t.name for t in meta.list_topics()])
+        names = list(dict.fromkeys(str(TopicName.parse(t)) for t in given))
         records = [(name, meta.list_ledgers(name)) for name in names]
         cluster = cluster_of(meta)
         owners = cluster.list_topic_owners() if cluster.shared else {}

@@ -29,6 +29,7 @@ from pyspark import RDD, SparkContext
 
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
+from offloader.selection import TopicSelection
 from offloader.spark.entry_filter import EntryFilter
 from offloader.spark.plan import (
     Record,
@@ -61,7 +62,9 @@ def plan(
     entry_filter: EntryFilter | None = None,
     metadata: str | None = None,
 ) -> list[Task]:
-    """The tasks (one per block, or per chunk of a local ledger) of a source, pruned."""
+    """The tasks (one per block, or per chunk of a local ledger) of a source, pruned. A
+    source given as one string other than ``discover`` is a topic selection in the one form
+    of :mod:`offloader.selection` (names, a namespace, or a regex); a list holds exact names."""
     settings = settings or OffloadSettings()
     if isinstance(source, str) and source == DISCOVER:
         spec = StoreSpec(_need_store(store_url, "discover"), endpoint_url, region, settings)
@@ -70,7 +73,7 @@ def plan(
     if all(isinstance(i, str) for i in items):
         return plan_topics(
             home or DEFAULT_HOME,
-            [str(i) for i in items],
+            TopicSelection.parse(source) if isinstance(source, str) else [str(i) for i in items],
             settings,
             store_url=store_url,
             endpoint_url=endpoint_url,

@@ -11,9 +11,10 @@
                                                           #    .option("home", "/var/offloader")
                                                           #    .option("metadata", "postgresql://...")
 
+Option ``topics`` takes the one selection form (:mod:`offloader.selection`): comma-separated
+names, a namespace ``tenant/ns``, or a regular expression matched in full against topic names.
 A real Pulsar cluster's topics by name: ``.option("pulsar_metadata", "zk:zk1:2181/pulsar")``
-with ``.option("topics", ...)`` (comma-separated names, a namespace ``tenant/ns``, or
-``regex:PATTERN`` over full names): the ledgers whose offload is complete, in ledger order per
+with ``.option("topics", ...)``: the ledgers whose offload is complete, in ledger order per
 topic, ``topic`` the real topic name, each read from the bucket its offload context names
 (``store`` overrides it); a topic's ledgers not offloaded are reported once as a warning.
 
@@ -61,6 +62,7 @@ from pyspark.sql.datasource import (
 
 from offloader.config import OffloadSettings
 from offloader.errors import ConfigError
+from offloader.selection import TopicSelection
 from offloader.spark.entry_filter import COLUMNS, EntryFilter
 from offloader.spark.plan import (
     BlockTask,
@@ -179,7 +181,7 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
             if not opts.get("topics") or opts.get("ledgers") or opts.get("discover"):
                 raise ConfigError(
                     f"{SOURCE_NAME}: option pulsar_metadata takes option topics (names, a "
-                    "namespace tenant/ns, or regex:PATTERN), and neither ledgers nor discover"
+                    "namespace tenant/ns, or a regex), and neither ledgers nor discover"
                 )
             return list(
                 plan_cluster(
@@ -198,10 +200,9 @@ class OffloadedLedgerReader(DataSourceReader):  # type: ignore[misc]
                 f"{SOURCE_NAME}: give exactly one of the options ledgers, discover=true, topics"
             )
         if chosen[0] == "topics":
-            topics = [t.strip() for t in str(opts["topics"]).split(",") if t.strip()]
             return plan_topics(
                 str(opts.get("home") or ".offloader"),
-                topics,
+                TopicSelection.parse(str(opts["topics"])),
                 self.settings,
                 store_url=store,
                 endpoint_url=endpoint,

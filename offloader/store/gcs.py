@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -176,9 +177,14 @@ class GCSObjectStore:
             else:
                 self._client = storage.Client(project=project)
         except auth_exc.GoogleAuthError as exc:
+            given = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+            hint = (
+                f"GOOGLE_APPLICATION_CREDENTIALS ({given}) is not a usable key file"
+                if given
+                else "set GOOGLE_APPLICATION_CREDENTIALS or STORAGE_EMULATOR_HOST"
+            )
             raise AccessDenied(
-                f"{self.url}: no usable Google credentials ({type(exc).__name__}); set "
-                "GOOGLE_APPLICATION_CREDENTIALS or STORAGE_EMULATOR_HOST"
+                f"{self.url}: no usable Google credentials ({type(exc).__name__}); {hint}"
             ) from None
         self._bucket = self._client.bucket(bucket)
         self._api_base = str(self._client._connection.API_BASE_URL).rstrip("/")
@@ -570,6 +576,11 @@ class GCSObjectStore:
             error = AccessDenied(f"{op} {where}: access denied ({type(exc).__name__})")
         elif isinstance(exc, auth_exc.DefaultCredentialsError):
             error = AccessDenied(f"{op} {where}: no usable Google credentials")
+        elif isinstance(exc, auth_exc.TransportError):
+            error = StoreUnavailable(
+                f"{op} {where}: store unreachable: no Google access token (the credentials' "
+                "token endpoint cannot be reached)"
+            )
         elif isinstance(exc, _TRANSIENT):
             error = StoreUnavailable(f"{op} {where}: store unreachable ({type(exc).__name__})")
         elif isinstance(exc, gexc.GoogleAPICallError):

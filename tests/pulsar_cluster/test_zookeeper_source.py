@@ -82,6 +82,15 @@ def test_listing_tenants_namespaces_and_topics(zk_server: ZkServer, cluster: Clu
             "persistent://public/default/orders",
             "persistent://t1/ns2/done",
         ]
+        # the one selection form (issue 35): a regex needs no prefix, and matches t/ns/x too
+        assert select_topics(source, "t1/ns./(events-partition-1|done)") == [
+            partitions[1],
+            "persistent://t1/ns2/done",
+        ]
+        assert select_topics(source, "t1/ns2, t1/ns1/events") == [
+            *partitions,
+            "persistent://t1/ns2/done",
+        ]
         many = source.managed_ledgers([*partitions, "t1/ns2/done", "t1/ns2/gone"])
         assert [c.info.ledgers[0].ledger_id for c in many] == [10, 11, 12, 4]
         assert many[-1].info.terminated_position == (4, 9)

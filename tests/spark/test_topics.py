@@ -16,8 +16,10 @@ from offloader.config import OffloadSettings
 from offloader.ledgers import LedgerStore
 from offloader.metadata import open_metadata_store
 from offloader.metadata.base import DriverMetadata
+from offloader.selection import TopicSelection
 from offloader.spark import offloaded_rdd, register
 from offloader.spark.plan import LocalLedgerTask, plan_topics
+from offloader.spark.rdd import plan as rdd_plan
 from offloader.spark.tasks import read_open_entries
 from tests.spark.conftest import TOPIC_A, TOPIC_B, payloads_of, records_digest, sha, upload_ledger
 
@@ -107,6 +109,22 @@ def test_topics_read_completely_across_tiers(
         .load()
     )
     assert records_digest([tuple(r) for r in df.collect()]) == home["expected"]
+    # the one selection form (issue 35): a namespace, and a regex, select the same topics
+    by_namespace = (
+        spark.read.format("offloaded-ledger")
+        .option("home", home["home"])
+        .option("topics", "public/default")
+        .load()
+    )
+    assert records_digest([tuple(r) for r in by_namespace.collect()]) == home["expected"]
+    named = plan_topics(home["home"], [TOPIC_A[0], TOPIC_B[0]], settings)
+    for text in (".*/spark-[ab]", "public/default", "spark-a,public/default/spark-b"):
+        chosen = plan_topics(home["home"], TopicSelection.parse(text), settings)
+        assert [repr(t) for t in chosen] == [repr(t) for t in named], text
+    assert plan_topics(home["home"], TopicSelection.parse("spark-[c-z]"), settings) == []
+    # offloaded_rdd's source as one string takes the same form
+    by_text = rdd_plan("public/default/spark-.*", settings, home=home["home"])
+    assert [repr(t) for t in by_text] == [repr(t) for t in named]
 
 
 def test_topic_with_pruning(spark: Any, home: dict[str, Any], aws_env: S3Endpoint) -> None:
