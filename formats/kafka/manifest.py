@@ -79,6 +79,8 @@ _FIELDS = re.compile(
     rf"\.q(?P<epochs>~|(?:{_U64}-{_U64}(?:_{_U64}-{_U64})*)?)$"
 )
 _HASHED_EPOCHS = "~"
+#: the longest last key segment a marker gets: a file store's file name (NAME_MAX, 255 bytes)
+MAX_NAME_BYTES = 255
 
 
 def transform_token(describe: str) -> str:
@@ -182,7 +184,8 @@ def _kinds_code(kinds: tuple[str, ...]) -> str:
 
 def segment_marker_key(marker: SegmentMarker) -> str:
     """The marker's key (every field of the record in it; the epochs hashed to ``~`` when
-    they would make it longer than :data:`MAX_KEY_BYTES`)."""
+    they would make it longer than :data:`MAX_KEY_BYTES`, or its last segment, the file
+    name on a file store, longer than :data:`MAX_NAME_BYTES`)."""
     m = marker
     epochs = "_".join(f"{e}-{o}" for e, o in sorted(m.leader_epochs.items()))
     key = (
@@ -191,7 +194,8 @@ def segment_marker_key(marker: SegmentMarker) -> str:
         f".z{m.log_size}.c{m.log_crc32c:08x}.t{m.transform}.k{_kinds_code(m.kinds)}"
         f".o{m.finished_ms}.q"
     )
-    if len(key) + len(epochs) > MAX_KEY_BYTES:
+    name = len(key) - key.rindex("/") - 1
+    if len(key) + len(epochs) > MAX_KEY_BYTES or name + len(epochs) > MAX_NAME_BYTES:
         return key + _HASHED_EPOCHS
     return key + epochs
 

@@ -103,6 +103,15 @@ def test_round_trips_and_hashed_epochs() -> None:
     assert decode_segment_marker_body(encode_segment_marker_body(many)) == many
 
 
+def test_a_marker_file_name_fits_a_file_store() -> None:
+    """35 epochs fit in 1,024 bytes but not in one 255-byte file name: hashed to ``~``."""
+    some = replace(MARKER, leader_epochs={e: 1200 + e for e in range(35)})
+    key = segment_marker_key(some)
+    assert len(key.rsplit("/", 1)[1]) <= 255 and key.endswith(".q~")
+    few = replace(MARKER, leader_epochs={e: 1200 + e for e in range(3)})
+    assert not segment_marker_key(few).endswith("~")
+
+
 @pytest.mark.parametrize(
     "bad",
     [
