@@ -51,7 +51,6 @@ from offloader.config import OffloadSettings
 from offloader.errors import (
     AccessDenied,
     ConfigError,
-    InvalidStoreKey,
     ObjectNotFound,
     PreconditionFailed,
     StoreError,
@@ -68,7 +67,8 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
-from offloader.store.keycheck import check_key
+from offloader.store.keycheck import key_prefix
+from offloader.store.parts import check_part_number, ordered_parts
 from offloader.store.ranges import Body, ResumingRangeReader
 
 __all__ = ["GCSObjectStore"]
@@ -153,14 +153,8 @@ class GCSObjectStore:
                 f"invalid GCS bucket name {bucket!r}: 3-222 characters of a-z, 0-9, '.', '_', '-'",
                 setting="store_url",
             )
-        prefix = prefix.strip("/")
-        if prefix:
-            try:
-                check_key(prefix)
-            except InvalidStoreKey as exc:
-                raise ConfigError(f"invalid GCS key prefix: {exc}", setting="store_url") from None
         self._bucket_name = bucket
-        self._prefix = f"{prefix}/" if prefix else ""
+        self._prefix = key_prefix(prefix, "GCS")
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
         self._timeout = (self._settings.connect_timeout, self._settings.read_timeout)
@@ -225,8 +219,7 @@ class GCSObjectStore:
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
-        if not 1 <= part_number <= 10000:
-            raise StoreError(f"part number {part_number} not in 1..10000")
+        check_part_number(part_number)
         self._marker(key, upload_id, "upload_part")
         part = self._blob(self._prefix + staged.part_name(upload_id, part_number))
         part.crc32c = _crc_b64(crc32c)
@@ -241,12 +234,7 @@ class GCSObjectStore:
     def complete_multipart_upload(
         self, key: str, upload_id: str, parts: Sequence[UploadedPart]
     ) -> None:
-        if not parts:
-            raise StoreError(f"complete {self._show(key)}: no parts")
-        ordered = sorted(parts, key=lambda p: p.part_number)
-        numbers = [p.part_number for p in ordered]
-        if len(set(numbers)) != len(numbers):
-            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        ordered = ordered_parts(parts, self._show(key))
         marker = self._marker(key, upload_id, "complete_multipart_upload")
         stored = {
             info.key: info.etag
@@ -290,11 +278,7 @@ class GCSObjectStore:
         self._drop_upload(key, upload_id)
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
-        if not staged.valid_upload_id(upload_id):
-            return
-        try:
-            staged.check_user_key(key)
-        except InvalidStoreKey:
+        if not staged.could_be_ours(key, upload_id):
             return
         self._drop_upload(key, upload_id)
 

@@ -25,6 +25,7 @@ from offloader.store.keycheck import check_key
 __all__ = [
     "RESERVED",
     "check_user_key",
+    "could_be_ours",
     "is_reserved",
     "marker_name",
     "marker_prefix",
@@ -63,6 +64,18 @@ def _check_upload_id(upload_id: str) -> bool:
 def valid_upload_id(upload_id: str) -> bool:
     """Whether ``upload_id`` can be one of ours (32 lower-case hex digits)."""
     return isinstance(upload_id, str) and _check_upload_id(upload_id)
+
+
+def could_be_ours(key: str, upload_id: str) -> bool:
+    """Whether ``(key, upload_id)`` can name an upload of ours: an abort of anything else is a
+    no-op, as S3's abort of an unknown upload is for the offloader."""
+    if not valid_upload_id(upload_id):
+        return False
+    try:
+        check_user_key(key)
+    except InvalidStoreKey:
+        return False
+    return True
 
 
 def marker_name(key: str, upload_id: str) -> str:
