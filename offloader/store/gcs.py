@@ -37,6 +37,7 @@ import builtins
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
@@ -81,6 +82,8 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9]$")
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 #: GCS composes at most 32 sources per call
 _COMPOSE_MAX = 32
+#: parts deleted at once when an upload ends (each part is one DELETE)
+_DELETE_CONCURRENCY = 8
 _TRANSIENT = (
     requests.ConnectionError,
     requests.Timeout,
@@ -176,6 +179,9 @@ class GCSObjectStore:
             ) from None
         self._bucket = self._client.bucket(bucket)
         self._api_base = str(self._client._connection.API_BASE_URL).rstrip("/")
+        #: uploads this instance started or checked and has not ended: their parts skip the
+        #: marker check (a request per block); completion always checks the marker
+        self._live: set[str] = set()
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -214,13 +220,16 @@ class GCSObjectStore:
                 b"", if_generation_match=0, timeout=self._timeout, retry=None
             ),
         )
+        self._live.add(upload_id)
         return upload_id
 
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
         check_part_number(part_number)
-        self._marker(key, upload_id, "upload_part")
+        if upload_id not in self._live:
+            self._marker(key, upload_id, "upload_part")
+            self._live.add(upload_id)
         part = self._blob(self._prefix + staged.part_name(upload_id, part_number))
         part.crc32c = _crc_b64(crc32c)
         body = _bytes(data)
@@ -418,8 +427,18 @@ class GCSObjectStore:
         return blob
 
     def _drop_upload(self, key: str, upload_id: str) -> None:
-        for info in self._list_raw(staged.part_prefix(upload_id), "abort_multipart_upload"):
-            self._delete_raw(info.key, "abort_multipart_upload", key)
+        """Delete the upload's parts (a few at a time: each is a request) then its marker."""
+        self._live.discard(upload_id)
+        names = [
+            info.key
+            for info in self._list_raw(staged.part_prefix(upload_id), "abort_multipart_upload")
+        ]
+        if len(names) > 1:
+            with ThreadPoolExecutor(min(_DELETE_CONCURRENCY, len(names))) as pool:
+                list(pool.map(lambda n: self._delete_raw(n, "abort_multipart_upload", key), names))
+        else:
+            for name in names:
+                self._delete_raw(name, "abort_multipart_upload", key)
         self._delete_raw(
             self._prefix + staged.marker_name(key, upload_id), "abort_multipart_upload", key
         )
