@@ -330,14 +330,11 @@ class AzureObjectStore:
         return [u for u in self.list_multipart_uploads(key) if u.key == key]
 
     def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        uploads = []
-        for name, blob in self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads"):
-            parsed = staged.parse_marker(name[len(self._prefix) :])
-            if parsed is not None:
-                created = blob.creation_time or blob.last_modified
-                uploads.append(MultipartUploadInfo(parsed[0], parsed[1], created))
-        uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
-        return uploads
+        listed = self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads")
+        return staged.uploads_from_markers(
+            (name[len(self._prefix) :], blob.creation_time or blob.last_modified)
+            for name, blob in listed
+        )
 
     # --- whole objects --------------------------------------------------------------------
     def put(

@@ -292,13 +292,10 @@ class GCSObjectStore:
         self._drop_upload(key, upload_id)
 
     def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        uploads = []
-        for info in self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads"):
-            parsed = staged.parse_marker(info.key[len(self._prefix) :])
-            if parsed is not None:
-                uploads.append(MultipartUploadInfo(parsed[0], parsed[1], info.last_modified))
-        uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
-        return uploads
+        listed = self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads")
+        return staged.uploads_from_markers(
+            (info.key[len(self._prefix) :], info.last_modified) for info in listed
+        )
 
     # --- whole objects --------------------------------------------------------------------
     def put(

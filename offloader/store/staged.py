@@ -12,14 +12,18 @@ object under the store's reserved ``.uploads/`` key space:
   into the target at completion). Azure parts are staged blocks of the target blob itself.
 
 Keys whose first segment is ``.uploads`` are refused on these stores (``InvalidStoreKey``), and
-listings never show the reserved space. This module is pure (no SDK).
+listings never show the reserved space; :func:`uploads_from_markers` turns a listing of markers
+into the answer of ``list_multipart_uploads``. This module is pure (no SDK).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 
 from offloader.errors import InvalidStoreKey
+from offloader.store.base import MultipartUploadInfo
 from offloader.store.keycheck import check_key
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "parse_marker",
     "part_name",
     "part_prefix",
+    "uploads_from_markers",
     "valid_upload_id",
 ]
 
@@ -102,3 +107,17 @@ def part_prefix(upload_id: str) -> str:
 
 def part_name(upload_id: str, part_number: int) -> str:
     return f"{part_prefix(upload_id)}{part_number:05d}"
+
+
+def uploads_from_markers(
+    markers: Iterable[tuple[str, datetime | None]],
+) -> list[MultipartUploadInfo]:
+    """``list_multipart_uploads``' answer from the listed markers (each its relative name and
+    creation time; anything that is no marker is skipped), by key then initiation time."""
+    uploads = []
+    for relative, initiated in markers:
+        parsed = parse_marker(relative)
+        if parsed is not None:
+            uploads.append(MultipartUploadInfo(parsed[0], parsed[1], initiated))
+    uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
+    return uploads
