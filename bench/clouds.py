@@ -14,7 +14,9 @@ For each emulator (fake-gcs-server, Azurite):
   Goal: ratio >= 0.9.
 * ``random_gets``: store GETs per random single-entry read (ours) vs 1.0. Goal: 1.0.
 
-The variants take turns, ``--repeat`` times; the median run of each is reported.
+The variants take turns, ``--repeat`` times; the median run of each is reported, with the
+client process's CPU seconds of that run beside it (``ours_cpu_s``, ``baseline_cpu_s``; the
+emulators run in their own processes and are not counted).
 
     python -m bench clouds [--size 32M] [--block 8M] [--repeat 3] [--clouds gcs,azure]
 """
@@ -25,7 +27,6 @@ import argparse
 import base64
 import contextlib
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -106,6 +107,19 @@ def _cloud(name: str) -> Iterator[tuple[ObjectStore, Callable[[str, bytes], None
         store.close()
 
 
+def _timed(fn: Callable[[], Any], runs: list[tuple[float, float]]) -> Any:
+    """Run ``fn``; append its (wall seconds, this process's CPU seconds) to ``runs``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    runs.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return out
+
+
+def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median run by wall time: (wall, cpu)."""
+    return sorted(runs)[len(runs) // 2]
+
+
 def _measure(name: str, size: int, block: int, repeat: int) -> None:
     settings = OffloadSettings(
         max_block_size=block, offload_concurrency=4, enforce_min_block_size=False
@@ -113,33 +127,26 @@ def _measure(name: str, size: int, block: int, repeat: int) -> None:
     ledger = ledger_for(size, 1024)
     whole = b"".join(bytes(ledger.payload(i)) for i in range(len(ledger.entry_lengths())))
     with _cloud(name) as (store, upload, download, blocks):
-        ours_up: list[float] = []
-        raw_up: list[float] = []
-        raw_blocks: list[float] = []
-        ours_read: list[float] = []
-        raw_read: list[float] = []
+        ours_up: list[tuple[float, float]] = []
+        raw_up: list[tuple[float, float]] = []
+        raw_blocks: list[tuple[float, float]] = []
+        ours_read: list[tuple[float, float]] = []
+        raw_read: list[tuple[float, float]] = []
         nbytes = 0
+
+        def read_all() -> int:
+            with ReadHandle.open(store, BENCH_LEDGER, BENCH_UUID, settings) as handle:
+                return sum(1 for _ in handle.read(0, handle.last_add_confirmed))
+
         for _ in range(repeat):
-            started = time.perf_counter()
-            upload(f"raw-{time.time_ns()}", whole)
-            raw_up.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            blocks(f"blocks-{time.time_ns()}", whole, block)
-            raw_blocks.append(time.perf_counter() - started)
+            _timed(lambda: upload(f"raw-{time.time_ns()}", whole), raw_up)
+            _timed(lambda: blocks(f"blocks-{time.time_ns()}", whole, block), raw_blocks)
             store.delete(data_key(BENCH_UUID, BENCH_LEDGER))  # the previous run's objects
             store.delete(index_key(BENCH_UUID, BENCH_LEDGER))
-            started = time.perf_counter()
-            result = offload_ledger(ledger, store, BENCH_UUID, settings)
-            ours_up.append(time.perf_counter() - started)
+            result = _timed(lambda: offload_ledger(ledger, store, BENCH_UUID, settings), ours_up)
             nbytes = result.data_size
-
-            started = time.perf_counter()
-            download(data_key(BENCH_UUID, BENCH_LEDGER))
-            raw_read.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            with ReadHandle.open(store, BENCH_LEDGER, BENCH_UUID, settings) as handle:
-                count = sum(1 for _ in handle.read(0, handle.last_add_confirmed))
-            ours_read.append(time.perf_counter() - started)
+            _timed(lambda: download(data_key(BENCH_UUID, BENCH_LEDGER)), raw_read)
+            count = _timed(read_all, ours_read)
             assert count == len(ledger.entry_lengths())
 
         counting = FaultyObjectStore(store)
@@ -156,21 +163,26 @@ def _measure(name: str, size: int, block: int, repeat: int) -> None:
         ("offload_vs_blocks", ours_up, raw_blocks),
         ("read", ours_read, raw_read),
     ):
+        (ours_s, ours_cpu), (raw_s, raw_cpu) = _median(ours), _median(raw)
         record = report(
             f"clouds.{name}.{what}",
-            mb / statistics.median(ours),
-            mb / statistics.median(raw),
+            mb / ours_s,
+            mb / raw_s,
             "MB/s",
             bytes=nbytes,
             block_size=block,
             goal_ratio=GOAL_RATIO,
             repeat=repeat,
-            ours_runs_s=[round(s, 3) for s in ours],
-            baseline_runs_s=[round(s, 3) for s in raw],
+            ours_cpu_s=round(ours_cpu, 3),
+            baseline_cpu_s=round(raw_cpu, 3),
+            ours_runs_s=[round(w, 3) for w, _ in ours],
+            baseline_runs_s=[round(w, 3) for w, _ in raw],
+            ours_runs_cpu_s=[round(c, 3) for _, c in ours],
+            baseline_runs_cpu_s=[round(c, 3) for _, c in raw],
         )
         note(
-            f"{name} {what}: {record['ours']:.1f} MB/s vs SDK {record['baseline']:.1f} MB/s "
-            f"(ratio {record['ratio']})"
+            f"{name} {what}: {record['ours']:.1f} MB/s ({ours_cpu:.2f} CPU s) vs SDK "
+            f"{record['baseline']:.1f} MB/s ({raw_cpu:.2f} CPU s) (ratio {record['ratio']})"
         )
     report(
         f"clouds.{name}.random_gets",

@@ -131,8 +131,8 @@ def iceberg_options(func: F) -> F:
         "--warehouse",
         metavar="URL",
         default=None,
-        help="Iceberg warehouse: a local directory or s3://bucket/prefix "
-        "(default: <home>/iceberg/warehouse).",
+        help="Iceberg warehouse: a local directory, s3://bucket/prefix, gs://bucket/prefix or "
+        "az://container/prefix (default: <home>/iceberg/warehouse).",
     )(func)
     return click.option(
         "--catalog",

@@ -8,7 +8,7 @@ drives the real ``offloader`` command and prints one line per stage:
 1. produce Pulsar messages (Pulsar's entry format: metadata, checksum, lz4-compressed batches of
    100, one key per producer) to a topic whose ledgers roll over every few entries;
 2. offload the closed ledgers to S3 in Pulsar's tiered-storage format;
-3. read every message back from S3, decoded, and check that each one arrives once;
+3. read every message back from the object store, decoded, and check that each one arrives once;
 4. count messages per key with Spark (``examples/spark_messages.py``, the ``pulsar-messages``
    DataFrame source; skipped, saying why, without PySpark or Java);
 5. in the same Spark job, read a Pulsar cluster's topic by name: the topic's ledgers are
@@ -117,7 +117,8 @@ def read_back(demo: Demo, stages: Stages) -> None:
         raise StepFailed(f"read back {dict(keys)} ({len(ids)} distinct ids), not {PER_KEY}")
     stages.done(
         "read",
-        f"{len(messages)} messages back from S3, decoded: each key's count, every message once",
+        f"{len(messages)} messages back from {demo.target.store_url}, decoded: each key's "
+        "count, every message once",
     )
 
 

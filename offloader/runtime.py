@@ -31,7 +31,9 @@ from offloader.logs import redact
 from offloader.metadata.base import (
     DRIVER_BUCKET,
     DRIVER_ENDPOINT,
+    DRIVER_PROVIDER,
     DRIVER_REGION,
+    DRIVER_SERVICE_ENDPOINT,
     DRIVER_STORE_URL,
     DriverMetadata,
     MetadataStore,
@@ -95,13 +97,16 @@ def driver_metadata_for(
     endpoint (never credentials: store URLs refuse userinfo)."""
     url = store.url
     location = parse_store_url(url)
+    name = DRIVER_NAMES[location.scheme]
     return DriverMetadata(
-        name=DRIVER_NAMES[location.scheme],
+        name=name,
         properties={
             DRIVER_STORE_URL: url,
+            DRIVER_PROVIDER: name,
             DRIVER_BUCKET: location.bucket,
             DRIVER_REGION: region or "",
             DRIVER_ENDPOINT: endpoint_url or "",
+            DRIVER_SERVICE_ENDPOINT: endpoint_url or "",
         },
     )
 

@@ -62,7 +62,9 @@ _MASK64 = (1 << 64) - 1
 
 @dataclass(frozen=True)
 class DriverMetadata:
-    """Which offloader wrote the objects, and where (``bucket``, ``region``, ``endpoint``)."""
+    """Which offloader wrote the objects, and where (``bucket``, ``region``, and the endpoint:
+    ``serviceEndpoint`` as Pulsar's tiered-storage configuration records it, ``endpoint`` in
+    older brokers' records)."""
 
     name: str
     properties: tuple[tuple[str, str], ...] = ()
@@ -83,7 +85,7 @@ class DriverMetadata:
 
     @property
     def endpoint(self) -> str | None:
-        return self.get("endpoint")
+        return self.get("serviceEndpoint") or self.get("endpoint")
 
 
 def java_uuid(msb: int, lsb: int) -> str:

@@ -5,10 +5,15 @@ through its FileIO. pyarrow's S3 writer, with the SDK's default flexible checksu
 as multipart uploads with ``aws-chunked`` bodies, which Ceph RGW 16 refuses (411
 MissingContentLength; spec/export.md, "S3 writes"), and a writer closed after an error would
 complete a partial file under its final name. :class:`StoreFileIO` reads
-through pyarrow as usual, and writes an ``s3://`` file by buffering it and putting it whole in
-one PUT through :mod:`offloader.store` (our S3 client: the store's endpoint and region,
-credentials from the ``AWS_*`` environment), so a metadata file is there complete or not at
-all. Local files are pyarrow's. pyiceberg loads this class by name (``py-io-impl``).
+through pyarrow as usual, and writes an ``s3://``, ``gs://`` or ``az://`` file by buffering it
+and putting it whole in one PUT through :mod:`offloader.store` (our S3 client: the store's
+endpoint and region, credentials from the ``AWS_*`` environment; our GCS and Azure stores:
+each cloud's own environment), so a metadata file is there complete or not at all. It reads
+``gs://`` and ``az://`` files through the same pyarrow GCS and Azure filesystems as the export's
+Parquet targets (:func:`offloader.export.target.open_filesystem`, configured from
+``STORAGE_EMULATOR_HOST`` / ``AZURE_STORAGE_CONNECTION_STRING``), where pyiceberg's own would
+need the credentials in the catalog's properties. Local files are pyarrow's. pyiceberg loads
+this class by name (``py-io-impl``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from pyarrow.fs import FileSystem
 from pyiceberg.io import InputFile, OutputFile, OutputStream
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -27,6 +33,10 @@ __all__ = ["ENDPOINT", "REGION", "StoreFileIO"]
 
 ENDPOINT = "s3.endpoint"
 REGION = "s3.region"
+#: the schemes whose writes are whole PUTs through our stores
+_PUT_SCHEMES = ("s3", "s3a", "gs", "az")
+#: the schemes read through the export targets' filesystems (environment-configured)
+_CLOUD_SCHEMES = ("gs", "az")
 
 
 class _PutStream(io.BytesIO):
@@ -79,25 +89,37 @@ class StoreFileIO(PyArrowFileIO):
         super().__init__(properties or {})
         self._stores: dict[str, ObjectStore] = {}
 
-    def _store(self, bucket: str) -> ObjectStore:
-        store = self._stores.get(bucket)
+    def _store(self, scheme: str, bucket: str) -> ObjectStore:
+        url = f"{'s3' if scheme == 's3a' else scheme}://{bucket}"
+        store = self._stores.get(url)
         if store is None:
             from offloader.store import open_store
 
-            store = open_store(
-                f"s3://{bucket}",
-                endpoint_url=self.properties.get(ENDPOINT) or None,
-                region=self.properties.get(REGION) or None,
-            )
-            self._stores[bucket] = store
+            if scheme in _CLOUD_SCHEMES:
+                store = open_store(url)
+            else:
+                store = open_store(
+                    url,
+                    endpoint_url=self.properties.get(ENDPOINT) or None,
+                    region=self.properties.get(REGION) or None,
+                )
+            self._stores[url] = store
         return store
+
+    def _initialize_fs(self, scheme: str, netloc: str | None = None) -> FileSystem:
+        if scheme not in _CLOUD_SCHEMES:
+            return super()._initialize_fs(scheme, netloc)
+        from offloader.export.target import TargetSpec, open_filesystem
+
+        return open_filesystem(TargetSpec(f"{scheme}://{netloc}"))
 
     def new_output(self, location: str) -> OutputFile:  # type: ignore[override]
         parts = urlsplit(location)
-        if parts.scheme not in ("s3", "s3a"):
+        if parts.scheme not in _PUT_SCHEMES:
             return super().new_output(location)
         key = parts.path.lstrip("/")
-        return _WholePutFile(location, self.new_input(location), self._store(parts.netloc), key)
+        store = self._store(parts.scheme, parts.netloc)
+        return _WholePutFile(location, self.new_input(location), store, key)
 
     def close(self) -> None:
         stores, self._stores = self._stores, {}

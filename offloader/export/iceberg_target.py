@@ -4,7 +4,8 @@ and the watermarks a table carries. Pure: no pyiceberg, no I/O.
 The catalog is a URI: ``sqlite:///path`` (the default: ``<home>/iceberg/catalog.db``, with the
 warehouse beside it in ``<home>/iceberg/warehouse``), ``postgresql://...`` (the cluster's
 PostgreSQL), or ``http(s)://...`` (a REST catalog, passed through to pyiceberg). The warehouse
-is a local directory or ``s3://bucket/prefix`` on the store's S3 endpoint settings.
+is a local directory, ``s3://bucket/prefix`` on the store's S3 endpoint settings,
+``gs://bucket/prefix`` or ``az://container/prefix`` (each cloud's own environment).
 
 Each commit of an export run carries, in its snapshot summary and in the table's properties
 (one atomic metadata commit), every topic's watermark: ``ledger-offloader.watermark.<topic>`` =
@@ -88,18 +89,25 @@ def normalize_catalog(uri: str) -> str:
 
 
 def normalize_warehouse(url: str) -> str:
-    """``s3://bucket/prefix`` (no trailing slash) or ``file:///absolute/dir``."""
+    """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix`` (no trailing
+    slash) or ``file:///absolute/dir``."""
     text = str(url).strip()
     parts = urlsplit(text)
-    if parts.scheme in ("s3", "s3a"):
+    if parts.scheme in ("s3", "s3a", "gs", "az"):
+        scheme = "s3" if parts.scheme == "s3a" else parts.scheme
         if not parts.netloc or "@" in parts.netloc:
-            raise ConfigError(f"--warehouse {text!r}: expected s3://bucket/prefix (no credentials)")
+            raise ConfigError(
+                f"--warehouse {text!r}: expected {scheme}://bucket/prefix (no credentials)"
+            )
         prefix = parts.path.strip("/")
-        return f"s3://{parts.netloc}" + (f"/{prefix}" if prefix else "")
+        return f"{scheme}://{parts.netloc}" + (f"/{prefix}" if prefix else "")
     if parts.scheme == "file":
         text = parts.path
     elif parts.scheme and len(parts.scheme) > 1:
-        raise ConfigError(f"--warehouse {text!r}: give a local directory or s3://bucket/prefix")
+        raise ConfigError(
+            f"--warehouse {text!r}: give a local directory, s3://bucket/prefix, "
+            "gs://bucket/prefix or az://container/prefix"
+        )
     return "file://" + os.path.abspath(os.path.expanduser(text))
 
 

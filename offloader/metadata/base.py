@@ -48,11 +48,15 @@ ATTEMPT_STATES: tuple[AttemptState, ...] = (
 )
 OFFLOAD_STATUSES: tuple[OffloadStatusValue, ...] = ("NOT_RUN", "RUNNING", "SUCCESS", "ERROR")
 
-#: conventional keys of :attr:`DriverMetadata.properties` (Pulsar: bucket, region, serviceEndpoint)
+#: conventional keys of :attr:`DriverMetadata.properties`: ours, and Pulsar's (its tiered-storage
+#: configuration records ``managedLedgerOffloadDriver``, bucket, region, ``serviceEndpoint``;
+#: older brokers ``endpoint``), so each side reads the other's offload contexts
 DRIVER_STORE_URL = "store_url"
 DRIVER_BUCKET = "bucket"
 DRIVER_REGION = "region"
 DRIVER_ENDPOINT = "endpoint"
+DRIVER_PROVIDER = "managedLedgerOffloadDriver"
+DRIVER_SERVICE_ENDPOINT = "serviceEndpoint"
 
 
 def namespace_of_topic(topic: str) -> str:

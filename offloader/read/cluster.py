@@ -4,9 +4,11 @@ The ledgers come from the topic's ``ManagedLedgerInfo`` (:mod:`offloader.pulsar_
 the managed ledger's order; only those whose offload Pulsar considers complete can be read
 (the others are still in BookKeeper, which this project does not reach): they are skipped,
 and :func:`read_cluster_entries` refuses a start position inside one. Each offloaded ledger is
-read from the bucket its offload context's driver metadata names (``bucket``, ``endpoint``,
-``region``), or from the one store the caller gives instead (``--store``); the stores are
-opened once per bucket (:class:`BucketStores`).
+read from the bucket its offload context's driver metadata names (``bucket``, the endpoint,
+``region``) on the cloud its driver names (``aws-s3`` and ``S3``: ``s3://``, with that endpoint
+and region; ``google-cloud-storage``: ``gs://``; ``azureblob``: ``az://``, each configured from
+its cloud's own environment), or from the one store the caller gives instead (``--store``);
+the stores are opened once per bucket (:class:`BucketStores`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ from offloader.store import ObjectStore, open_store
 
 log = get_logger(__name__)
 
+#: Pulsar's offload driver names (``managedLedgerOffloadDriver``) and the store scheme of each
+_DRIVER_SCHEMES = {
+    "aws-s3": "s3",
+    "s3": "s3",
+    "google-cloud-storage": "gs",
+    "azureblob": "az",
+}
+
 
 @dataclass(frozen=True)
 class ClusterLedger:
@@ -37,6 +47,13 @@ class ClusterLedger:
     bucket: str | None
     endpoint: str | None
     region: str | None
+    #: the driver that offloaded it (Pulsar's ``managedLedgerOffloadDriver``), None if unknown
+    driver: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        """The store URL scheme of the ledger's driver (``s3`` when unknown)."""
+        return _DRIVER_SCHEMES.get((self.driver or "").lower(), "s3")
 
     @classmethod
     def of(cls, topic: str, li: LedgerInfo) -> ClusterLedger:
@@ -52,6 +69,7 @@ class ClusterLedger:
             driver.bucket if driver is not None else None,
             (driver.endpoint or None) if driver is not None else None,
             (driver.region or None) if driver is not None else None,
+            (driver.name or None) if driver is not None else None,
         )
 
 
@@ -91,6 +109,8 @@ class BucketStores:
                 f"ledger {ledger.ledger_id} of {ledger.topic}: its offload context names no "
                 "bucket (give the store with --store)"
             )
+        if ledger.scheme != "s3":  # endpoint and credentials from the cloud's environment
+            return f"{ledger.scheme}://{ledger.bucket}", None, None
         return (
             f"s3://{ledger.bucket}",
             self._endpoint or ledger.endpoint,

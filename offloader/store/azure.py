@@ -57,7 +57,6 @@ from offloader.config import OffloadSettings
 from offloader.errors import (
     AccessDenied,
     ConfigError,
-    InvalidStoreKey,
     ObjectNotFound,
     PreconditionFailed,
     StoreError,
@@ -74,7 +73,8 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
-from offloader.store.keycheck import check_key
+from offloader.store.keycheck import key_prefix
+from offloader.store.parts import check_part_number, ordered_parts
 from offloader.store.ranges import Body, ResumingRangeReader
 
 __all__ = ["AzureObjectStore", "decode_metadata", "encode_metadata"]
@@ -208,14 +208,8 @@ class AzureObjectStore:
                 f"invalid Azure container name {container!r}: 3-63 characters of a-z, 0-9, '-'",
                 setting="store_url",
             )
-        prefix = prefix.strip("/")
-        if prefix:
-            try:
-                check_key(prefix)
-            except InvalidStoreKey as exc:
-                raise ConfigError(f"invalid Azure key prefix: {exc}", setting="store_url") from None
         self._container_name = container
-        self._prefix = f"{prefix}/" if prefix else ""
+        self._prefix = key_prefix(prefix, "Azure")
         self._scheme = scheme
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
@@ -277,8 +271,7 @@ class AzureObjectStore:
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
-        if not 1 <= part_number <= 50000:
-            raise StoreError(f"part number {part_number} not in 1..50000")
+        check_part_number(part_number, limit=50000)
         if upload_id not in self._live:
             self._marker(key, upload_id, "upload_part")
             self._live.add(upload_id)
@@ -292,12 +285,7 @@ class AzureObjectStore:
     def complete_multipart_upload(
         self, key: str, upload_id: str, parts: Sequence[UploadedPart]
     ) -> None:
-        if not parts:
-            raise StoreError(f"complete {self._show(key)}: no parts")
-        ordered = sorted(parts, key=lambda p: p.part_number)
-        numbers = [p.part_number for p in ordered]
-        if len(set(numbers)) != len(numbers):
-            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        ordered = ordered_parts(parts, self._show(key))
         metadata = self._marker(key, upload_id, "complete_multipart_upload")
         for p in ordered:
             if p.etag != _block_id(upload_id, p.part_number):
@@ -320,11 +308,7 @@ class AzureObjectStore:
         self._delete_raw(self._prefix + staged.marker_name(key, upload_id), "complete", key)
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
-        if not staged.valid_upload_id(upload_id):
-            return
-        try:
-            staged.check_user_key(key)
-        except InvalidStoreKey:
+        if not staged.could_be_ours(key, upload_id):
             return
         self._live.discard(upload_id)
         self._delete_raw(self._prefix + staged.marker_name(key, upload_id), "abort", key)
@@ -346,14 +330,11 @@ class AzureObjectStore:
         return [u for u in self.list_multipart_uploads(key) if u.key == key]
 
     def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        uploads = []
-        for name, blob in self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads"):
-            parsed = staged.parse_marker(name[len(self._prefix) :])
-            if parsed is not None:
-                created = blob.creation_time or blob.last_modified
-                uploads.append(MultipartUploadInfo(parsed[0], parsed[1], created))
-        uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
-        return uploads
+        listed = self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads")
+        return staged.uploads_from_markers(
+            (name[len(self._prefix) :], blob.creation_time or blob.last_modified)
+            for name, blob in listed
+        )
 
     # --- whole objects --------------------------------------------------------------------
     def put(

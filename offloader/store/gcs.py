@@ -38,6 +38,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
@@ -52,7 +53,6 @@ from offloader.config import OffloadSettings
 from offloader.errors import (
     AccessDenied,
     ConfigError,
-    InvalidStoreKey,
     ObjectNotFound,
     PreconditionFailed,
     StoreError,
@@ -69,7 +69,8 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
-from offloader.store.keycheck import check_key
+from offloader.store.keycheck import key_prefix
+from offloader.store.parts import check_part_number, ordered_parts
 from offloader.store.ranges import Body, ResumingRangeReader
 
 __all__ = ["GCSObjectStore"]
@@ -82,6 +83,8 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9]$")
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 #: GCS composes at most 32 sources per call
 _COMPOSE_MAX = 32
+#: parts deleted at once when an upload ends (each part is one DELETE)
+_DELETE_CONCURRENCY = 8
 _TRANSIENT = (
     requests.ConnectionError,
     requests.Timeout,
@@ -154,14 +157,8 @@ class GCSObjectStore:
                 f"invalid GCS bucket name {bucket!r}: 3-222 characters of a-z, 0-9, '.', '_', '-'",
                 setting="store_url",
             )
-        prefix = prefix.strip("/")
-        if prefix:
-            try:
-                check_key(prefix)
-            except InvalidStoreKey as exc:
-                raise ConfigError(f"invalid GCS key prefix: {exc}", setting="store_url") from None
         self._bucket_name = bucket
-        self._prefix = f"{prefix}/" if prefix else ""
+        self._prefix = key_prefix(prefix, "GCS")
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
         self._timeout = (self._settings.connect_timeout, self._settings.read_timeout)
@@ -188,6 +185,9 @@ class GCSObjectStore:
             ) from None
         self._bucket = self._client.bucket(bucket)
         self._api_base = str(self._client._connection.API_BASE_URL).rstrip("/")
+        #: uploads this instance started or checked and has not ended: their parts skip the
+        #: marker check (a request per block); completion always checks the marker
+        self._live: set[str] = set()
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -226,14 +226,16 @@ class GCSObjectStore:
                 b"", if_generation_match=0, timeout=self._timeout, retry=None
             ),
         )
+        self._live.add(upload_id)
         return upload_id
 
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
-        if not 1 <= part_number <= 10000:
-            raise StoreError(f"part number {part_number} not in 1..10000")
-        self._marker(key, upload_id, "upload_part")
+        check_part_number(part_number)
+        if upload_id not in self._live:
+            self._marker(key, upload_id, "upload_part")
+            self._live.add(upload_id)
         part = self._blob(self._prefix + staged.part_name(upload_id, part_number))
         part.crc32c = _crc_b64(crc32c)
         body = _bytes(data)
@@ -247,12 +249,7 @@ class GCSObjectStore:
     def complete_multipart_upload(
         self, key: str, upload_id: str, parts: Sequence[UploadedPart]
     ) -> None:
-        if not parts:
-            raise StoreError(f"complete {self._show(key)}: no parts")
-        ordered = sorted(parts, key=lambda p: p.part_number)
-        numbers = [p.part_number for p in ordered]
-        if len(set(numbers)) != len(numbers):
-            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        ordered = ordered_parts(parts, self._show(key))
         marker = self._marker(key, upload_id, "complete_multipart_upload")
         stored = {
             info.key: info.etag
@@ -296,22 +293,15 @@ class GCSObjectStore:
         self._drop_upload(key, upload_id)
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
-        if not staged.valid_upload_id(upload_id):
-            return
-        try:
-            staged.check_user_key(key)
-        except InvalidStoreKey:
+        if not staged.could_be_ours(key, upload_id):
             return
         self._drop_upload(key, upload_id)
 
     def list_multipart_uploads(self, prefix: str = "") -> builtins.list[MultipartUploadInfo]:
-        uploads = []
-        for info in self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads"):
-            parsed = staged.parse_marker(info.key[len(self._prefix) :])
-            if parsed is not None:
-                uploads.append(MultipartUploadInfo(parsed[0], parsed[1], info.last_modified))
-        uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
-        return uploads
+        listed = self._list_raw(staged.marker_prefix(prefix), "list_multipart_uploads")
+        return staged.uploads_from_markers(
+            (info.key[len(self._prefix) :], info.last_modified) for info in listed
+        )
 
     # --- whole objects --------------------------------------------------------------------
     def put(
@@ -440,8 +430,18 @@ class GCSObjectStore:
         return blob
 
     def _drop_upload(self, key: str, upload_id: str) -> None:
-        for info in self._list_raw(staged.part_prefix(upload_id), "abort_multipart_upload"):
-            self._delete_raw(info.key, "abort_multipart_upload", key)
+        """Delete the upload's parts (a few at a time: each is a request) then its marker."""
+        self._live.discard(upload_id)
+        names = [
+            info.key
+            for info in self._list_raw(staged.part_prefix(upload_id), "abort_multipart_upload")
+        ]
+        if len(names) > 1:
+            with ThreadPoolExecutor(min(_DELETE_CONCURRENCY, len(names))) as pool:
+                list(pool.map(lambda n: self._delete_raw(n, "abort_multipart_upload", key), names))
+        else:
+            for name in names:
+                self._delete_raw(name, "abort_multipart_upload", key)
         self._delete_raw(
             self._prefix + staged.marker_name(key, upload_id), "abort_multipart_upload", key
         )

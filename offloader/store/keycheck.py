@@ -9,9 +9,9 @@ the configured prefix.
 
 from __future__ import annotations
 
-from offloader.errors import InvalidStoreKey
+from offloader.errors import ConfigError, InvalidStoreKey
 
-__all__ = ["MAX_KEY_BYTES", "check_key"]
+__all__ = ["MAX_KEY_BYTES", "check_key", "key_prefix"]
 
 #: S3's limit on the length of a whole key, in UTF-8 bytes
 MAX_KEY_BYTES = 1024
@@ -47,3 +47,16 @@ def check_key(key: str) -> str:
         if segment in (".", ".."):
             raise InvalidStoreKey(f"object key {shown} has a {segment!r} path segment")
     return key
+
+
+def key_prefix(prefix: str, service: str) -> str:
+    """A store URL's key prefix as the backends keep it: ``""`` or a valid key ending with
+    ``/``; an invalid one is a ``ConfigError`` naming ``service`` (``S3``, ``GCS``, ``Azure``)."""
+    prefix = prefix.strip("/")
+    if not prefix:
+        return ""
+    try:
+        check_key(prefix)
+    except InvalidStoreKey as exc:
+        raise ConfigError(f"invalid {service} key prefix: {exc}", setting="store_url") from None
+    return f"{prefix}/"

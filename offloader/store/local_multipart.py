@@ -42,6 +42,7 @@ from offloader.store.local_files import (
     fsync_dir,
     mtime,
 )
+from offloader.store.parts import check_part_number, ordered_parts
 
 __all__ = ["LocalMultipart"]
 
@@ -80,8 +81,7 @@ class LocalMultipart(LocalFiles):
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
-        if not 1 <= part_number <= 10000:
-            raise StoreError(f"part number {part_number} not in 1..10000")
+        check_part_number(part_number)
         actual = crc32c_lib.crc32c(data)
         if actual != crc32c:
             raise StoreError(
@@ -106,12 +106,7 @@ class LocalMultipart(LocalFiles):
         self, key: str, upload_id: str, parts: Sequence[UploadedPart]
     ) -> None:
         target = self._path(key)
-        if not parts:
-            raise StoreError(f"complete {self._show(key)}: no parts")
-        ordered = sorted(parts, key=lambda p: p.part_number)
-        numbers = [p.part_number for p in ordered]
-        if len(set(numbers)) != len(numbers):
-            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        ordered = ordered_parts(parts, self._show(key))
         directory = self._upload_dir(key, upload_id)
         metadata = self._upload_record(directory, key, upload_id)["metadata"]
         claimed = self._uploads / f"{TMP_PREFIX}complete-{upload_id}"

@@ -34,7 +34,6 @@ from botocore.exceptions import (
 from offloader.config import OffloadSettings
 from offloader.errors import (
     ConfigError,
-    InvalidStoreKey,
     StoreError,
     UploadNotFound,
 )
@@ -47,7 +46,8 @@ from offloader.store.base import (
     RangeReader,
     UploadedPart,
 )
-from offloader.store.keycheck import check_key
+from offloader.store.keycheck import check_key, key_prefix
+from offloader.store.parts import check_part_number, ordered_parts
 from offloader.store.ranges import Body, ResumingRangeReader
 from offloader.store.s3_client import make_client, resolve_endpoint, retry_logger
 from offloader.store.s3_errors import TRANSPORT_ERRORS, S3Body, error_code, http_status, translate
@@ -109,14 +109,8 @@ class S3ObjectStore:
             raise ConfigError(f"page_size {page_size} not in 1..1000")
         if (aws_access_key_id is None) != (aws_secret_access_key is None):
             raise ConfigError("give both aws_access_key_id and aws_secret_access_key, or neither")
-        prefix = prefix.strip("/")
-        if prefix:
-            try:
-                check_key(prefix)
-            except InvalidStoreKey as exc:
-                raise ConfigError(f"invalid S3 key prefix: {exc}", setting="store_url") from None
         self._bucket = bucket
-        self._prefix = f"{prefix}/" if prefix else ""
+        self._prefix = key_prefix(prefix, "S3")
         self._page_size = page_size
         self._settings = settings or OffloadSettings()
         self._endpoint = resolve_endpoint(endpoint_url)
@@ -174,8 +168,7 @@ class S3ObjectStore:
     def upload_part(
         self, key: str, upload_id: str, part_number: int, data: Buffer, crc32c: int
     ) -> UploadedPart:
-        if not 1 <= part_number <= 10000:
-            raise StoreError(f"part number {part_number} not in 1..10000")
+        check_part_number(part_number)
         full = self._full(key)
         try:
             resp = self._client.upload_part(
@@ -194,12 +187,7 @@ class S3ObjectStore:
     def complete_multipart_upload(
         self, key: str, upload_id: str, parts: Sequence[UploadedPart]
     ) -> None:
-        if not parts:
-            raise StoreError(f"complete {self._show(key)}: no parts")
-        ordered = sorted(parts, key=lambda p: p.part_number)
-        numbers = [p.part_number for p in ordered]
-        if len(set(numbers)) != len(numbers):
-            raise StoreError(f"complete {self._show(key)}: duplicate part numbers {numbers}")
+        ordered = ordered_parts(parts, self._show(key))
         listed: builtins.list[dict[str, Any]] = []
         for p in ordered:
             entry: dict[str, Any] = {"PartNumber": p.part_number, "ETag": p.etag}

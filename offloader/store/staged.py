@@ -12,19 +12,24 @@ object under the store's reserved ``.uploads/`` key space:
   into the target at completion). Azure parts are staged blocks of the target blob itself.
 
 Keys whose first segment is ``.uploads`` are refused on these stores (``InvalidStoreKey``), and
-listings never show the reserved space. This module is pure (no SDK).
+listings never show the reserved space; :func:`uploads_from_markers` turns a listing of markers
+into the answer of ``list_multipart_uploads``. This module is pure (no SDK).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 
 from offloader.errors import InvalidStoreKey
+from offloader.store.base import MultipartUploadInfo
 from offloader.store.keycheck import check_key
 
 __all__ = [
     "RESERVED",
     "check_user_key",
+    "could_be_ours",
     "is_reserved",
     "marker_name",
     "marker_prefix",
@@ -32,6 +37,7 @@ __all__ = [
     "parse_marker",
     "part_name",
     "part_prefix",
+    "uploads_from_markers",
     "valid_upload_id",
 ]
 
@@ -65,6 +71,18 @@ def valid_upload_id(upload_id: str) -> bool:
     return isinstance(upload_id, str) and _check_upload_id(upload_id)
 
 
+def could_be_ours(key: str, upload_id: str) -> bool:
+    """Whether ``(key, upload_id)`` can name an upload of ours: an abort of anything else is a
+    no-op, as S3's abort of an unknown upload is for the offloader."""
+    if not valid_upload_id(upload_id):
+        return False
+    try:
+        check_user_key(key)
+    except InvalidStoreKey:
+        return False
+    return True
+
+
 def marker_name(key: str, upload_id: str) -> str:
     return f"{_MARKERS}{key}/{upload_id}"
 
@@ -89,3 +107,17 @@ def part_prefix(upload_id: str) -> str:
 
 def part_name(upload_id: str, part_number: int) -> str:
     return f"{part_prefix(upload_id)}{part_number:05d}"
+
+
+def uploads_from_markers(
+    markers: Iterable[tuple[str, datetime | None]],
+) -> list[MultipartUploadInfo]:
+    """``list_multipart_uploads``' answer from the listed markers (each its relative name and
+    creation time; anything that is no marker is skipped), by key then initiation time."""
+    uploads = []
+    for relative, initiated in markers:
+        parsed = parse_marker(relative)
+        if parsed is not None:
+            uploads.append(MultipartUploadInfo(parsed[0], parsed[1], initiated))
+    uploads.sort(key=lambda u: (u.key, u.initiated.timestamp() if u.initiated else 0.0))
+    return uploads

@@ -102,6 +102,13 @@ def test_operator_flow_on_each_cloud(
     drivers = {name for name, _ in rows if name}
     assert drivers == {cloud.driver}, rows
     assert all(json.loads(props)["bucket"] == cloud.bucket for name, props in rows if name)
+    # the driver metadata keys Pulsar's tiered-storage configuration records
+    assert all(
+        json.loads(props)["managedLedgerOffloadDriver"] == cloud.driver
+        and "serviceEndpoint" in json.loads(props)
+        for name, props in rows
+        if name
+    )
 
     entries = records(offloader(env, "--json", "topics", "read", TOPIC))
     expected = [hashlib.sha256(p).hexdigest() for p in synthetic_payloads(300, 1024)]

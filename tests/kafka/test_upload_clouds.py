@@ -1,6 +1,6 @@
 """The Kafka tier on Google Cloud Storage (fake-gcs-server) and Azure Blob Storage (Azurite),
 configured from each cloud's own environment: multipart .log uploads (composed parts on GCS,
-staged blocks on Azure), byte-exact objects, one-GET fetches, orphans of the tier."""
+staged blocks on Azure), byte-exact objects, the partition's status, one-GET fetches."""
 
 from __future__ import annotations
 
@@ -45,9 +45,17 @@ def test_upload_and_fetch_on_each_cloud(
     report = tier.upload(root)
     assert report.ok and report.of("uploaded")
     assert counting.calls["upload_part"] >= 3 and counting.calls["complete_multipart_upload"] >= 1
-    for seg in tier.ctx.meta.list_segments("big", 0):
+    segments = tier.ctx.meta.list_segments("big", 0)
+    local_bytes = 0
+    for seg in segments:
         local = (layout.path / f"{seg.base_offset:020d}.log").read_bytes()
         assert counting.get(seg.keys["log"]).data == local
+        local_bytes += len(local)
+    (status,) = tier.status("big", root)
+    assert status.remote_segments == len(segments) >= 2
+    assert status.remote_bytes == local_bytes == status.remote_stored_bytes
+    assert status.remote_start == layout.segments[0][0] and status.in_progress == 0
+    assert status.upload_lag == 0 and status.last_error is None
     assert counting.list_multipart_uploads() == []
     tier.indexes._store = counting
     start = layout.segments[0][1] - 40

@@ -1,7 +1,8 @@
 """Losing the home loses nothing (issue 36): offload several topics, delete the home, run
 ``metadata rebuild`` on a new home, and everything reads back byte-exact; two finished copies
 resolve to one, unfinished attempts become orphans gc deletes, a resumed offload continues
-after the rebuilt ledgers without re-uploading them. On the file store, on moto over HTTP, and
+after the rebuilt ledgers without re-uploading them. On the file store, on moto over HTTP, on
+Google Cloud Storage (fake-gcs-server) and Azure Blob Storage (Azurite), and
 with the metadata in PostgreSQL (its schema dropped)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from devservers.cloud import AzuriteEmulator, GcsEmulator
 from devservers.endpoint import S3Endpoint
 from formats.extension import crc32c
 from formats.keys import ROLE_DATA, data_key, index_key, object_user_metadata, parse_key
@@ -32,12 +34,29 @@ TOPICS = (T1, T2, T3)
 Make = Callable[[str], Offloader]
 
 
-@pytest.fixture(params=["file", "moto"])
+@pytest.fixture(
+    params=[
+        "file",
+        "moto",
+        pytest.param("gcs", marks=pytest.mark.gcs),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
 def store_url(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> str:
     if request.param == "file":
         return f"file://{tmp_path / 'objects'}"
+    if request.param == "gcs":
+        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
+        for name, value in gcs.env().items():
+            monkeypatch.setenv(name, value)
+        return f"gs://{gcs.new_bucket()}/offload"
+    if request.param == "azure":
+        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
+        for name, value in azurite.env().items():
+            monkeypatch.setenv(name, value)
+        return f"az://{azurite.new_container()}/offload"
     moto: S3Endpoint = request.getfixturevalue("moto_endpoint")
     for name, value in moto.env().items():
         monkeypatch.setenv(name, value)

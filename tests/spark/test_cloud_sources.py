@@ -1,5 +1,6 @@
 """The ``offloaded-ledger`` Spark source (real PySpark, local[2]) over ledgers offloaded to
-``gs://`` (fake-gcs-server) and ``az://`` (Azurite): executors open the store from the source's
+``gs://`` (fake-gcs-server) and ``az://`` (Azurite), and ``kafka-segments`` over a Kafka tier
+there: executors open the store from the source's
 options with credentials from their environment (``STORAGE_EMULATOR_HOST``,
 ``AZURE_STORAGE_CONNECTION_STRING``), never from the plan."""
 
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 
 from devservers.cloud import AzuriteEmulator, GcsEmulator
-from offloader.api import Offloader, Position
+from formats.kafka.batch import iter_records
+from offloader.api import KafkaSettings, Offloader, Position
 from offloader.spark import register
+from tests.kafka.logdir import write_partition
 
 pytestmark = pytest.mark.spark
 
@@ -64,3 +67,46 @@ def test_offloaded_ledger_source_on_each_cloud(
     assert [hashlib.sha256(p).hexdigest() for _, _, p in rows] == [
         hashlib.sha256(p).hexdigest() for p in payloads
     ]
+
+
+@pytest.mark.parametrize(
+    "cloud",
+    [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)],
+)
+def test_kafka_segments_source_on_each_cloud(
+    spark: Any,
+    cloud: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kafka-segments`` over a Kafka tier on the cloud: the executors open the store from the
+    ``store`` option, with the cloud's credentials from their environment."""
+    if cloud == "gcs":
+        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
+        env, store = gcs.env(), f"gs://{gcs.new_bucket()}/k"
+    else:
+        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
+        env, store = azurite.env(), f"az://{azurite.new_container()}/k"
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    root = tmp_path / "logs"
+    layout = write_partition(root, "orders", 0, records=400)
+    home = tmp_path / "home"
+    with Offloader.from_settings(home, store) as off:
+        assert off.kafka(KafkaSettings()).upload(root).ok
+    expected = sorted(
+        (
+            (r.offset, r.value)
+            for base, _ in layout.segments[:-1]
+            for h, r in iter_records((layout.path / f"{base:020d}.log").read_bytes())
+            if not h.is_control
+        ),
+        key=lambda row: row[0],
+    )
+    assert expected
+    register(spark)
+    df = spark.read.format("kafka-segments").option("home", str(home)).option("store", store)
+    rows = df.load().select("offset", "value").collect()
+    got = [(r["offset"], None if r["value"] is None else bytes(r["value"])) for r in rows]
+    assert sorted(got, key=lambda row: row[0]) == expected

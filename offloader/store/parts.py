@@ -1,0 +1,32 @@
+"""The rules every backend applies to a multipart upload's part numbers and to the parts list a
+completion is given, written once: a part number inside the store's range, and a completion
+list that is not empty, has no number twice, and is put in part-number order.
+
+Pure: no SDK; each backend keeps only what its service does with the ordered parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from offloader.errors import StoreError
+from offloader.store.base import UploadedPart
+
+__all__ = ["check_part_number", "ordered_parts"]
+
+
+def check_part_number(part_number: int, limit: int = 10000) -> None:
+    """Refuse a part number outside ``1..limit`` (S3 and GCS: 10000; Azure: 50000 blocks)."""
+    if not 1 <= part_number <= limit:
+        raise StoreError(f"part number {part_number} not in 1..{limit}")
+
+
+def ordered_parts(parts: Sequence[UploadedPart], shown: str) -> list[UploadedPart]:
+    """The parts of a completion in part-number order; ``shown`` names the object in errors."""
+    if not parts:
+        raise StoreError(f"complete {shown}: no parts")
+    ordered = sorted(parts, key=lambda p: p.part_number)
+    numbers = [p.part_number for p in ordered]
+    if len(set(numbers)) != len(numbers):
+        raise StoreError(f"complete {shown}: duplicate part numbers {numbers}")
+    return ordered
