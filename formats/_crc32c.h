@@ -24,6 +24,7 @@ static uint32_t crc_table[8][256];
  * bytes from the register b << (8k) */
 static uint32_t crc_shift[2][4][256];
 static int crc_hw = 0;
+static void crc_x2n_init(void);
 
 static uint32_t crc_sw_raw(uint32_t crc, const unsigned char *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
@@ -111,6 +112,7 @@ static void crc32c_init(void) {
                 crc_shift[s][k][b] = v;
             }
     }
+    crc_x2n_init();
 #if CRC_HAVE_HW
     __builtin_cpu_init();
     crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
@@ -126,6 +128,49 @@ static uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t n, in
     (void)hw;
 #endif
     return ~crc_sw_raw(crc, p, n);
+}
+
+/* CRC32C combine: the CRC32C of A then B from crc1 = CRC32C(A), crc2 = CRC32C(B) and
+ * len2 = len(B), without the bytes (zlib's method: crc1 multiplied by x^(8 len2) modulo the
+ * polynomial, then crc2 added; the pre- and post-inversions cancel out). About 2 log2(len2)
+ * 32-step multiplications: far cheaper than a second pass over B. Its pure twin is
+ * formats/crc_combine.py. */
+static uint32_t crc_x2n_table[32];
+
+/* a(x) * b(x) modulo the polynomial, reflected (bit 31 is x^0) */
+static uint32_t crc_multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = (uint32_t)1 << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ CRC_POLY : b >> 1;
+    }
+    return p;
+}
+
+static void crc_x2n_init(void) {
+    uint32_t p = (uint32_t)1 << 30; /* x^1 */
+    crc_x2n_table[0] = p;
+    for (int n = 1; n < 32; n++) crc_x2n_table[n] = p = crc_multmodp(p, p);
+}
+
+/* x^(n 2^k) modulo the polynomial */
+static inline uint32_t crc_x2nmodp(uint64_t n, unsigned k) {
+    uint32_t p = (uint32_t)1 << 31; /* x^0 */
+    while (n) {
+        if (n & 1) p = crc_multmodp(crc_x2n_table[k & 31], p);
+        n >>= 1;
+        k++;
+    }
+    return p;
+}
+
+/* (the table is filled by crc32c_init, at module load) */
+static inline uint32_t crc32c_combine_u32(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    return crc_multmodp(crc_x2nmodp(len2, 3), crc1) ^ crc2;
 }
 
 #endif

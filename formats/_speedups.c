@@ -80,6 +80,11 @@
  *   crc32c_c(data, value=0, software=False) -> int
  *       the CRC32C these loops use (SSE4.2 when the CPU has it, else a table), exposed only
  *       so that the tests compare it with the crc32c package; CRC32C_HARDWARE says which runs.
+ *
+ *   crc32c_combine(crc1, crc2, len2) -> int
+ *       the CRC32C of A followed by B, from crc1 = CRC32C(A), crc2 = CRC32C(B) and
+ *       len2 = len(B) (_crc32c.h's crc32c_combine_u32; pure twin formats/crc_combine.py):
+ *       per-span CRC32Cs give the block's without a second pass over its bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -620,6 +625,17 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+static PyObject *crc32c_combine(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long crc1, crc2, len2;
+    if (!PyArg_ParseTuple(args, "KKK", &crc1, &crc2, &len2)) return NULL;
+    if (crc1 > 0xFFFFFFFFull || crc2 > 0xFFFFFFFFull) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not a 32-bit value");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(crc32c_combine_u32((uint32_t)crc1, (uint32_t)crc2, len2));
+}
+
 /* --- int64 arrays --------------------------------------------------------------------------
  * An array('q') (or any C-contiguous buffer of 8-byte integers: 'q', 'Q', 'l', 'L'), as
  * int64_t; 'Q' values of 2**63 and above read as negative and fail the callers' bounds
@@ -775,6 +791,8 @@ static PyMethodDef methods[] = {
     {"crc32c_c", crc32c_c, METH_VARARGS,
      "crc32c_c(data, value=0, software=False) -> CRC32C of data continuing from value "
      "(for the tests; software=True forces the table-driven loop)"},
+    {"crc32c_combine", crc32c_combine, METH_VARARGS,
+     "crc32c_combine(crc1, crc2, len2) -> CRC32C of A + B from CRC32C(A), CRC32C(B), len(B)"},
     {NULL, NULL, 0, NULL},
 };
 
