@@ -627,13 +627,18 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
 
 static PyObject *crc32c_combine(PyObject *self, PyObject *args) {
     (void)self;
-    unsigned long long crc1, crc2, len2;
-    if (!PyArg_ParseTuple(args, "KKK", &crc1, &crc2, &len2)) return NULL;
-    if (crc1 > 0xFFFFFFFFull || crc2 > 0xFFFFFFFFull) {
+    long long crc1, crc2, len2;
+    if (!PyArg_ParseTuple(args, "LLL", &crc1, &crc2, &len2)) return NULL;
+    if (crc1 < 0 || crc2 < 0 || crc1 > 0xFFFFFFFFll || crc2 > 0xFFFFFFFFll) {
         PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not a 32-bit value");
         return NULL;
     }
-    return PyLong_FromUnsignedLong(crc32c_combine_u32((uint32_t)crc1, (uint32_t)crc2, len2));
+    if (len2 < 0) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a negative length");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(
+        crc32c_combine_u32((uint32_t)crc1, (uint32_t)crc2, (uint64_t)len2));
 }
 
 /* --- int64 arrays --------------------------------------------------------------------------
