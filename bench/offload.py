@@ -205,8 +205,8 @@ def _measure_entry(
     note(
         f"offload {srv.name} {entry}B entries {place.name}: {record['ours']:.1f} MB/s vs raw "
         f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}), peak RSS "
-        f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f}); client CPU {ours['client_cpu_s']:.2f} s "
-        f"vs raw {raw['client_cpu_s']:.2f} s"
+        f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f}); client CPU "
+        f"{ours['client_cpu_s']:.2f} s vs raw {raw['client_cpu_s']:.2f} s"
     )
 
 

@@ -109,7 +109,9 @@ class SpanSummer:
         folded in; ``block`` is the finished block (its header is summed here)."""
         bounds = self._bounds
         if self._pos != bounds[-1]:
-            raise ValueError(f"SpanSummer: summed up to {self._pos}, the block ends at {bounds[-1]}")
+            raise ValueError(
+                f"SpanSummer: summed up to {self._pos}, the block ends at {bounds[-1]}"
+            )
         head = crc32c(memoryview(block)[: bounds[0]])
         lengths = (b - a for a, b in pairwise(bounds))
         return crc32c_concat(zip(self.crcs, lengths, strict=True), head), self.crcs

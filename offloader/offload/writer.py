@@ -23,9 +23,10 @@ and nothing is left behind when anything fails. Steps:
    spans' CRC32Cs, the block's combined from them: one pass,
    :class:`~formats.span_crc.SpanSummer`), and hand the block to a pool of
    ``offload_concurrency`` threads that upload it as part ``n``; a block is framed as soon
-   as a buffer is free, while the other uploads go on. Peak buffer memory is therefore ``offload_concurrency x max_block_size`` (plus one batch of
-   entries; the last, shorter block gets a buffer of its own size in place of a pooled one):
-   4 x 64 MiB with the defaults;
+   as a buffer is free, while the other uploads go on. Peak buffer memory is therefore
+   ``offload_concurrency x max_block_size`` (plus one batch of entries; the last, shorter
+   block gets a buffer of its own size in place of a pooled one): 4 x 64 MiB with the
+   defaults;
 4. check that the entries read have the lengths that were planned (else the ledger changed
    under us: :class:`IndexInconsistentError`), complete the upload;
 5. build the index from the entries actually read (``length`` and ``lastEntryId`` computed from

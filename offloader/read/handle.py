@@ -38,8 +38,8 @@ from types import TracebackType
 from typing import NamedTuple, TypeVar
 
 from formats.block import DataBlockHeader, PackedEntries
-from formats.cuts import Cut, cut_entries, cut_packed, cut_spans
 from formats.crc_combine import crc32c_concat
+from formats.cuts import Cut, cut_entries, cut_packed, cut_spans
 from formats.extension import crc32c
 from formats.framing import NO_LIMIT
 from formats.index import OffloadIndex
