@@ -4,7 +4,8 @@ For every server and entry size: our writer offloads a synthetic ledger (default
 1 KiB and of 100 KiB entries, on moto too: ``--moto-size`` makes it smaller there) with
 64 MiB blocks and ``offload_concurrency`` 4; the baseline uploads the same number of bytes,
 in parts of the same sizes, with plain boto3 ``upload_part`` calls on the same number of
-threads, to the same server, in the same run. Each variant runs in a fresh process, so its peak
+threads, to the same server, in the same run; each row carries both processes' client CPU
+seconds. Each variant runs in a fresh process, so its peak
 RSS is its own (goal: <= concurrency x block size + 150 MB). The variants take turns,
 ``--repeat`` runs each, every run after the machine went quiet; the median run is reported
 (``best_ratio`` compares the best runs).
@@ -29,6 +30,7 @@ from typing import Any
 from bench import note, report
 from bench.common import (
     BENCH_UUID,
+    ClientCost,
     Server,
     empty_bucket,
     endpoint_from_json,
@@ -60,6 +62,7 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
     )
     store = store_for(endpoint, spec["bucket"], settings)
     ledger = ledger_for(spec["size"], spec["entry"])
+    cost = ClientCost()
     start = time.perf_counter()
     result = offload_ledger(ledger, store, BENCH_UUID, settings)
     seconds = time.perf_counter() - start
@@ -68,6 +71,7 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
         "bytes": result.data_size,
         "rss_mb": peak_rss_mb(),
         "blocks": result.block_count,
+        **cost.fields(),
     }
 
 
@@ -81,6 +85,7 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     source = bytes(ledger.payload(0)) * (block // max(1, spec["entry"]) + 1)
     buffers = [bytearray(source[:block]) for _ in range(concurrency + 1)]
     bucket, key = spec["bucket"], f"raw-{time.time_ns()}"
+    cost = ClientCost()
     start = time.perf_counter()
     upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
 
@@ -98,7 +103,13 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
         Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
     )
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "bytes": sum(sizes), "rss_mb": peak_rss_mb(), "blocks": len(sizes)}
+    return {
+        "seconds": seconds,
+        "bytes": sum(sizes),
+        "rss_mb": peak_rss_mb(),
+        "blocks": len(sizes),
+        **cost.fields(),
+    }
 
 
 def _worker(spec: dict[str, Any]) -> None:
@@ -185,11 +196,17 @@ def _measure_entry(
         best_ratio=round(raw["best_seconds"] / ours["best_seconds"], 4),
         ours_runs_s=ours["runs_seconds"],
         baseline_runs_s=raw["runs_seconds"],
+        # the measured process alone (the median run's): CPU seconds and page faults
+        client_cpu_s=ours["client_cpu_s"],
+        baseline_client_cpu_s=raw["client_cpu_s"],
+        client_faults=ours["client_faults"],
+        baseline_client_faults=raw["client_faults"],
     )
     note(
         f"offload {srv.name} {entry}B entries {place.name}: {record['ours']:.1f} MB/s vs raw "
         f"{record['baseline']:.1f} MB/s (ratio {record['ratio']}), peak RSS "
-        f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f})"
+        f"{ours['rss_mb']:.0f} MB (goal <= {rss_goal:.0f}); client CPU "
+        f"{ours['client_cpu_s']:.2f} s vs raw {raw['client_cpu_s']:.2f} s"
     )
 
 

@@ -25,7 +25,7 @@ static uint32_t crc_table[8][256];
 static uint32_t crc_shift[2][4][256];
 static int crc_hw = 0;
 /* crc_x2n[k] = x^(2^k) modulo the polynomial, bit-reflected (x^0 is bit 31) */
-static uint32_t crc_x2n[64];
+static uint32_t crc_x2n[67]; /* k < 67: a 64-bit byte length shifted by 3, no wrap-around */
 
 static uint32_t crc_sw_raw(uint32_t crc, const unsigned char *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) { crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
@@ -102,7 +102,7 @@ static uint32_t crc_mulmod(uint32_t a, uint32_t b) {
 /* the tables, and whether the crc32 instruction is there; once, at module load */
 static void crc32c_init(void) {
     uint32_t power = 1u << 30; /* x^1 */
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < 67; k++) {
         crc_x2n[k] = power;
         power = crc_mulmod(power, power);
     }
@@ -150,7 +150,7 @@ __attribute__((unused)) static uint32_t crc32c_combine(uint32_t crc_a, uint32_t 
     if (len_b == 0) return crc_a; /* B is empty (as the pure twin: crc_b ignored) */
     uint32_t shift = 1u << 31; /* x^0 */
     for (int k = 3; len_b; len_b >>= 1, k++) /* x^(8 len_b) = product of x^(2^(k)) */
-        if (len_b & 1) shift = crc_mulmod(crc_x2n[k & 63], shift);
+        if (len_b & 1) shift = crc_mulmod(crc_x2n[k], shift);
     return crc_mulmod(shift, crc_a) ^ crc_b;
 }
 

@@ -88,7 +88,8 @@
  *
  *   crc32c_combine(crc_a, crc_b, length_b) -> int
  *       the CRC32C of A + B from the CRC32C of A, that of B and B's length (no byte read):
- *       a segment's whole-file CRC32C joined from its parts'. Twin: formats/kafka/spans.py.
+ *       a segment's whole-file CRC32C joined from its parts', a block's from its spans'.
+ *       Pure twin: formats/crc_combine.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -645,10 +646,14 @@ static PyObject *crc32c_c(PyObject *self, PyObject *args) {
 
 static PyObject *crc32c_combine_c(PyObject *self, PyObject *args) {
     (void)self;
-    unsigned long long a, b, length;
-    if (!PyArg_ParseTuple(args, "KKK", &a, &b, &length)) return NULL;
-    if (a > 0xFFFFFFFFull || b > 0xFFFFFFFFull) {
-        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not 32 bits");
+    long long a, b, length;
+    if (!PyArg_ParseTuple(args, "LLL", &a, &b, &length)) return NULL;
+    if (a < 0 || b < 0 || a > 0xFFFFFFFFll || b > 0xFFFFFFFFll) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a CRC is not a 32-bit value");
+        return NULL;
+    }
+    if (length < 0) {
+        PyErr_SetString(PyExc_ValueError, "crc32c_combine: a negative length");
         return NULL;
     }
     return PyLong_FromUnsignedLong(crc32c_combine((uint32_t)a, (uint32_t)b, (uint64_t)length));

@@ -11,7 +11,7 @@ binary column (the Spark source's batches).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from formats.errors import BadMagicError, CorruptDataError, OffloaderError, TruncatedError
@@ -117,12 +117,22 @@ class BlockWriter:
         return self.write_block_batches(first_entry_id, (payloads,), block_size)
 
     def write_block_batches(
-        self, first_entry_id: int, batches: Iterable[Batch], block_size: int
+        self,
+        first_entry_id: int,
+        batches: Iterable[Batch],
+        block_size: int,
+        on_framed: Callable[[memoryview, int, int], None] | None = None,
     ) -> memoryview:
         """Like :meth:`write_block`, with the payloads given as consecutive batches: each
         batch (a sequence of payloads, or a :class:`~formats.spans.SpanBatch`) is framed in
         one call (in C when built), and only one need be alive at a time (a source can hand
-        over a batch it has just read). Either kind gives the same bytes."""
+        over a batch it has just read). Either kind gives the same bytes.
+
+        ``on_framed(view, start, end)``, if given, is called after each batch is framed and
+        after the padding is written, with the buffer and the block offsets of the bytes just
+        written (in order, back to back from the header's end): a checksum summed there
+        reads them while they are still in the CPU's cache
+        (:class:`formats.span_crc.SpanSummer`)."""
         if block_size > self.max_block_size:
             raise CorruptDataError(
                 f"block size {block_size} exceeds the writer's maximum {self.max_block_size}"
@@ -135,6 +145,7 @@ class BlockWriter:
         view[BLOCK_HEADER_USED:BLOCK_HEADER_LEN] = bytes(BLOCK_HEADER_LEN - BLOCK_HEADER_USED)
         pos, next_id = BLOCK_HEADER_LEN, first_entry_id
         for batch in batches:
+            framed_from = pos
             if isinstance(batch, SpanBatch):
                 spans = batch.spans
                 pos, count = frame_spans(
@@ -163,8 +174,12 @@ class BlockWriter:
                     f"{block_size} bytes at offset {pos}"
                 )
             next_id += count
+            if on_framed is not None:
+                on_framed(view, framed_from, pos)
         if pos < block_size:
             view[pos:block_size] = padding(block_size - pos)
+            if on_framed is not None:
+                on_framed(view, pos, block_size)
         return view[:block_size]
 
 

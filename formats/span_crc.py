@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from formats.block import Buffer
+from formats.crc_combine import crc32c_concat
 from formats.errors import CorruptDataError
 from formats.extension import TAG_SPAN_CRC32C, ExtensionSection, crc32c
 from formats.index import OffloadIndex
@@ -29,6 +30,8 @@ from formats.wire import U32
 
 __all__ = [
     "SpanChecks",
+    "SpanSummer",
+    "block_and_span_crcs",
     "block_span_crcs",
     "decode_span_crcs",
     "encode_span_crcs",
@@ -52,6 +55,66 @@ def block_span_crcs(block: Buffer, block_start: int, cuts: Sequence[tuple[int, i
     ``block_start``)."""
     view = memoryview(block)
     return [crc32c(view[start - block_start : end - block_start]) for start, end in cuts]
+
+
+def block_and_span_crcs(
+    block: Buffer, block_start: int, cuts: Sequence[tuple[int, int]]
+) -> tuple[int, list[int]]:
+    """The block's CRC32C and its spans' (``cuts``: contiguous, from the header's end to
+    the block's end), in one pass over the bytes: the block's is combined from its header's
+    and the spans' (:func:`formats.crc_combine.crc32c_concat`)."""
+    view = memoryview(block)
+    if not cuts:
+        return crc32c(view), []
+    spans = block_span_crcs(view, block_start, cuts)
+    head = crc32c(view[: cuts[0][0] - block_start])
+    return crc32c_concat(zip(spans, (end - start for start, end in cuts), strict=True), head), spans
+
+
+class SpanSummer:
+    """The CRC32Cs of a block's spans, summed as the block is written (the ``on_framed``
+    of :meth:`formats.block.BlockWriter.write_block_batches`): each run of bytes is summed
+    right after it was framed, while it is in the CPU's cache, instead of in a second pass
+    over the finished block. ``bounds`` are the block offsets where spans begin and end
+    (the first is the header's end, the last the block's end); :meth:`finish` gives the
+    block's CRC32C (the header's combined with the spans') and the spans'."""
+
+    def __init__(self, bounds: Sequence[int]) -> None:
+        if len(bounds) < 2 or any(b >= a for a, b in zip(bounds[1:], bounds, strict=False)):
+            raise ValueError(f"span bounds must rise from the header's end: {list(bounds)[:4]}")
+        self._bounds = bounds
+        self._next = 1  # the end of the span being summed is bounds[_next]
+        self._pos = bounds[0]
+        self._crc = 0
+        self.crcs: list[int] = []
+
+    def __call__(self, view: memoryview, start: int, end: int) -> None:
+        """Fold in the block bytes ``view[start:end]`` (the next ones after those folded)."""
+        if start != self._pos or end > self._bounds[-1]:
+            raise ValueError(f"SpanSummer: bytes {start}..{end} do not follow {self._pos}")
+        bounds, crc, i = self._bounds, self._crc, self._next
+        while start < end:
+            stop = bounds[i]
+            piece = stop if stop < end else end
+            crc = crc32c(view[start:piece], crc)
+            start = piece
+            if piece == stop:
+                self.crcs.append(crc)
+                crc = 0
+                i += 1
+        self._crc, self._next, self._pos = crc, i, end
+
+    def finish(self, block: Buffer) -> tuple[int, list[int]]:
+        """The block's CRC32C and its spans', once every byte up to the block's end was
+        folded in; ``block`` is the finished block (its header is summed here)."""
+        bounds = self._bounds
+        if self._pos != bounds[-1]:
+            raise ValueError(
+                f"SpanSummer: summed up to {self._pos}, the block ends at {bounds[-1]}"
+            )
+        head = crc32c(memoryview(block)[: bounds[0]])
+        lengths = (b - a for a, b in pairwise(bounds))
+        return crc32c_concat(zip(self.crcs, lengths, strict=True), head), self.crcs
 
 
 def encode_span_crcs(crcs: Sequence[int]) -> ExtensionSection:

@@ -7,9 +7,8 @@ An object of ``size`` bytes is cut into spans of ``span`` bytes (the last one sh
 of ``[start, end)`` fetches the spans covering it (:meth:`ObjectChecksums.covering`) and checks
 each (:meth:`ObjectChecksums.first_bad_span`). Spans are computed part by part while a segment
 uploads (a part is a whole number of spans), and :func:`crc32c_combine` joins CRC32Cs of
-consecutive pieces into the CRC32C of the whole without reading the bytes again (in C,
-``formats/_crc32c.h``, when ``formats._speedups`` is built; :func:`crc32c_combine_py` is its
-pure twin).
+consecutive pieces into the CRC32C of the whole without reading the bytes again
+(:mod:`formats.crc_combine`: C when built, else its pure twin).
 
 The stored form (:meth:`ObjectChecksums.encode`) is compact: ``"<size>:<span>:<base64 of the
 CRC32Cs as big-endian u32>"``. Pure: bytes in, values out.
@@ -20,14 +19,13 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import crc32c as _crc32c
 
+from formats.crc_combine import crc32c_combine, crc32c_combine_py
 from formats.errors import CorruptDataError
-from formats.framing import _speedups
 
 __all__ = [
     "SPAN_SIZE",
@@ -41,62 +39,12 @@ __all__ = [
 
 #: bytes per span of a ``.log`` (and of every other object; the small ones have one span)
 SPAN_SIZE = 1024 * 1024
-_POLY = 0x82F63B78  # CRC32C, reflected
 
 
 def span_size_for(part_size: int) -> int:
     """The span length of a ``.log`` uploaded in parts of ``part_size`` bytes: ``SPAN_SIZE``,
     or the part size when parts are smaller (a part is always a whole number of spans)."""
     return max(1, min(SPAN_SIZE, part_size))
-
-
-def _times(matrix: tuple[int, ...], vec: int) -> int:
-    out = 0
-    i = 0
-    while vec:
-        if vec & 1:
-            out ^= matrix[i]
-        vec >>= 1
-        i += 1
-    return out
-
-
-def _square(matrix: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(_times(matrix, matrix[n]) for n in range(32))
-
-
-@lru_cache(maxsize=64)
-def _zeros_operator(power: int) -> tuple[int, ...]:
-    """The operator that appends 2**power zero bytes to a CRC32C's register."""
-    if power == 0:
-        one_bit = (_POLY, *(1 << n for n in range(31)))
-        two = _square(one_bit)
-        four = _square(two)
-        return _square(four)  # eight zero bits: one zero byte
-    return _square(_zeros_operator(power - 1))
-
-
-def crc32c_combine_py(crc_a: int, crc_b: int, length_b: int) -> int:
-    """The CRC32C of ``A + B`` from the CRC32C of ``A``, that of ``B`` and ``len(B)`` (the
-    pure twin of the C ``crc32c_combine``)."""
-    if length_b <= 0:
-        return crc_a
-    power = 0
-    crc = crc_a
-    n = length_b
-    while n:
-        if n & 1:
-            crc = _times(_zeros_operator(power), crc)
-        n >>= 1
-        power += 1
-    return crc ^ crc_b
-
-
-_C = _speedups()
-#: the CRC32C of ``A + B`` from the CRC32C of ``A``, that of ``B`` and ``len(B)``
-crc32c_combine: Callable[[int, int, int], int] = (
-    _C.crc32c_combine if _C is not None else crc32c_combine_py
-)
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,15 @@ and nothing is left behind when anything fails. Steps:
    ``reader.read``; see :mod:`offloader.ledgers.base`), frame each block into one of
    ``offload_concurrency`` reusable :class:`~formats.block.BlockWriter` buffers (zeroed on
    the pool's threads without the GIL while the first blocks are framed: a fresh 64 MiB
-   buffer costs ~30 ms of page faults; one framing call per batch, in C when built), and
-   hand it to a pool of
-   ``offload_concurrency`` threads that CRC32C it (without the GIL) and upload it as part
-   ``n``; a block is framed as soon as a buffer is free, while the other uploads go on. Peak
-   buffer memory is therefore ``offload_concurrency x max_block_size`` (plus one batch of
-   entries; the last, shorter block gets a buffer of its own size in place of a pooled one):
-   4 x 64 MiB with the defaults;
+   buffer costs ~30 ms of page faults; one framing call per batch, in C when built), each
+   batch's bytes CRC32C'd right after they are framed, while still in the CPU's cache (the
+   spans' CRC32Cs, the block's combined from them: one pass,
+   :class:`~formats.span_crc.SpanSummer`), and hand the block to a pool of
+   ``offload_concurrency`` threads that upload it as part ``n``; a block is framed as soon
+   as a buffer is free, while the other uploads go on. Peak buffer memory is therefore
+   ``offload_concurrency x max_block_size`` (plus one batch of entries; the last, shorter
+   block gets a buffer of its own size in place of a pooled one): 4 x 64 MiB with the
+   defaults;
 4. check that the entries read have the lengths that were planned (else the ledger changed
    under us: :class:`IndexInconsistentError`), complete the upload;
 5. build the index from the entries actually read (``length`` and ``lastEntryId`` computed from
@@ -51,11 +53,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from formats.block import BlockWriter, Buffer
-from formats.extension import crc32c, fine_offsets_for
+from formats.extension import fine_offsets_for
 from formats.framing import zeroed_bytearray
 from formats.keys import ROLE_DATA, object_user_metadata
 from formats.layout import BlockPlan, plan_blocks
-from formats.span_crc import block_span_crcs, span_cuts
+from formats.span_crc import SpanSummer, span_cuts
 from formats.wire import BLOCK_HEADER_LEN
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
@@ -174,20 +176,27 @@ def offload_ledger(
     return result
 
 
-def _checksum_and_upload(
+def _upload(
     store: ObjectStore,
     key: str,
     upload_id: str,
     plan: BlockPlan,
     block: memoryview,
-    cuts: Sequence[tuple[int, int]],
+    crc: int,
+    spans: list[int],
 ) -> tuple[UploadedPart, int, list[int]]:
-    """On an upload thread: the block's CRC32C and its spans' (``cuts``; the GIL is released
-    while they are summed), then the part with the block's as its checksum; returns all."""
-    crc = crc32c(block)
-    spans = block_span_crcs(block, plan.offset, cuts)
+    """On an upload thread: the part, with the block's CRC32C as its checksum (summed, with
+    its spans', as the block was framed); returns the part and both checksums."""
     part = store.upload_part(key, upload_id, plan.part_number, _part_body(block), crc)
     return part, crc, spans
+
+
+def _span_bounds(plan: BlockPlan, cuts: Sequence[tuple[int, int]]) -> list[int]:
+    """The block offsets where the block's spans begin and end (one span from the header's
+    end to the block's end when it has no cuts): the :class:`SpanSummer`'s bounds."""
+    if not cuts:
+        return [BLOCK_HEADER_LEN, plan.size]
+    return [cuts[0][0] - plan.offset, *(end - plan.offset for _, end in cuts)]
 
 
 def _part_body(block: memoryview) -> Buffer:
@@ -278,14 +287,18 @@ class PlainUpload:
                 writer = free.pop()
                 if last:
                     free.clear()  # no more blocks: let the spare buffers go
+            # every run of bytes is summed as soon as it is framed (hot in the cache): one
+            # pass; the block's CRC32C is combined from its header's and its spans'
+            summer = SpanSummer(_span_bounds(plan, cuts[n]))
             block = writer.write_block_batches(
-                plan.first_entry_id, entries.batches(plan.entry_count), plan.size
+                plan.first_entry_id, entries.batches(plan.entry_count), plan.size, summer
             )
+            crc, spans = summer.finish(block)
+            if not cuts[n]:
+                spans = []
             while len(in_flight) >= window:
                 harvest(block=True)
-            future = pool.submit(
-                _checksum_and_upload, store, job.dkey, upload_id, plan, block, cuts[n]
-            )
+            future = pool.submit(_upload, store, job.dkey, upload_id, plan, block, crc, spans)
             in_flight[future] = (writer, plan.size)
             job.record_zone(block, plan)  # read-only, while the part uploads
         while in_flight:

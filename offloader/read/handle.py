@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import NamedTuple, TypeVar
 
 from formats.block import DataBlockHeader, PackedEntries
+from formats.crc_combine import crc32c_concat
 from formats.cuts import Cut, cut_entries, cut_packed, cut_spans
 from formats.extension import crc32c
 from formats.framing import NO_LIMIT
@@ -119,6 +120,10 @@ class ReadHandle:
         #: the span CRC32Cs (None: the object has none, only blocks read whole are checked)
         self._spans = None if emulate_pulsar else SpanChecks.of(index)
         self._verified_spans: set[int] = set()
+        #: with span checks: (block, CRC32C of its header) when the block is being read whole
+        #: from its header; its CRC32C is then combined from the header's and its spans'
+        #: (every byte is summed once, by the span checks), not summed a second time
+        self._block_head: tuple[int, int] | None = None
         #: a transformed object: every chunk is checked (CRC32C, AES-GCM tag) before any of
         #: its bytes is used, so every entry returned was checked before it was returned
         self._chunks_checked = isinstance(store, TransformedObjectView)
@@ -294,10 +299,20 @@ class ReadHandle:
                 single_get_max=0 if pulsar else max(SINGLE_GET_BUFFERS * buf, SINGLE_GET_MIN),
                 max_fetch=buf if pulsar else None,
                 description=self._what,
-                crc_boundaries=self._block_boundaries() if self._crcs is not None else (),
+                crc_boundaries=self._crc_boundaries(),
                 check_version=True,
             )
         return self._stream
+
+    def _crc_boundaries(self) -> list[int]:
+        """Where the prefetch thread's CRC32C regions begin and end: with span checks, the
+        spans' (the thread sums each span as it arrives; block CRC32Cs are then combined from
+        their spans', never summed a second time), else the blocks' (without block CRC32Cs,
+        none)."""
+        spans = self._spans
+        if spans is not None:
+            return sorted({*spans.starts, *spans.ends})
+        return self._block_boundaries() if self._crcs is not None else []
 
     def _block_boundaries(self) -> list[int]:
         """Where blocks begin and end in the data object (their CRC32Cs are summed between)."""
@@ -443,7 +458,10 @@ class ReadHandle:
                 last += 1
             view = stream.view(spans.ends[last] - pos)
             for i in range(k, last + 1):
-                actual = crc32c(view[spans.starts[i] - pos : spans.ends[i] - pos])
+                # summed by the prefetch thread as the bytes arrived, else here
+                actual = stream.summed_crc(spans.starts[i], spans.ends[i])
+                if actual is None:
+                    actual = crc32c(view[spans.starts[i] - pos : spans.ends[i] - pos])
                 if actual != spans.crcs[i]:
                     raise ChecksumMismatchError(
                         f"{self._what}: bytes {spans.starts[i]}..{spans.ends[i]} (span {i}) "
@@ -491,6 +509,7 @@ class ReadHandle:
         row = index.entries[block]
         block_start, block_end = index.block_span(block)
         block_last = index.block_last_entry_id(block)
+        self._block_head = None
         if (
             entry_id == row.entry_id
             and self._crcs is not None
@@ -499,8 +518,11 @@ class ReadHandle:
         ):
             # the whole block will be read: start at its header so its CRC32C can be checked
             stream.seek(block_start)
-            stream.crc_begin()
             header_len = index.data_header_length
+            if self._spans is None:
+                stream.crc_begin()
+            else:
+                self._block_head = (block, crc32c(stream.view(header_len)[:header_len]))
             header = DataBlockHeader.decode(stream.view(header_len), base_offset=block_start)
             if header.first_entry_id != row.entry_id or header.block_len != (
                 block_end - block_start
@@ -526,8 +548,14 @@ class ReadHandle:
 
     def _finish_block(self, stream: RangedStream, block: int, block_end: int) -> None:
         """If the block was consumed whole from its header, read its padding and check its
-        CRC32C against the extension."""
-        if self._crcs is None or not stream.crc_active:
+        CRC32C against the extension (with span checks: combined from its header's and its
+        spans', which were checked as they were read)."""
+        if self._crcs is None:
+            return
+        if self._spans is not None:
+            self._finish_block_spans(stream, block, block_end)
+            return
+        if not stream.crc_active:
             return
         rest = block_end - stream.position
         try:
@@ -541,6 +569,39 @@ class ReadHandle:
         recorded = self._crcs[block]
         if actual != recorded:
             start = self._index.block_span(block)[0]
+            raise ChecksumMismatchError(
+                f"{self._what}: block {block} CRC32C is 0x{actual:08x}, the index recorded "
+                f"0x{recorded:08x}",
+                offset=start,
+            )
+
+    def _finish_block_spans(self, stream: RangedStream, block: int, block_end: int) -> None:
+        """:meth:`_finish_block` with span checks: the block's CRC32C is its header's
+        combined with its spans' (each checked against the index before any of its entries was
+        returned), compared with the one the index recorded: the header's bytes are checked
+        too, and the spans agree with the block CRC32C."""
+        head, self._block_head = self._block_head, None
+        if head is None or head[0] != block:
+            return
+        spans = self._spans
+        assert spans is not None and self._crcs is not None
+        rest = block_end - stream.position
+        if rest > 0:  # the padding: in the block's last span, checked with it
+            stream.view(rest)
+            stream.advance(rest)
+        start = self._index.block_span(block)[0]
+        k = spans.at(start + self._index.data_header_length)
+        if k is None:
+            return
+        pieces = []
+        while k < len(spans.starts) and spans.starts[k] < block_end:
+            if k not in self._verified_spans:
+                return  # (cannot happen: a block read whole had every span checked)
+            pieces.append((spans.crcs[k], spans.ends[k] - spans.starts[k]))
+            k += 1
+        actual = crc32c_concat(pieces, head[1])
+        recorded = self._crcs[block]
+        if actual != recorded:
             raise ChecksumMismatchError(
                 f"{self._what}: block {block} CRC32C is 0x{actual:08x}, the index recorded "
                 f"0x{recorded:08x}",

@@ -113,6 +113,19 @@ class RangePrefetcher:
         state = self._regions.get(region_start)
         return state[1] if state is not None and state[0] == end else None
 
+    def take_region_crc(self, region_start: int, end: int) -> int | None:
+        """Like :meth:`region_crc`, for a region whose bytes the consumer has taken from
+        this prefetcher (``[region_start, end)`` inside ``[start, next_offset)``), and
+        forgotten once handed over (a scan that checks every span this way keeps no state
+        per span)."""
+        if region_start < self.start or end > self.next_offset:
+            return None
+        state = self._regions.get(region_start)
+        if state is None or state[0] != end:
+            return None
+        del self._regions[region_start]
+        return state[1]
+
     def close(self) -> None:
         """Stop the thread (it drops the rest of the body) and free the queued chunks."""
         self._stop.set()

@@ -84,6 +84,9 @@ class RangedStream:
         self._window_end = object_length
         #: the streamed GET of a long window, while the caller reads it sequentially
         self._prefetch: RangePrefetcher | None = None
+        #: the prefetcher that ended at its range's end, while no other fetch followed it:
+        #: the buffered bytes of its range are still its own (for :meth:`summed_crc`)
+        self._finished_prefetch: RangePrefetcher | None = None
         self._gets = 0
         #: a fetch whose first bytes were joined to the previous buffer's last ones:
         #: (object offset, bytes), the buffer at the next refill
@@ -286,7 +289,9 @@ class RangedStream:
                     pos += len(got)
                 if prefetch.exhausted:
                     self._drop_prefetch()
+                    self._finished_prefetch = prefetch
             else:
+                self._finished_prefetch = None
                 pos = self._fetch_with_gets(chunks, pos, want_end, span_end)
         if len(chunks) == 2 and remainder and len(chunks[1]) > JOIN_MAX:
             # the bytes left over plus a large fetch: join only what is needed now (a few
@@ -330,6 +335,7 @@ class RangedStream:
             if prefetch.next_offset == start and not prefetch.exhausted:
                 return prefetch
             self._drop_prefetch()  # a jump: its read-ahead is not wanted
+        self._finished_prefetch = None  # other bytes are fetched now
         if not self._read_ahead or self._closed or span_end - start <= self._single_get_max:
             return None
         self._gets += 1
@@ -364,7 +370,20 @@ class RangedStream:
                 f"{self._what}: the data object is {size} bytes, the index says {self._length}"
             )
 
+    def summed_crc(self, start: int, end: int) -> int | None:
+        """The CRC32C of object bytes ``[start, end)`` when a prefetch thread summed exactly
+        them (``start`` and ``end`` two consecutive ``crc_boundaries``) as it received the
+        very bytes the buffer holds (hot in that core's cache, off the caller's thread); else
+        None (the caller sums them itself). Handed over once."""
+        for prefetch in (self._prefetch, self._finished_prefetch):
+            if prefetch is not None:
+                crc = prefetch.take_region_crc(start, end)
+                if crc is not None:
+                    return crc
+        return None
+
     def _drop_prefetch(self) -> None:
+        self._finished_prefetch = None
         prefetch, self._prefetch = self._prefetch, None
         if prefetch is not None:
             prefetch.close()
@@ -407,5 +426,6 @@ class RangedStream:
     def close(self) -> None:
         self._closed = True
         self._drop_prefetch()
+        self._finished_prefetch = None
         self._following = None
         self._buf = b""

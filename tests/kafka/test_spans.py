@@ -43,7 +43,7 @@ def test_the_c_combine_equals_its_pure_twin(a: int, b: int, length: int) -> None
 def test_the_c_combine_refuses_what_is_not_a_crc() -> None:
     from formats import _speedups  # type: ignore[attr-defined]
 
-    with pytest.raises(ValueError, match="not 32 bits"):
+    with pytest.raises(ValueError, match="not a 32-bit value"):
         _speedups.crc32c_combine(1 << 32, 0, 1)
 
 

@@ -491,3 +491,57 @@ def test_a_block_fetched_inline_equals_the_prefetched_one(tmp_path: Path) -> Non
         )
         got += [bytes(e.payload) for e in read_block(store, ref, out=out, prefetch=False)]
     assert got == payloads
+
+
+# --- span CRC32Cs summed by the prefetch thread; block CRC32Cs combined from them --------
+def test_spans_are_summed_on_the_prefetch_thread_and_blocks_combined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed read of a ledger with span CRC32Cs sums each span once, on the prefetch
+    thread as it arrives (the caller compares), and no region of a whole block a second time."""
+    store, payloads = _ledger(tmp_path, n=3000)
+    settings = settings_for("local", 64 * 1024, read_buffer_size=4096)
+    handed: list[int | None] = []
+    summed = RangedStream.summed_crc
+
+    def counting(self: RangedStream, start: int, end: int) -> int | None:
+        crc = summed(self, start, end)
+        handed.append(crc)
+        return crc
+
+    monkeypatch.setattr(RangedStream, "summed_crc", counting)
+    with ReadHandle.open(store, 9, UUID, settings) as handle:
+        got = [e.payload for e in handle.iter_entries(0, len(payloads) - 1)]
+        assert got == payloads
+        spans = handle._spans
+        assert spans is not None and handle.index.block_count >= 3
+        # every span was checked, nearly all with the thread's sum (a span that runs past
+        # the end of one streamed GET window is summed by the caller)
+        assert len(handed) == len(spans.starts)
+        assert sum(crc is not None for crc in handed) >= len(spans.starts) - 2
+    _wait_no_prefetch_threads()
+
+
+@pytest.mark.parametrize("where", ["header", "padding"])
+def test_a_corrupt_block_header_or_padding_is_caught_with_span_checks(
+    tmp_path: Path, where: str
+) -> None:
+    """The block's CRC32C, combined from its header's and its spans', covers the header's
+    reserved bytes (no span holds them); the padding is in the last span."""
+    store, payloads = _ledger(tmp_path, n=3000)
+    settings = settings_for("local", 64 * 1024, read_buffer_size=4096)
+    with ReadHandle.open(store, 9, UUID, settings) as handle:
+        start, end = handle.index.block_span(1)
+    key = data_key(UUID, 9)
+    data = bytearray(store.get(key).data)
+    at = start + 100 if where == "header" else end - 1
+    data[at] ^= 0x01
+    store.put(key, bytes(data), store.head(key).metadata)
+    message = r"block 1 CRC32C is" if where == "header" else r"\(span \d+\) have CRC32C"
+    with (
+        ReadHandle.open(store, 9, UUID, settings) as handle,
+        pytest.raises(ChecksumMismatchError, match=message),
+    ):
+        for _ in handle.iter_entries(0, len(payloads) - 1):
+            pass
+    _wait_no_prefetch_threads()
