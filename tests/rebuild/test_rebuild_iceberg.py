@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from cli.main import cli
 from devservers.endpoint import S3Endpoint
 from offloader.api import ExportSpec, Offloader
-from offloader.errors import IcebergError
+from offloader.errors import IcebergError, NotFound
 from offloader.export.iceberg_target import metadata_version, newest_metadata
 from tests.iceberg.helpers import digest, table_digest
 from tests.spark.export_helpers import TOPIC, Clock, offload_all, produce_ledger
@@ -104,7 +104,7 @@ def test_a_lost_catalog_gets_the_table_back_from_the_warehouse(tmp_path: Path) -
     catalog_db = tmp_path / "new-home" / "iceberg" / "catalog.db"
     with _home(tmp_path / "new-home", store, Clock(), None) as new:  # a dry run registers nothing
         target = new.iceberg_target(TABLE, warehouse=warehouse)
-        with pytest.raises(Exception, match="no table|does not exist|not found"):
+        with pytest.raises(NotFound, match=r"iceberg://lake\.orders does not exist"):
             new.export_iceberg_status(TOPIC, target)
 
     done = _rebuild_cli(tmp_path, store, warehouse, None)
