@@ -79,6 +79,10 @@ def _echo(report: RebuildReport) -> None:
     exports = [i for i in report.items if i.kind == "export-watermarks" and i.action == "watermark"]
     if exports:
         click.echo(f"{verb} {len(exports)} export watermark(s)")
+    tables = [i for i in report.items if i.kind == "export-watermarks" and i.action == "register"]
+    if tables:
+        registered = "would register" if report.dry_run else "registered"
+        click.echo(f"{registered} {len(tables)} Iceberg table(s) the catalog had lost")
     kafka = Counter(i.action for i in report.items if i.kind == KAFKA_KIND)
     if kafka:
         click.echo(
@@ -107,7 +111,8 @@ def _echo(report: RebuildReport) -> None:
     multiple=True,
     help="Also rebuild the export watermarks of this target (repeatable): a Parquet target "
     "(directory, s3://, gs://, az://) from its watermark records, or iceberg://NS.TABLE "
-    "(read from the table; nothing to write).",
+    "(read from the table; a table the catalog lost is registered again from the newest "
+    "metadata file under --warehouse).",
 )
 @click.option("--catalog", metavar="URI", help="The catalog of iceberg:// targets.")
 @click.option("--warehouse", metavar="URL", help="The warehouse of iceberg:// targets.")
@@ -143,7 +148,10 @@ def rebuild(
     a Parquet target's from the watermark record each run leaves in its _offloader/
     directory (exact: `export run` then continues exactly once), or, for files written
     before records existed, from the file names and _SUCCESS markers. --merge never
-    lowers a watermark the store has.
+    lowers a watermark the store has. An iceberg:// table keeps its watermarks itself;
+    when its catalog lost it (the home's SQLite catalog went with the home) the newest
+    metadata/*.metadata.json of <warehouse>/<namespace>/<table> is registered in the
+    catalog (two files of that version are refused); --dry-run names the file.
 
     \b
     Examples:
@@ -151,6 +159,7 @@ def rebuild(
       offloader --home new-home --store s3://bucket metadata rebuild --topics 'persistent://public/default/.*'
       offloader --json metadata rebuild --merge
       offloader --home new-home --store s3://bucket metadata rebuild --export-target s3://lake/pulsar
+      offloader --home new-home metadata rebuild --export-target iceberg://ns.t --warehouse s3://w
     """
     with (
         open_offloader(cli) as offloader,

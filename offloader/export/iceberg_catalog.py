@@ -225,6 +225,31 @@ class IcebergCatalog:
             raise IcebergError(f"{what}: the table is not there after its creation")
         return table
 
+    def load_metadata(self, metadata_location: str) -> IcebergTable:
+        """The table one metadata file describes, read without the catalog (read-only: what
+        :meth:`register` would register)."""
+        from pyiceberg.table import StaticTable
+
+        with _translated(f"read {metadata_location}"):
+            table = StaticTable.from_metadata(metadata_location, self._catalog.properties)
+        return IcebergTable(table, self.target)
+
+    def register(self, metadata_location: str) -> IcebergTable:
+        """Register the table in the catalog at ``metadata_location`` (a catalog that lost it:
+        ``metadata rebuild``); its namespace is created when missing. IcebergConflict when the
+        catalog has the table already (another process registered or created it meanwhile)."""
+        what = f"register {self.target.url}"
+        with _translated(what):
+            self._catalog.create_namespace_if_not_exists(self.target.namespace)
+            try:
+                table = self._catalog.register_table(self.target.identifier, metadata_location)
+            except TableAlreadyExistsError:
+                raise IcebergConflict(
+                    f"{what}: the catalog {self.target.catalog_display} has the table already"
+                ) from None
+        log.info("iceberg.table_registered", table=self.target.url, metadata=metadata_location)
+        return IcebergTable(table, self.target)
+
     def drop(self) -> None:
         with _translated(f"drop {self.target.url}"):
             self._catalog.drop_table(self.target.identifier)

@@ -34,6 +34,7 @@ __all__ = [
     "clean_orphans",
     "expire_snapshots",
     "iceberg_status",
+    "metadata_files",
 ]
 
 log = get_logger(__name__)
@@ -242,3 +243,24 @@ def clean_orphans(
         removed.append(uri)
     log.info("iceberg.orphans", table=target.url, removed=len(removed), dry_run=dry_run)
     return IcebergOrphanReport(target.url, tuple(sorted(removed)), young, len(referenced), dry_run)
+
+
+def metadata_files(target: IcebergTarget) -> list[str]:
+    """The URLs of the files in the ``metadata/`` directory of the table's default location
+    in its warehouse (``<warehouse>/<namespace>/<table>/metadata``): where a catalog that
+    lost the table finds it again (``metadata rebuild``). Empty when there is none."""
+    import pyarrow.fs as pafs
+
+    from offloader.export.target import TargetSpec, open_filesystem
+
+    location = f"{target.default_location}/metadata"
+    url = location[len("file://") :] if location.startswith("file://") else location
+    spec = TargetSpec(url, target.endpoint_url, target.region)
+    fs = open_filesystem(spec)
+    selector = pafs.FileSelector(spec.root, recursive=False, allow_not_found=True)
+    try:
+        infos = fs.get_file_info(selector)
+    except OSError as exc:
+        raise StoreError(f"{target.url}: cannot list {location}: {exc}") from None
+    prefix = f"{spec.scheme}://" if spec.is_remote else "file://"
+    return sorted(prefix + i.path for i in infos if i.type == pafs.FileType.File)

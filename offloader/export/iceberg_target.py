@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from offloader.errors import ConfigError
+from offloader.errors import ConfigError, IcebergError
 
 __all__ = [
     "PUBLISH_PREFIX",
@@ -35,6 +35,8 @@ __all__ = [
     "IcebergTarget",
     "TableWatermark",
     "is_iceberg_url",
+    "metadata_version",
+    "newest_metadata",
     "parse_table_name",
     "resolve_target",
     "watermark_properties",
@@ -51,6 +53,9 @@ RUN_KEY = "ledger-offloader.run"
 #: a table property: the settings that shape the table (partitioning, time field, value columns)
 SETTINGS_KEY = "ledger-offloader.settings"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: a table metadata file's name: pyiceberg's and Java's ``00003-<uuid>.metadata.json``, or
+#: the Hadoop tables' ``v3.metadata.json`` (compressed: ``.gz.metadata.json``)
+_METADATA_FILE = re.compile(r"^(?:(\d+)-[^/]+|v(\d+))(?:\.gz)?\.metadata\.json$")
 _CATALOG_SCHEMES = ("sqlite", "postgresql", "postgres", "http", "https")
 
 Position = tuple[int, int]
@@ -137,6 +142,11 @@ class IcebergTarget:
         return SCHEME + self.identifier
 
     @property
+    def default_location(self) -> str:
+        """Where the catalog puts the table by default: ``<warehouse>/<namespace>/<table>``."""
+        return f"{self.warehouse}/{'.'.join(self.namespace)}/{self.table}"
+
+    @property
     def catalog_kind(self) -> str:
         return catalog_kind(self.catalog_uri)
 
@@ -177,6 +187,37 @@ def resolve_target(
         endpoint_url,
         region,
     )
+
+
+def metadata_version(url: str) -> int | None:
+    """The version number in a table metadata file's name (None: not a metadata file)."""
+    m = _METADATA_FILE.match(url.rpartition("/")[2])
+    if m is None:
+        return None
+    return int(m.group(1) if m.group(1) is not None else m.group(2))
+
+
+def newest_metadata(table: str, urls: Sequence[str]) -> str | None:
+    """Of the files in a table's ``metadata/`` directory, the metadata file with the highest
+    version number (None when there is none). Two files of that version are two writers that
+    raced for one commit, and which one the lost catalog held cannot be told: IcebergError
+    naming both (``table`` names the table)."""
+    versions: dict[int, list[str]] = {}
+    for url in urls:
+        version = metadata_version(url)
+        if version is not None:
+            versions.setdefault(version, []).append(url)
+    if not versions:
+        return None
+    top = max(versions)
+    candidates = sorted(versions[top])
+    if len(candidates) > 1:
+        raise IcebergError(
+            f"{table}: {len(candidates)} metadata files of version {top} "
+            f"({', '.join(candidates)}): two writers raced for one commit; remove the one "
+            "the catalog did not hold, then rebuild again"
+        )
+    return candidates[0]
 
 
 @dataclass(frozen=True)

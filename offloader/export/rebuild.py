@@ -15,7 +15,11 @@ The :class:`~offloader.rebuild.base.Rebuilder` of kind ``export-watermarks``, ha
   unknown (the next run's are kept).
 * **An Iceberg table** (``iceberg://NS.TABLE``, through its catalog) carries its watermarks
   itself (snapshot summary and properties, §10): they are read and reported, nothing is
-  written (an Iceberg run never reads the home's store).
+  written to the home's store (an Iceberg run never reads it). A catalog that lost the table
+  (the home's SQLite catalog went with the home) while the warehouse kept it gets it back:
+  the newest ``metadata/*.metadata.json`` under ``<warehouse>/<namespace>/<table>`` (by its
+  version number; two of that version refused, §5a) is registered in the catalog
+  (``register``), its watermarks reported.
 
 Writing never lowers a watermark the store has (``--merge``): one behind is raised
 (compare-and-set on the position read), one at or ahead is left as it is (``present``).
@@ -25,12 +29,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import unquote
 
-from offloader.errors import ExportError, OffloadConflict, OffloaderError
-from offloader.export.iceberg_target import IcebergTarget, resolve_target
+from offloader.errors import ExportError, IcebergConflict, OffloadConflict, OffloaderError
+from offloader.export.iceberg_target import IcebergTarget, newest_metadata, resolve_target
 from offloader.export.manage import straddle_free
 from offloader.export.naming import SUCCESS, ExportFile, is_shortened, parse_file_name
 from offloader.export.record import decode_record, is_record_path
@@ -57,10 +61,19 @@ class Found:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A table the catalog lost, to register at the newest metadata file in the warehouse."""
+
+    table: IcebergTarget
+    metadata_location: str
+
+
 @dataclass
 class Plan:
     found: list[Found]
     problems: list[RebuildItem]
+    registrations: list[Registration] = field(default_factory=list)
 
 
 def _item(action: Action, f: Found, detail: str = "") -> RebuildItem:
@@ -164,7 +177,10 @@ class ExportWatermarks:
                 plan.problems.append(_problem(spec.url, str(exc)))
         for table in self._iceberg:
             try:
-                plan.found.extend(f for f in self._iceberg_table(table) if select(f.mark.topic))
+                found, registration = self._iceberg_table(table)
+                plan.found.extend(f for f in found if select(f.mark.topic))
+                if registration is not None:
+                    plan.registrations.append(registration)
             except OffloaderError as exc:
                 plan.problems.append(_problem(table.url, str(exc)))
         return plan
@@ -207,38 +223,80 @@ class ExportWatermarks:
         return [out[k] for k in sorted(out)]
 
     @staticmethod
-    def _iceberg_table(table: IcebergTarget) -> list[Found]:
+    def _iceberg_table(table: IcebergTarget) -> tuple[list[Found], Registration | None]:
         from offloader.export.iceberg_catalog import open_catalog
+        from offloader.export.iceberg_manage import metadata_files
 
+        registration = None
         catalog = open_catalog(table)
         try:
             loaded = catalog.load()
             if loaded is None:
-                raise ExportError(
-                    f"no table {table.identifier} in the catalog {table.catalog_display}"
-                )
+                newest = newest_metadata(table.url, metadata_files(table))
+                if newest is None:
+                    raise ExportError(
+                        f"no table {table.identifier} in the catalog {table.catalog_display}, "
+                        f"and no metadata file under {table.default_location}/metadata"
+                    )
+                loaded = catalog.load_metadata(newest)
+                registration = Registration(table, newest)
             marks = loaded.watermarks()
         finally:
             catalog.close()
-        return [
+        detail = "kept in the table (snapshot summary and properties): nothing to write"
+        found = [
             Found(
                 ExportWatermark(
                     table.url, topic, 1, m.position[0], m.position[1], m.publish_time_ms
                 ),
                 "table",
-                "kept in the table (snapshot summary and properties): nothing to write",
+                detail,
             )
             for topic, m in sorted(marks.items())
         ]
+        return found, registration
+
+    @staticmethod
+    def _register(r: Registration, *, write: bool) -> RebuildItem:
+        fields = {
+            "target": r.table.url,
+            "metadata_location": r.metadata_location,
+            "catalog": r.table.catalog_display,
+        }
+        where = f"in the catalog {r.table.catalog_display}"
+        if not write:
+            detail = f"{r.table.url}: would register {r.metadata_location} {where}"
+            return RebuildItem(KIND, "register", None, detail=detail, fields=fields)
+        from offloader.export.iceberg_catalog import open_catalog
+
+        catalog = open_catalog(r.table)
+        try:
+            catalog.register(r.metadata_location)
+        except IcebergConflict as exc:  # registered or created meanwhile: left as it is
+            return RebuildItem(KIND, "conflict", None, detail=str(exc), fields=fields)
+        except OffloaderError as exc:
+            return RebuildItem(KIND, "problem", None, detail=f"{r.table.url}: {exc}", fields=fields)
+        finally:
+            catalog.close()
+        detail = f"{r.table.url}: registered {r.metadata_location} {where}"
+        return RebuildItem(KIND, "register", None, detail=detail, fields=fields)
 
     # --- reporting and writing ------------------------------------------------------------
     def items(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
         assert isinstance(plan, Plan)
-        return [*plan.problems, *(self._one(f, write=False) for f in plan.found)]
+        return [
+            *plan.problems,
+            *(self._register(r, write=False) for r in plan.registrations),
+            *(self._one(f, write=False) for f in plan.found),
+        ]
 
     def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
         assert isinstance(plan, Plan)
-        return [*plan.problems, *(self._one(f, write=True) for f in plan.found)]
+        return [
+            *plan.problems,
+            *(self._register(r, write=True) for r in plan.registrations),
+            *(self._one(f, write=True) for f in plan.found),
+        ]
 
     def _one(self, f: Found, *, write: bool) -> RebuildItem:
         if f.source == "table":

@@ -36,6 +36,7 @@ __all__ = [
 #: what a rebuild does with, or says about, one record
 Action = Literal[
     "namespace",  # a namespace created for the topics found
+    "register",  # an Iceberg table the catalog lost, registered from its newest metadata file
     "topic",  # a topic created
     "offload",  # a finished copy recorded: a complete, offloaded ledger
     "present",  # already recorded as it would be (--merge)

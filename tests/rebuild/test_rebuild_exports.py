@@ -238,6 +238,36 @@ def test_kill9_then_the_home_lost_then_rebuilt_continues_exactly_once(
     """Per crash point: an export run killed there (the first run of the target, or a run
     after a completed one), the home deleted, ``metadata rebuild --export-target`` on a new
     home, ``export run`` to completion: every message exactly once (DuckDB)."""
+    _kill9_chain(tmp_path, earlier_run, lambda case: (f"file://{case / 'objects'}", None))
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+@pytest.mark.parametrize("server", ["moto", pytest.param("rgw", marks=pytest.mark.rgw)])
+def test_kill9_then_the_postgresql_metadata_dropped_on_s3(
+    tmp_path: Path,
+    server: str,
+    pg_server: object,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same chain with the target and the store on S3 (moto, RGW) and the metadata in
+    PostgreSQL, whose schema is dropped instead of the home's SQLite file (a run after a
+    completed one: the harder case)."""
+    s3: S3Endpoint = request.getfixturevalue(f"{server}_endpoint")
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.new_bucket()
+
+    def where(case: Path) -> tuple[str, S3Endpoint]:
+        return f"s3://{bucket}/{case.name}", s3
+
+    _kill9_chain(tmp_path, True, where, pg_server)
+
+
+def _kill9_chain(  # type: ignore[no-untyped-def]
+    tmp_path: Path, earlier_run: bool, where, pg_server: object | None = None
+) -> None:
     from tests.crash.export_worker import TOPIC as CRASH_TOPIC
     from tests.crash.export_worker import spec as crash_spec
     from tests.crash.sweep import kill_run
@@ -245,29 +275,50 @@ def test_kill9_then_the_home_lost_then_rebuilt_continues_exactly_once(
     killed = 0
     for n, point in enumerate(KILL_POINTS):
         case = tmp_path / f"case{n}"
-        store, lake = f"file://{case / 'objects'}", case / "lake"
+        root, s3 = where(case)
+        endpoint = None if s3 is None else s3.url
+        store = f"{root}/objects" if s3 is not None else root
+        lake = f"{root}/lake" if s3 is not None else str(case / "lake")
+        url = None if pg_server is None else pg_server.new_url()  # type: ignore[attr-defined]
         clock = Clock()
-        old = _home(case / "home", store, clock, None, None)
+        old = _home(case / "home", store, clock, url, endpoint)
         values = produce_ledger(old, clock, CRASH_TOPIC, 0, 70)
         values += produce_ledger(old, clock, CRASH_TOPIC, 70, 60)
         if earlier_run:
             offload_all(old, CRASH_TOPIC)
-            old.export_run([CRASH_TOPIC], crash_spec(str(lake), None), engine="local")
+            old.export_run([CRASH_TOPIC], crash_spec(lake, endpoint), engine="local")
             values += produce_ledger(old, clock, CRASH_TOPIC, 130, 50)
         offload_all(old, CRASH_TOPIC)
         old.close()
-        args = [str(case / "home"), store, str(lake)]
+        args = [str(case / "home"), store, lake, endpoint or "-", *([url] if url else [])]
         if not kill_run("tests.rebuild.export_loss_worker", args, point, -1):
             killed += 1
         shutil.rmtree(case / "home")
-        with _home(case / "new-home", store, clock, None, None) as new:
-            report = new.metadata_rebuild(export_targets=[str(lake)])
+        if pg_server is not None:
+            _drop(pg_server, url)  # type: ignore[arg-type]
+            url = pg_server.new_url()  # type: ignore[attr-defined]
+        with _home(case / "new-home", store, clock, url, endpoint) as new:
+            report = new.metadata_rebuild(export_targets=[lake], endpoint_url=endpoint)
             assert report.count("problem") == 0, report.items
-            new.export_run([CRASH_TOPIC], crash_spec(str(lake), None), engine="local")
-            status = new.export_status(CRASH_TOPIC, str(lake))
+            new.export_run([CRASH_TOPIC], crash_spec(lake, endpoint), engine="local")
+            status = new.export_status(CRASH_TOPIC, lake, endpoint_url=endpoint)
             assert status.missing_files == 0 and status.uncommitted_files == 0
-        assert duck_digest(str(lake)) == (len(values), len(values), digest(values)[1]), point
+        local = lake if s3 is None else _copy_down(s3, lake, case / "copy")
+        assert duck_digest(local) == (len(values), len(values), digest(values)[1]), point
     assert killed >= len(KILL_POINTS) - 1  # (a marker may have nothing to mark)
+
+
+def _copy_down(s3: S3Endpoint, url: str, into: Path) -> str:
+    """The Parquet files under ``url`` (s3://bucket/prefix) copied into ``into``, for DuckDB."""
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    client = s3.client()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            if o["Key"].endswith(".parquet"):
+                path = into / o["Key"][len(prefix) :].lstrip("/")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read())
+    return str(into)
 
 
 def test_kafka_partitions_have_a_record_each(tmp_path: Path) -> None:
