@@ -31,6 +31,7 @@ __all__ = [
     "Rebuilder",
     "StoreListing",
     "TopicSelector",
+    "watermark_item",
 ]
 
 #: what a rebuild does with, or says about, one record
@@ -93,6 +94,41 @@ class RebuildItem:
         if self.detail:
             out["detail"] = self.detail
         return out
+
+
+def watermark_item(
+    kind: str,
+    topic: str,
+    highest: int | None,
+    bucket_watermark: tuple[int, str] | None,
+    *,
+    in_ledger_column: bool = False,
+    fields: Mapping[str, int | str | None] | None = None,
+) -> RebuildItem:
+    """A topic's (or partition's) watermark as a rebuild restores it: the higher of the
+    bucket's watermark object (``(position, key)``, None when there is none) and the highest
+    finished copy's marker (``highest``), with a detail when the object lags the markers (a
+    crash before its PUT). ``in_ledger_column``: the position goes in the ledger column
+    (Pulsar's), else in the ``position`` field; ``fields``: extra fields, before those and
+    ``bucket_watermark`` and ``highest_marker``."""
+    bucket = bucket_watermark[0] if bucket_watermark is not None else None
+    position = max((p for p in (highest, bucket) if p is not None), default=None)
+    detail = ""
+    if bucket is None or (highest is not None and highest > bucket):
+        detail = "the bucket's watermark object is behind the markers (a crash before its PUT)"
+    extra: dict[str, int | str | None] = dict(fields or {})
+    if not in_ledger_column:
+        extra["position"] = position
+    extra.update(bucket_watermark=bucket, highest_marker=highest)
+    return RebuildItem(
+        kind,
+        "watermark",
+        topic,
+        position if in_ledger_column else None,
+        bucket_watermark[1] if bucket_watermark is not None else None,
+        detail,
+        extra,
+    )
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from offloader.metadata.kafka_base import (
     KafkaMetadataStore,
     NewRemoteSegment,
 )
-from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector
+from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector, watermark_item
 from offloader.runtime import Runtime
 
 __all__ = ["KIND", "KafkaSegments"]
@@ -96,25 +96,7 @@ def _attempt_item(a: UnfinishedAttempt) -> RebuildItem:
 
 def _watermark_item(pf: PartitionFound) -> RebuildItem:
     highest = max((s.marker.end_offset for s in pf.kept), default=None)
-    bucket = pf.watermark[0] if pf.watermark is not None else None
-    position = max((p for p in (highest, bucket) if p is not None), default=None)
-    detail = ""
-    if bucket is None or (highest is not None and highest > bucket):
-        detail = "the bucket's watermark object is behind the markers (a crash before its PUT)"
-    return RebuildItem(
-        KIND,
-        "watermark",
-        pf.topic,
-        None,
-        pf.watermark[1] if pf.watermark is not None else None,
-        detail,
-        {
-            "partition": pf.partition,
-            "position": position,
-            "bucket_watermark": bucket,
-            "highest_marker": highest,
-        },
-    )
+    return watermark_item(KIND, pf.topic, highest, pf.watermark, fields={"partition": pf.partition})
 
 
 class KafkaSegments:

@@ -51,7 +51,7 @@ from offloader.errors import (
 from offloader.logs import get_logger
 from offloader.metadata.base import LedgerRecord, namespace_of_topic
 from offloader.naming import TopicName
-from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector
+from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector, watermark_item
 from offloader.runtime import Runtime
 
 __all__ = ["KIND", "LedgerPlan", "PulsarLedgers", "TopicPlan"]
@@ -328,20 +328,7 @@ class PulsarLedgers:
     @staticmethod
     def _watermark_item(tp: TopicPlan) -> RebuildItem:
         highest = max((lp.kept.ledger_id for lp in tp.ledgers), default=None)
-        bucket = tp.watermark[0] if tp.watermark is not None else None
-        position = max((p for p in (highest, bucket) if p is not None), default=None)
-        detail = ""
-        if bucket is None or (highest is not None and highest > bucket):
-            detail = "the bucket's watermark object is behind the markers (a crash before its PUT)"
-        return RebuildItem(
-            KIND,
-            "watermark",
-            tp.topic,
-            position,
-            tp.watermark[1] if tp.watermark is not None else None,
-            detail,
-            {"bucket_watermark": bucket, "highest_marker": highest},
-        )
+        return watermark_item(KIND, tp.topic, highest, tp.watermark, in_ledger_column=True)
 
     # --- writing --------------------------------------------------------------------------
     def apply(self, rt: Runtime, plan: object, *, merge: bool) -> list[RebuildItem]:
