@@ -16,6 +16,10 @@ With ``--kafka-metadata`` the uploader consults a
   ``leader-epoch-checkpoint``) up to the shared watermark; where they diverge, the remote
   records past that offset were written under a leader that lost the partition, and nothing
   more is uploaded for the partition (its last error says where);
+* a partition this sidecar has just gained the leadership of (not admitted in its previous
+  pass; a new leader with its own SQLite home) first takes the bucket's finished copies above
+  its own watermark (its markers and watermark object,
+  :mod:`offloader.kafka.adopt`), so the upload carries on after the last finished offset;
 * before each segment (:meth:`LeadershipGate.before_segment`) the view is refreshed again (in
   steady state a ZooKeeper ``sync`` or a read of the KRaft log's new records) and leadership
   re-checked, and the partition's ``leader-epoch-checkpoint`` read afresh: a segment whose
@@ -146,9 +150,14 @@ class LeadershipGate:
         open_view: Callable[[], KafkaClusterView],
         meta: KafkaMetadataStore,
         clock_ms: Callable[[], int],
+        adopt: Callable[[LocalPartition], object] | None = None,
     ) -> None:
         """``open_view`` opens the cluster's view on first use (so commands that never consult
-        the cluster, ``kafka read`` say, never connect to it)."""
+        the cluster, ``kafka read`` say, never connect to it). ``adopt`` records the bucket's
+        finished copies of an admitted partition this metadata has no record of
+        (:func:`offloader.kafka.adopt.adopt_bucket_copies`: a new leader's sidecar with its own
+        SQLite home carries on from the bucket's watermark and markers)."""
+        self._adopt = adopt
         self._view: KafkaClusterView | None = None
         self._open = open_view
         self.meta = meta
@@ -156,6 +165,8 @@ class LeadershipGate:
         self._brokers: dict[Path, int] = {}
         #: (topic, partition) -> the broker id it was admitted for in this pass
         self._admitted: dict[tuple[str, int], int] = {}
+        #: the partitions admitted in the previous pass (led then: nothing to adopt)
+        self._previous: set[tuple[str, int]] = set()
 
     @property
     def view(self) -> KafkaClusterView:
@@ -172,6 +183,7 @@ class LeadershipGate:
         id read from ``log_dir`` (a missing or malformed ``meta.properties`` fails the pass
         before any partition is looked at)."""
         self.view.refresh()
+        self._previous = set(self._admitted)
         self._admitted.clear()
         if log_dir is not None:
             self.broker_id(log_dir)
@@ -232,6 +244,10 @@ class LeadershipGate:
         meta = self.meta
         if reason is None:
             record = meta.get_partition(topic, number)
+            if self._adopt is not None and (topic, number) not in self._previous:
+                # leadership gained: what other sidecars finished meanwhile, from the bucket
+                self._adopt(partition)
+                record = meta.get_partition(topic, number)
             if record is not None and record.watermark >= 0:
                 finished = meta.list_segments(topic, number, states=[COPY_FINISHED])
                 found = remote_divergence(partition.leader_epochs, finished, record.watermark)
