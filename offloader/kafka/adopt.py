@@ -2,20 +2,20 @@
 (a SQLite home per broker, no shared PostgreSQL store) carries on after a leadership change.
 
 When it gains the leadership of a partition (its first pass as leader, or the first after
-another sidecar led), the leader's sidecar reads what the bucket says is finished (spec/kafka-manifests.md): the partition's
-completion markers (one LIST of its marker prefix, then one GET of each marker's body for its
-object keys) and its watermark objects (one LIST; the highest key is the watermark, which
-stands above the markers when remote retention has deleted the oldest copies). It records
-the partition at that watermark when its metadata has none, and each marked copy above the
-watermark it has as COPY_SEGMENT_FINISHED, the way
-``metadata rebuild`` does for one partition, so the upload that follows starts after the
-last finished offset and never re-uploads a finished segment.
+another sidecar led), the leader's sidecar reads what the bucket says is finished
+(spec/kafka-manifests.md): the partition's completion markers (one LIST of its marker prefix;
+the body of a marker above its own watermark is read for the copy's object keys) and, when its
+metadata has no record of the partition, its watermark objects (one LIST; the highest key is
+the watermark, which stands above the markers when remote retention has deleted the oldest
+copies). It records the partition at that watermark when its metadata has none, and each
+marked copy above the watermark it has as COPY_SEGMENT_FINISHED, the way ``metadata rebuild``
+does, so the upload that follows starts after the last finished offset and never re-uploads a
+finished segment. On a shared PostgreSQL store the watermark is already current: one LIST.
 
 Only copies of the same topic id are adopted (a re-created topic starts afresh). Of two
 marked copies whose offsets overlap (two uploaders before the gate, a re-upload after a lost
 ``finish_copy``) the one with the lower start offset, then the lower segment id, is kept, as
-a rebuild keeps it; the other is left to the orphan audit.
-"""
+a rebuild keeps it; the other is left to the orphan audit."""
 
 from __future__ import annotations
 
@@ -52,19 +52,22 @@ def bucket_watermark(ctx: KafkaContext, topic: str, topic_id: str, partition: in
 
 
 def bucket_markers(
-    ctx: KafkaContext, topic: str, topic_id: str, partition: int
+    ctx: KafkaContext, topic: str, topic_id: str, partition: int, above: int = -1
 ) -> list[SegmentMarker]:
-    """The partition's finished copies of ``topic_id`` as their markers say, overlaps
-    resolved (lower start offset, then lower segment id, kept), in offset order."""
+    """The partition's finished copies of ``topic_id`` starting above offset ``above``, as
+    their markers say, overlaps resolved (lower start offset, then lower segment id, kept),
+    in offset order."""
     found: list[SegmentMarker] = []
     for info in list(ctx.store.list(segment_marker_prefix(topic, partition))):
         try:
-            parse_segment_marker_key(info.key)
+            parsed = parse_segment_marker_key(info.key).marker
+            if parsed is not None and parsed.start_offset <= above:
+                continue  # known already (the key says so: no GET)
             marker = decode_segment_marker_body(ctx.store.get(info.key).data)
         except (InvalidKeyError, FormatError, NotFound) as exc:
             log.warning("Kafka segment marker not adopted", key=info.key, error=str(exc))
             continue
-        if marker.topic_id == topic_id:
+        if marker.topic_id == topic_id and marker.start_offset > above:
             found.append(marker)
     kept: list[SegmentMarker] = []
     for marker in sorted(found, key=lambda m: (m.start_offset, m.segment_id)):
@@ -83,7 +86,7 @@ def adopt_bucket_copies(ctx: KafkaContext, partition: LocalPartition) -> int:
     if record is not None and record.topic_id != topic_id:
         return 0  # a re-created topic: the upload reports the conflict
     floor = -1 if record is None else record.watermark
-    markers = [m for m in bucket_markers(ctx, topic, topic_id, number) if m.start_offset > floor]
+    markers = bucket_markers(ctx, topic, topic_id, number, above=floor)
     if record is None:
         bucket = bucket_watermark(ctx, topic, topic_id, number)
         watermark = max([bucket, *(m.end_offset for m in markers)])

@@ -77,11 +77,9 @@ def test_a_new_leader_with_its_own_home_carries_on_from_the_bucket(
     first = _finished(homes[1])
     assert first
     store = homes[1].ctx.store
-    epoch = 0
     expected = first
-    for records, leader in ((700, 2), (1100, 3), (1500, 1)):
+    for epoch, (records, leader) in enumerate(((700, 2), (1100, 3), (1500, 1)), start=1):
         spans = _grow(tmp_path, dirs, records)
-        epoch += 1
         writer.set_leader("orders", 0, leader, epoch, list(BROKERS))
         for b in BROKERS:
             if b != leader:  # a deposed or idle follower uploads nothing

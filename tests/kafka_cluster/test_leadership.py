@@ -1,5 +1,6 @@
-"""The leadership gate against a real ZooKeeper (znodes written as Kafka writes them) and
-brokers' log dirs on one home: only the leader's sidecar uploads, a new leader carries on from
+"""The leadership gate against each cluster backend (a real ZooKeeper, znodes written as Kafka
+writes them; a KRaft metadata log written as Kafka's controller writes it) and brokers' log
+dirs on one home: only the leader's sidecar uploads, a new leader carries on from
 the shared watermark, topic configs are honoured (remote.storage.enable, compaction,
 remote.log.copy.disable, the KIP-1241 copy lag, retention.*), the KIP-405 lineage rule, and
 ``kafka status``'s role, epoch and reason."""
@@ -19,18 +20,15 @@ from offloader.metadata.kafka_base import COPY_FINISHED
 from tests.kafka.conftest import SMALL, Clock
 from tests.kafka.logdir import write_partition
 from tests.kafka_cluster.brokers import topic_id, write_brokers, write_meta_properties
-from tests.kafka_cluster.zk_writer import ZkClusterWriter
-
-pytestmark = pytest.mark.zookeeper
+from tests.kafka_cluster.writers import ClusterWriter
 
 TIERED = {"remote.storage.enable": "true"}
 
 
 @pytest.fixture()
-def zk(zk_server, kafka_zk_admin) -> ZkClusterWriter:  # type: ignore[no-untyped-def]
-    import uuid
-
-    return ZkClusterWriter(kafka_zk_admin, zk_server, f"/kafka-{uuid.uuid4().hex[:12]}")
+def zk(writer: ClusterWriter) -> ClusterWriter:
+    """The cluster's writer: every test runs on ZooKeeper and on KRaft."""
+    return writer
 
 
 @pytest.fixture()
@@ -42,9 +40,9 @@ def wall_clock() -> Clock:
 
 @pytest.fixture()
 def sidecar(
-    tmp_path: Path, wall_clock: Clock, zk: ZkClusterWriter
+    tmp_path: Path, wall_clock: Clock, zk: ClusterWriter
 ) -> Iterator[Callable[..., KafkaTier]]:
-    """Sidecars (KafkaTiers) on one home, each reading the cluster's ZooKeeper."""
+    """Sidecars (KafkaTiers) on one home, each reading the cluster's metadata."""
     opened: list[Offloader] = []
 
     def make(settings: KafkaSettings = SMALL) -> KafkaTier:
@@ -63,7 +61,7 @@ def _finished(tier: KafkaTier, topic: str, partition: int) -> list[tuple[int, in
 
 
 def test_only_the_leader_uploads_and_a_new_leader_carries_on(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("orders", 0): 300, ("orders", 1): 300})
     zk.create_topic("orders", topic_id("orders"), {0: [1, 2, 3], 1: [2, 3, 1]}, TIERED)
@@ -100,7 +98,7 @@ def test_only_the_leader_uploads_and_a_new_leader_carries_on(
 
 
 def test_topic_configs_decide_what_is_tiered(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(
         tmp_path / "logs",
@@ -137,7 +135,7 @@ def test_topic_configs_decide_what_is_tiered(
 
 
 def test_copy_lag_holds_young_segments_back(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier], wall_clock: Clock
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier], wall_clock: Clock
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("lag", 0): 400}, brokers=(1,))
     zk.create_topic("lag", topic_id("lag"), {0: [1]}, {**TIERED, "remote.copy.lag.ms": "60000"})
@@ -165,7 +163,7 @@ def test_copy_lag_holds_young_segments_back(
 
 
 def test_a_remote_copy_from_a_deposed_leader_stops_the_new_one(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     # broker 1 led and uploaded; broker 2's log took another lineage (its epoch 1 starts at
     # offset 63, broker 1's at 70: records 63..69 of epoch 0 were never replicated)
@@ -189,7 +187,7 @@ def test_a_remote_copy_from_a_deposed_leader_stops_the_new_one(
 
 
 def test_a_lineage_changed_during_the_pass_stops_before_the_segment(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     from offloader.kafka.logdir import scan_log_dir
 
@@ -215,7 +213,7 @@ def test_a_lineage_changed_during_the_pass_stops_before_the_segment(
 
 
 def test_remote_retention_follows_the_topic_unless_the_project_sets_it(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("ret", 0): 300, ("own", 0): 300}, brokers=(1,))
     zk.create_topic("ret", topic_id("ret"), {0: [1]}, TIERED)
@@ -237,7 +235,7 @@ def test_remote_retention_follows_the_topic_unless_the_project_sets_it(
 
 
 def test_a_follower_status_names_the_leader(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("s", 0): 100}, brokers=(2,))
     zk.create_topic("s", topic_id("s"), {0: [1, 2]}, TIERED)
