@@ -24,7 +24,11 @@ With ``--kafka-metadata`` the uploader consults a
   steady state a ZooKeeper ``sync`` or a read of the KRaft log's new records) and leadership
   re-checked, and the partition's ``leader-epoch-checkpoint`` read afresh: a segment whose
   offsets the lineage no longer agrees on (Kafka changed leaders while the pass ran) is
-  uploaded only up to the segment before the divergence.
+  uploaded only as far as the lineages agree: the prefix of its batches wholly below the
+  divergence offset, as a copy of its own (the ``.log``'s prefix, offset and time indexes
+  rebuilt for it, its marker at the prefix's end); the rest waits for the next pass, where
+  the re-read log (truncated by Kafka, or rewritten by the new leader) is copied from the
+  divergence offset on.
 
 Uploads stay exactly-once without the gate too (the partition lock and the watermark of a
 shared store); the gate is what keeps followers from uploading at all, and what makes the
@@ -290,7 +294,10 @@ class LeadershipGate:
         self, partition: LocalPartition, segment: LocalSegment, next_base: int | None
     ) -> SegmentOutcome | None:
         """Re-checked before each segment's copy: a ``skipped`` outcome when the partition
-        must stop here (leadership moved, or its lineage changed over this segment)."""
+        must stop here (leadership moved, or its lineage changed over this segment). When the
+        lineage changed inside the segment, past its base offset, the outcome's
+        ``end_offset`` is the last offset that agrees: the caller copies the segment's prefix
+        up to it (KIP-405's epoch rule), then stops."""
         topic, number = partition.topic, partition.partition
         me = self._admitted.get((topic, number))
         if me is None:
@@ -312,6 +319,17 @@ class LeadershipGate:
         point = divergence(now, partition.leader_epochs, segment.base_offset, last)
         if point is None:
             return None
+        if point > segment.base_offset:
+            # the segment's records below the divergence agree: its prefix is copied
+            reason = (
+                f"leader epoch lineage changed at offset {point} while uploading (records from "
+                f"there were written under a leader that lost the partition): segment "
+                f"{segment.base_offset} uploaded only up to offset {point - 1}, where this "
+                "leader's log agrees; the rest waits for the next pass"
+            )
+            return SegmentOutcome(
+                topic, number, segment.base_offset, "skipped", end_offset=point - 1, detail=reason
+            )
         reason = (
             f"leader epoch lineage changed at offset {point} while uploading (records written "
             f"under a leader that lost the partition): upload stopped at "
