@@ -20,8 +20,6 @@ from tests.kafka.logdir import write_partition
 from tests.kafka_cluster.brokers import topic_id, write_brokers
 from tests.kafka_cluster.writers import ClusterWriter
 
-pytestmark = pytest.mark.s3
-
 TIERED = {"remote.storage.enable": "true"}
 BROKERS = (1, 2, 3)
 
@@ -66,6 +64,7 @@ def _grow(tmp_path: Path, dirs: dict[int, Path], records: int) -> list[tuple[int
     return list(layout.segments)
 
 
+@pytest.mark.s3
 def test_a_new_leader_with_its_own_home_carries_on_from_the_bucket(
     tmp_path: Path, writer: ClusterWriter, homes: dict[int, KafkaTier]
 ) -> None:
@@ -99,3 +98,33 @@ def test_a_new_leader_with_its_own_home_carries_on_from_the_bucket(
     # and the last leader reads every record back once
     got = [r.offset for r in homes[1].read("orders", 0, from_offset=0)]
     assert got == list(range(expected[-1][1] + 1))
+
+
+def test_a_kill_during_adoption_loses_and_duplicates_nothing(
+    tmp_path: Path, writer: ClusterWriter
+) -> None:
+    """The new leader's sidecar (its own SQLite home) is killed -9 after recording an adopted
+    copy as started: its next run finishes the copy (its marker is in the bucket) instead of
+    cleaning it as a stale attempt of its own, and uploads only what nobody has."""
+    from tests.crash.sweep import kill_run
+
+    worker = "tests.kafka_cluster.sidecar_worker"
+    dirs = write_brokers(tmp_path / "logs", {("orders", 0): 300}, brokers=BROKERS)
+    writer.create_topic("orders", topic_id("orders"), {0: list(BROKERS)}, TIERED)
+    store = f"file://{tmp_path / 'bucket'}"
+
+    def args(b: int) -> list[str]:
+        return [str(tmp_path / f"home-{b}"), store, "-", writer.url, str(dirs[b])]
+
+    assert kill_run(worker, args(1), None, -1)
+    spans = _grow(tmp_path, dirs, 900)
+    writer.set_leader("orders", 0, 2, 1, list(BROKERS))
+    assert not kill_run(worker, args(2), "kafka.adopt_after_start_copy:2", -1)
+    assert kill_run(worker, args(2), None, -1)
+    with Offloader.from_settings(tmp_path / "home-2", store) as off:
+        tier = off.kafka(SMALL)
+        assert _finished(tier) == spans[:-1]
+        markers = list(tier.ctx.store.list(segment_marker_prefix("orders", 0)))
+        assert len(markers) == len(spans) - 1  # one copy of each closed segment
+        got = [r.offset for r in tier.read("orders", 0, from_offset=0)]
+        assert got == list(range(spans[-2][1] + 1))
