@@ -161,3 +161,61 @@ def kafka_part(demo: Demo, work: Path, check: Callable[[bool, str], None]) -> No
             f"{TOPIC}  {partition}  {count}" in counted,
             f"Spark counted {count} remote records in partition {partition}",
         )
+
+
+def kafka_cluster_part(
+    demo: Demo, work: Path, check: Callable[[bool, str], None], zk_url: str
+) -> None:
+    """``kafka status`` with each partition's role from the cluster's metadata: the tour's
+    ZooKeeper (``zk_url``, the Pulsar step's ``zk:host:port/pulsar``) gets a Kafka cluster
+    under ``/kafka``, its znodes written as Kafka writes them, in which this log dir's broker
+    (``meta.properties``: broker 1) leads partition 0 of :data:`TOPIC` and follows broker 2 on
+    partition 1."""
+    import json
+    import logging
+
+    from kazoo.client import KazooClient
+
+    from formats.kafka.names import parse_partition_metadata
+
+    demo.step("Kafka: kafka status with the cluster's roles (--kafka-metadata, the same ZooKeeper)")
+    log_dir = work / "kafka-logs"
+    (log_dir / "meta.properties").write_text("version=0\nbroker.id=1\n")
+    metadata = (log_dir / f"{TOPIC}-0" / "partition.metadata").read_bytes()
+    topic_id = parse_partition_metadata(metadata)
+    hosts = zk_url.removeprefix("zk:").split("/", 1)[0]
+    quiet = logging.getLogger("examples.kafka_demo.kazoo")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    client = KazooClient(hosts=hosts, timeout=15, logger=quiet)
+    client.start(timeout=30)
+    try:
+        root = "/kafka/brokers/topics/" + TOPIC
+        replicas = {"0": [1, 2], "1": [2, 1]}
+        topic = {"version": 3, "partitions": replicas, "topic_id": topic_id}
+        client.create(root, json.dumps(topic).encode(), makepath=True)
+        for p, brokers in replicas.items():
+            state = {
+                "controller_epoch": 1,
+                "leader": brokers[0],
+                "version": 1,
+                "leader_epoch": 3,
+                "isr": brokers,
+            }
+            client.create(f"{root}/partitions/{p}/state", json.dumps(state).encode(), makepath=True)
+        config = {"version": 1, "config": {"remote.storage.enable": "true"}}
+        client.create(f"/kafka/config/topics/{TOPIC}", json.dumps(config).encode(), makepath=True)
+    finally:
+        client.stop()
+        client.close()
+    url = f"zk:{hosts}/kafka"
+    demo.say(f"wrote /kafka/brokers/topics/{TOPIC} and its partitions' state on {hosts}")
+    demo.offloader("kafka", "status", TOPIC, "--log-dir", str(log_dir), "--kafka-metadata", url)
+    rows = demo.json(
+        "kafka", "status", TOPIC, "--log-dir", str(log_dir), "--kafka-metadata", url, quiet=True
+    )
+    roles = {r["partition"]: (r["role"], r["leader_epoch"]) for r in rows}
+    check(
+        roles == {0: ("leader", 3), 1: ("follower", 3)},
+        f"broker 1 leads partition 0 and follows broker 2 on partition 1: {roles}",
+    )

@@ -62,8 +62,14 @@ def _managed_ledger_info(ledgers: list[dict[str, Any]], bucket: str, endpoint: s
     return encode_managed_ledger_info(ManagedLedgerInfo(tuple(infos)), codec=compression.LZ4)
 
 
-def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None]) -> None:
-    """The tour's step: see the module docstring."""
+def pulsar_cluster_part(
+    demo: Any,
+    work: Path,
+    check: Callable[[bool, str], None],
+    also: Callable[[str], None] | None = None,
+) -> None:
+    """The tour's step: see the module docstring. ``also(url)``: more steps run while the
+    ZooKeeper is up (its ``zk:host:port/pulsar`` URL; the tour's Kafka cluster step)."""
     from devservers import zookeeper
     from examples.harness import spark_unavailable
     from examples.tour import MESSAGES_TOPIC
@@ -73,7 +79,7 @@ def pulsar_cluster_part(demo: Any, work: Path, check: Callable[[bool, str], None
     if reason is not None:
         print(f"  skipped: {reason} (run 'sudo make zk-deps')")
         return
-    got, expected = read_cluster_topic(demo, work, MESSAGES_TOPIC)
+    got, expected = read_cluster_topic(demo, work, MESSAGES_TOPIC, also=also)
     check(
         got == expected,
         f"the cluster topic's messages per key, from its offloaded ledgers only: {got}",
@@ -119,7 +125,12 @@ def offloaded_counts(demo: Any, topic: str) -> dict[str, int]:
 
 
 def read_cluster_topic(
-    demo: Any, work: Path, topic: str, *, window_ms: int = 86_400_000
+    demo: Any,
+    work: Path,
+    topic: str,
+    *,
+    window_ms: int = 86_400_000,
+    also: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """ZooKeeper started, ``topic``'s ledgers written into it as the managed ledger of
     :data:`CLUSTER_TOPIC`, that topic read by name in Spark (``spark_messages
@@ -136,6 +147,8 @@ def read_cluster_topic(
             "--from-ms", "0", "--to-ms", str(int(time.time() * 1000) + window_ms),
         ]  # fmt: skip
         out = demo.example("spark_messages", args, "the Spark job over the cluster's topic")
+        if also is not None:
+            also(url)
     got = {
         parts[0]: int(parts[1])
         for parts in (line.split() for line in out.splitlines())

@@ -12,7 +12,9 @@ are available, exports to Parquet and to an Iceberg table read back with DuckDB,
 local copies with a deletion lag of 0, compresses and encrypts a namespace and re-keys it, runs
 the Kafka tier (``examples/kafka_demo.py``), shows ``objects orphans`` reporting nothing
 orphaned, and ends with two brokers on one PostgreSQL metadata store
-(``examples/cluster_demo.py``; skipped, saying why, where PostgreSQL cannot run). It exits 1 as
+(``examples/cluster_demo.py``; skipped, saying why, where PostgreSQL cannot run), then a
+Pulsar cluster's topic read from its ZooKeeper and, on the same ZooKeeper, ``kafka status``
+with each partition's role from ``--kafka-metadata``. It exits 1 as
 soon as a step fails. ``make demo`` (``examples/demo.py``) is the short main job.
 """
 
@@ -320,7 +322,7 @@ def orphans(demo: Demo) -> None:
 
 def run_tour(demo: Demo, work: Path) -> None:
     from examples.cluster_demo import cluster_part
-    from examples.kafka_demo import kafka_part
+    from examples.kafka_demo import kafka_cluster_part, kafka_part
     from examples.pulsar_cluster_demo import pulsar_cluster_part
 
     configure(demo)
@@ -339,7 +341,9 @@ def run_tour(demo: Demo, work: Path) -> None:
     kafka_part(demo, work, check)
     orphans(demo)
     cluster_part(demo, work, check)
-    pulsar_cluster_part(demo, work, check)
+    pulsar_cluster_part(
+        demo, work, check, also=lambda url: kafka_cluster_part(demo, work, check, url)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,11 +16,19 @@ With ``--kafka-metadata`` the uploader consults a
   ``leader-epoch-checkpoint``) up to the shared watermark; where they diverge, the remote
   records past that offset were written under a leader that lost the partition, and nothing
   more is uploaded for the partition (its last error says where);
+* a partition this sidecar has just gained the leadership of (not admitted in its previous
+  pass; a new leader with its own SQLite home) first takes the bucket's finished copies above
+  its own watermark (its markers and watermark object,
+  :mod:`offloader.kafka.adopt`), so the upload carries on after the last finished offset;
 * before each segment (:meth:`LeadershipGate.before_segment`) the view is refreshed again (in
   steady state a ZooKeeper ``sync`` or a read of the KRaft log's new records) and leadership
   re-checked, and the partition's ``leader-epoch-checkpoint`` read afresh: a segment whose
   offsets the lineage no longer agrees on (Kafka changed leaders while the pass ran) is
-  uploaded only up to the segment before the divergence.
+  uploaded only as far as the lineages agree: the prefix of its batches wholly below the
+  divergence offset, as a copy of its own (the ``.log``'s prefix, offset and time indexes
+  rebuilt for it, its marker at the prefix's end); the rest waits for the next pass, where
+  the re-read log (truncated by Kafka, or rewritten by the new leader) is copied from the
+  divergence offset on.
 
 Uploads stay exactly-once without the gate too (the partition lock and the watermark of a
 shared store); the gate is what keeps followers from uploading at all, and what makes the
@@ -146,9 +154,14 @@ class LeadershipGate:
         open_view: Callable[[], KafkaClusterView],
         meta: KafkaMetadataStore,
         clock_ms: Callable[[], int],
+        adopt: Callable[[LocalPartition], object] | None = None,
     ) -> None:
         """``open_view`` opens the cluster's view on first use (so commands that never consult
-        the cluster, ``kafka read`` say, never connect to it)."""
+        the cluster, ``kafka read`` say, never connect to it). ``adopt`` records the bucket's
+        finished copies of an admitted partition this metadata has no record of
+        (:func:`offloader.kafka.adopt.adopt_bucket_copies`: a new leader's sidecar with its own
+        SQLite home carries on from the bucket's watermark and markers)."""
+        self._adopt = adopt
         self._view: KafkaClusterView | None = None
         self._open = open_view
         self.meta = meta
@@ -156,6 +169,8 @@ class LeadershipGate:
         self._brokers: dict[Path, int] = {}
         #: (topic, partition) -> the broker id it was admitted for in this pass
         self._admitted: dict[tuple[str, int], int] = {}
+        #: the partitions admitted in the previous pass (led then: nothing to adopt)
+        self._previous: set[tuple[str, int]] = set()
 
     @property
     def view(self) -> KafkaClusterView:
@@ -172,6 +187,7 @@ class LeadershipGate:
         id read from ``log_dir`` (a missing or malformed ``meta.properties`` fails the pass
         before any partition is looked at)."""
         self.view.refresh()
+        self._previous = set(self._admitted)
         self._admitted.clear()
         if log_dir is not None:
             self.broker_id(log_dir)
@@ -232,6 +248,10 @@ class LeadershipGate:
         meta = self.meta
         if reason is None:
             record = meta.get_partition(topic, number)
+            if self._adopt is not None and (topic, number) not in self._previous:
+                # leadership gained: what other sidecars finished meanwhile, from the bucket
+                self._adopt(partition)
+                record = meta.get_partition(topic, number)
             if record is not None and record.watermark >= 0:
                 finished = meta.list_segments(topic, number, states=[COPY_FINISHED])
                 found = remote_divergence(partition.leader_epochs, finished, record.watermark)
@@ -274,7 +294,10 @@ class LeadershipGate:
         self, partition: LocalPartition, segment: LocalSegment, next_base: int | None
     ) -> SegmentOutcome | None:
         """Re-checked before each segment's copy: a ``skipped`` outcome when the partition
-        must stop here (leadership moved, or its lineage changed over this segment)."""
+        must stop here (leadership moved, or its lineage changed over this segment). When the
+        lineage changed inside the segment, past its base offset, the outcome's
+        ``end_offset`` is the last offset that agrees: the caller copies the segment's prefix
+        up to it (KIP-405's epoch rule), then stops."""
         topic, number = partition.topic, partition.partition
         me = self._admitted.get((topic, number))
         if me is None:
@@ -296,6 +319,17 @@ class LeadershipGate:
         point = divergence(now, partition.leader_epochs, segment.base_offset, last)
         if point is None:
             return None
+        if point > segment.base_offset:
+            # the segment's records below the divergence agree: its prefix is copied
+            reason = (
+                f"leader epoch lineage changed at offset {point} while uploading (records from "
+                f"there were written under a leader that lost the partition): segment "
+                f"{segment.base_offset} uploaded only up to offset {point - 1}, where this "
+                "leader's log agrees; the rest waits for the next pass"
+            )
+            return SegmentOutcome(
+                topic, number, segment.base_offset, "skipped", end_offset=point - 1, detail=reason
+            )
         reason = (
             f"leader epoch lineage changed at offset {point} while uploading (records written "
             f"under a leader that lost the partition): upload stopped at "

@@ -94,6 +94,22 @@ class SegmentFile:
         assert last is not None  # the file is not empty
         return last
 
+    def cut_before(self, offset: int) -> BatchHeader | None:
+        """Make the file end (for every later read and check) after its last batch whose
+        offsets all lie below ``offset``, walking headers from the start; that batch's header,
+        or None when even the first batch reaches ``offset`` (nothing left). The copy of a
+        segment's prefix, where a new leader's lineage stops agreeing (KIP-405's epoch rule)."""
+        pos = 0
+        last: BatchHeader | None = None
+        while pos < self.size:
+            head = self.read(pos, min(HEADER_SIZE, self.size - pos))
+            header = read_batch_header(head, 0, source=self.source, whole=False, shift=pos)
+            if header.last_offset >= offset or header.end > self.size:
+                break
+            last, pos = header, header.end
+        self.size = pos
+        return last
+
     def check_unchanged(self) -> None:
         """The file still has the size and modification time it had when it was opened."""
         stat = os.fstat(self._fd)

@@ -15,6 +15,7 @@ from pathlib import Path
 from formats.kafka.names import check_partition, check_topic
 from offloader.errors import ConfigError
 from offloader.kafka import fetch, retention, status, upload
+from offloader.kafka.adopt import adopt_bucket_copies
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.fetch import READ_MODES, IndexCache
 from offloader.kafka.lag import (
@@ -49,7 +50,13 @@ class KafkaTier:
         self.ctx = KafkaContext(store, meta, settings, clock_ms, metrics)
         url = settings.cluster_metadata
         if url is not None:  # connected on first use: kafka read never needs the cluster
-            self.ctx.gate = LeadershipGate(lambda: open_cluster_view(url), meta, clock_ms)
+            ctx = self.ctx
+            self.ctx.gate = LeadershipGate(
+                lambda: open_cluster_view(url),
+                meta,
+                clock_ms,
+                adopt=lambda partition: adopt_bucket_copies(ctx, partition),
+            )
         self.indexes = IndexCache(
             store, key_ring=settings.key_ring, cache_bytes=settings.cache_bytes
         )

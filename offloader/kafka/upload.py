@@ -217,12 +217,16 @@ def upload_segment(
     *,
     start_offset: int | None = None,
     scheme: KafkaKeyScheme | None = None,
+    stop_before: int | None = None,
 ) -> SegmentOutcome:
     """Copy one closed segment (see the module docstring); never raises OffloaderError for
     the segment's own problems: they come back as the outcome's kind. ``start_offset``: the
     first offset this copy answers for, when the segment straddles the watermark (the whole
     ``.log`` is uploaded, the records below it belong to the copy before). ``scheme``: the
-    tier's key scheme (resolved here when None)."""
+    tier's key scheme (resolved here when None). ``stop_before``: the offset where this
+    leader's lineage stops agreeing with the segment's (KIP-405's epoch rule): only the prefix
+    of batches wholly below it is copied, with offset and time indexes rebuilt for the prefix
+    (no producer snapshot: it describes the segment's end)."""
     topic, number = partition.topic, partition.partition
     source = str(segment.path("log"))
     files = _open_files(segment)
@@ -247,6 +251,21 @@ def upload_segment(
             log.error("Kafka segment changed while it was read", segment=source, error=str(exc))
             return SegmentOutcome(topic, number, segment.base_offset, "failed", detail=str(exc))
         start = segment.base_offset if start_offset is None else start_offset
+        if stop_before is not None and last.last_offset >= stop_before:
+            prefix_last = file.cut_before(stop_before)
+            if prefix_last is None or prefix_last.last_offset < start:
+                return SegmentOutcome(
+                    topic,
+                    number,
+                    segment.base_offset,
+                    "empty",
+                    detail=f"no batch of the segment lies wholly below offset {stop_before}",
+                )
+            last = prefix_last
+            for kind in ("index", "timeindex", "snapshot"):  # the whole segment's: rebuilt
+                handle = files.pop(kind, None)
+                if handle is not None:
+                    handle.close()
         if last.last_offset < start:
             return SegmentOutcome(
                 topic,
@@ -492,6 +511,22 @@ def _upload_locked(
         if next_base is not None and next_base - 1 < expected:
             continue  # every offset the segment can hold is remote already
         stop = ctx.gate and ctx.gate.before_segment(partition, segment, next_base)
+        if stop and stop.end_offset is not None and stop.end_offset >= expected:
+            # the lineage changed inside this segment: its prefix that agrees, then stop
+            prefix = upload_segment(
+                ctx,
+                partition,
+                segment,
+                start_offset=max(segment.base_offset, expected),
+                scheme=scheme,
+                stop_before=stop.end_offset + 1,
+            )
+            report.segments.append(prefix)
+            if prefix.kind in ("corrupt", "failed"):
+                ctx.meta.set_partition_error(
+                    topic, number, f"segment {segment.base_offset}: {prefix.detail}", ctx.now_ms()
+                )
+                return
         if stop:  # leadership moved, or the epoch lineage did
             report.segments.append(stop)
             return

@@ -303,6 +303,11 @@ class KRaftClusterWriter:
         if noise:
             self.log.append_control()
 
+    @property
+    def url(self) -> str:
+        """The ``--kafka-metadata`` value of this cluster."""
+        return f"kraft:{self.log.root}"
+
     def _noise(self) -> None:
         if self.noise:
             self.log.append([no_op()])

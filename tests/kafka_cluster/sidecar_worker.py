@@ -1,6 +1,7 @@
 """The process the three-sidecars kill -9 test kills: one broker's sidecar, one upload pass.
 
-``python -m tests.kafka_cluster.sidecar_worker HOME STORE PG_URL ZK_URL LOG_DIR``: prints
+``python -m tests.kafka_cluster.sidecar_worker HOME STORE PG_URL ZK_URL LOG_DIR`` (``PG_URL``
+``-``: the home's own SQLite metadata; ``ZK_URL``: any ``--kafka-metadata`` value): prints
 ``READY``, runs one ``kafka upload`` pass over the broker's log dir with the cluster's metadata
 (only what this broker leads) on the shared store and PostgreSQL metadata, prints
 ``UPLOADED n SKIPPED m`` and ``DONE``.
@@ -27,7 +28,8 @@ def settings(zk_url: str) -> KafkaSettings:
 def main(argv: list[str]) -> int:
     home, store, pg_url, zk_url, log_dir = argv
     print("READY", flush=True)
-    with Offloader.from_settings(home, store, metadata_url=pg_url) as off:
+    metadata_url = None if pg_url == "-" else pg_url
+    with Offloader.from_settings(home, store, metadata_url=metadata_url) as off:
         report = off.kafka(settings(zk_url)).upload(Path(log_dir))
     if not report.ok:
         print(f"upload failed: {report.segments}", file=sys.stderr, flush=True)

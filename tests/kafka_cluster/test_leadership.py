@@ -1,5 +1,6 @@
-"""The leadership gate against a real ZooKeeper (znodes written as Kafka writes them) and
-brokers' log dirs on one home: only the leader's sidecar uploads, a new leader carries on from
+"""The leadership gate against each cluster backend (a real ZooKeeper, znodes written as Kafka
+writes them; a KRaft metadata log written as Kafka's controller writes it) and brokers' log
+dirs on one home: only the leader's sidecar uploads, a new leader carries on from
 the shared watermark, topic configs are honoured (remote.storage.enable, compaction,
 remote.log.copy.disable, the KIP-1241 copy lag, retention.*), the KIP-405 lineage rule, and
 ``kafka status``'s role, epoch and reason."""
@@ -13,24 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from formats.kafka.names import LEADER_EPOCH_CHECKPOINT, encode_leader_epoch_checkpoint
+from formats.kafka.names import LEADER_EPOCH_CHECKPOINT
 from offloader.api import KafkaSettings, KafkaTier, Offloader
 from offloader.metadata.kafka_base import COPY_FINISHED
 from tests.kafka.conftest import SMALL, Clock
 from tests.kafka.logdir import write_partition
 from tests.kafka_cluster.brokers import topic_id, write_brokers, write_meta_properties
-from tests.kafka_cluster.zk_writer import ZkClusterWriter
-
-pytestmark = pytest.mark.zookeeper
+from tests.kafka_cluster.writers import ClusterWriter
 
 TIERED = {"remote.storage.enable": "true"}
 
 
 @pytest.fixture()
-def zk(zk_server, kafka_zk_admin) -> ZkClusterWriter:  # type: ignore[no-untyped-def]
-    import uuid
-
-    return ZkClusterWriter(kafka_zk_admin, zk_server, f"/kafka-{uuid.uuid4().hex[:12]}")
+def zk(writer: ClusterWriter) -> ClusterWriter:
+    """The cluster's writer: every test runs on ZooKeeper and on KRaft."""
+    return writer
 
 
 @pytest.fixture()
@@ -42,9 +40,9 @@ def wall_clock() -> Clock:
 
 @pytest.fixture()
 def sidecar(
-    tmp_path: Path, wall_clock: Clock, zk: ZkClusterWriter
+    tmp_path: Path, wall_clock: Clock, zk: ClusterWriter
 ) -> Iterator[Callable[..., KafkaTier]]:
-    """Sidecars (KafkaTiers) on one home, each reading the cluster's ZooKeeper."""
+    """Sidecars (KafkaTiers) on one home, each reading the cluster's metadata."""
     opened: list[Offloader] = []
 
     def make(settings: KafkaSettings = SMALL) -> KafkaTier:
@@ -63,7 +61,7 @@ def _finished(tier: KafkaTier, topic: str, partition: int) -> list[tuple[int, in
 
 
 def test_only_the_leader_uploads_and_a_new_leader_carries_on(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("orders", 0): 300, ("orders", 1): 300})
     zk.create_topic("orders", topic_id("orders"), {0: [1, 2, 3], 1: [2, 3, 1]}, TIERED)
@@ -100,7 +98,7 @@ def test_only_the_leader_uploads_and_a_new_leader_carries_on(
 
 
 def test_topic_configs_decide_what_is_tiered(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(
         tmp_path / "logs",
@@ -137,7 +135,7 @@ def test_topic_configs_decide_what_is_tiered(
 
 
 def test_copy_lag_holds_young_segments_back(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier], wall_clock: Clock
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier], wall_clock: Clock
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("lag", 0): 400}, brokers=(1,))
     zk.create_topic("lag", topic_id("lag"), {0: [1]}, {**TIERED, "remote.copy.lag.ms": "60000"})
@@ -165,7 +163,7 @@ def test_copy_lag_holds_young_segments_back(
 
 
 def test_a_remote_copy_from_a_deposed_leader_stops_the_new_one(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     # broker 1 led and uploaded; broker 2's log took another lineage (its epoch 1 starts at
     # offset 63, broker 1's at 70: records 63..69 of epoch 0 were never replicated)
@@ -188,8 +186,15 @@ def test_a_remote_copy_from_a_deposed_leader_stops_the_new_one(
     assert status.not_uploading is None and "offset 63" in (status.last_error or "")
 
 
-def test_a_lineage_changed_during_the_pass_stops_before_the_segment(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+def _checkpoint(directory: Path, epochs: list[tuple[int, int]]) -> None:
+    """A ``leader-epoch-checkpoint`` as Kafka writes it: version 0, the count, then one
+    ``epoch startOffset`` line per entry."""
+    lines = ["0", str(len(epochs)), *(f"{e} {o}" for e, o in epochs)]
+    (directory / LEADER_EPOCH_CHECKPOINT).write_text("\n".join(lines) + "\n")
+
+
+def test_a_lineage_changed_during_the_pass_uploads_the_prefix_that_agrees(
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     from offloader.kafka.logdir import scan_log_dir
 
@@ -206,16 +211,92 @@ def test_a_lineage_changed_during_the_pass_stops_before_the_segment(
     assert gate.before_segment(planned, segments[0], segments[1].base_offset) is None
     # Kafka truncated and a new epoch began inside segment 2 (a leader lost the partition)
     cut = segments[1].base_offset + 3
-    epochs = (*tuple((e, o) for e, o in part.leader_epochs if o < cut), (99, cut))
-    (part.directory / LEADER_EPOCH_CHECKPOINT).write_bytes(encode_leader_epoch_checkpoint(epochs))
+    _checkpoint(part.directory, [*((e, o) for e, o in part.leader_epochs if o < cut), (99, cut)])
     stop = gate.before_segment(planned, segments[1], segments[2].base_offset)
     assert stop is not None and stop.kind == "skipped"
+    assert stop.end_offset == cut - 1
     assert f"changed at offset {cut}" in (stop.detail or "")
-    assert f"upload stopped at {segments[1].base_offset - 1}" in (stop.detail or "")
+    assert f"uploaded only up to offset {cut - 1}" in (stop.detail or "")
+    # a change at a segment's base offset leaves no prefix: the upload stops before it
+    _checkpoint(
+        part.directory,
+        [
+            *((e, o) for e, o in part.leader_epochs if o < segments[2].base_offset),
+            (77, segments[2].base_offset),
+        ],
+    )
+    stop = gate.before_segment(planned, segments[2], segments[3].base_offset)
+    assert stop is not None and stop.end_offset is None
+    assert f"upload stopped at {segments[2].base_offset - 1}" in (stop.detail or "")
+
+
+def test_the_epoch_rule_uploads_a_segment_only_as_far_as_the_new_lineage_agrees(
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
+) -> None:
+    from formats.kafka.index import decode_offset_index, decode_time_index
+    from formats.kafka.manifest import segment_marker_prefix
+    from offloader.kafka.logdir import scan_log_dir
+    from offloader.kafka.types import UploadReport
+    from offloader.kafka.upload import upload_partition
+
+    dirs = write_brokers(tmp_path / "logs", {("epo", 0): 400}, brokers=(1,))
+    zk.create_topic("epo", topic_id("epo"), {0: [1]}, TIERED)
+    tier = sidecar()
+    gate = tier.ctx.gate
+    assert gate is not None
+    gate.begin_pass(dirs[1])
+    (part,) = scan_log_dir(dirs[1])
+    planned, refused = gate.plan(part, dirs[1])
+    assert refused is None
+    closed = planned.closed
+    seg = closed[1]
+    cut = seg.base_offset + 40  # a batch boundary (10 records a batch): 4 batches agree
+    # after the pass planned, Kafka's log took a new epoch at ``cut`` (this broker's old
+    # records from there were written under a leader that lost the partition)
+    _checkpoint(part.directory, [*((e, o) for e, o in part.leader_epochs if o < cut), (99, cut)])
+    report = UploadReport()
+    upload_partition(tier.ctx, planned, report)
+    uploaded = report.of("uploaded")
+    assert [(s.base_offset, s.end_offset) for s in uploaded] == [
+        (closed[0].base_offset, seg.base_offset - 1),
+        (seg.base_offset, cut - 1),
+    ]
+    (stop,) = report.of("skipped")
+    assert f"uploaded only up to offset {cut - 1}" in (stop.detail or "")
+    # the prefix copy: the .log's bytes up to the batch at ``cut``, indexes for the prefix
+    (prefix,) = [
+        s
+        for s in tier.ctx.meta.list_segments("epo", 0, states=[COPY_FINISHED])
+        if s.base_offset == seg.base_offset
+    ]
+    local = seg.path("log").read_bytes()
+    remote = tier.ctx.store.get(prefix.keys["log"]).data
+    assert prefix.end_offset == cut - 1 and prefix.size_bytes == len(remote) < len(local)
+    assert local.startswith(bytes(remote))
+    offsets = decode_offset_index(tier.ctx.store.get(prefix.keys["index"]).data, seg.base_offset)
+    times = decode_time_index(tier.ctx.store.get(prefix.keys["timeindex"]).data, seg.base_offset)
+    assert offsets.positions and all(p < len(remote) for p in offsets.positions)
+    assert max(offsets.offsets) < cut and all(o < cut for o in times.offsets)
+    assert "snapshot" not in prefix.keys
+    markers = list(tier.ctx.store.list(segment_marker_prefix("epo", 0, seg.base_offset)))
+    assert len(markers) == 1 and f".e{cut - 1}." in markers[0].key
+    assert [r.offset for r in tier.read("epo", 0, from_offset=0)] == list(range(cut))
+    # the next pass reads the log afresh (here the records from ``cut`` on are kept, as the
+    # new leader wrote them again): the segment is copied from ``cut``, nothing twice
+    after = tier.upload(dirs[1])
+    assert after.ok
+    finished = sorted(
+        (s.first_offset, s.end_offset)
+        for s in tier.ctx.meta.list_segments("epo", 0, states=[COPY_FINISHED])
+    )
+    assert finished[2][0] == cut
+    assert all(finished[i + 1][0] == finished[i][1] + 1 for i in range(len(finished) - 1))
+    last_closed = closed[-1]
+    assert finished[-1][1] == planned.segments[-1].base_offset - 1 >= last_closed.base_offset
 
 
 def test_remote_retention_follows_the_topic_unless_the_project_sets_it(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("ret", 0): 300, ("own", 0): 300}, brokers=(1,))
     zk.create_topic("ret", topic_id("ret"), {0: [1]}, TIERED)
@@ -237,7 +318,7 @@ def test_remote_retention_follows_the_topic_unless_the_project_sets_it(
 
 
 def test_a_follower_status_names_the_leader(
-    tmp_path: Path, zk: ZkClusterWriter, sidecar: Callable[..., KafkaTier]
+    tmp_path: Path, zk: ClusterWriter, sidecar: Callable[..., KafkaTier]
 ) -> None:
     dirs = write_brokers(tmp_path / "logs", {("s", 0): 100}, brokers=(2,))
     zk.create_topic("s", topic_id("s"), {0: [1, 2]}, TIERED)

@@ -1,10 +1,11 @@
 """Three sidecars, one per broker, on the same partitions (RF 3), one bucket and one shared
-PostgreSQL store, gated by the cluster's ZooKeeper: the leader's sidecar is killed (kill -9) at
-the Kafka crash points and at random moments (>= 30 kills, :mod:`tests.crash.sweep`), the
-logs grow and the leadership moves between runs, and once the leadership moves while its
-sidecar is in the middle of an upload with the new leader's sidecar running at once. In the
-end every closed segment is remote exactly once (one copy per offset, contiguous from offset 0,
-nothing re-uploaded), every record reads back once, and the bucket holds nothing else."""
+PostgreSQL store, gated by the cluster's metadata (ZooKeeper, and KRaft's metadata log): the
+leader's sidecar is killed (kill -9) at the Kafka crash points and at random moments (>= 30
+kills, :mod:`tests.crash.sweep`), the logs grow and the leadership moves between runs, and once
+the leadership moves while its sidecar is in the middle of an upload with the new leader's
+sidecar running at once. In the end every closed segment is remote exactly once (one copy per
+offset, contiguous from offset 0, nothing re-uploaded), every record reads back once, and the
+bucket holds nothing else."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,9 +26,9 @@ from tests.crash.sweep import kill_run, sweep
 from tests.kafka.logdir import PartitionLayout, write_partition
 from tests.kafka_cluster.brokers import topic_id, write_meta_properties
 from tests.kafka_cluster.sidecar_worker import settings
-from tests.kafka_cluster.zk_writer import ZkClusterWriter
+from tests.kafka_cluster.writers import ClusterWriter
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper]
+pytestmark = pytest.mark.slow
 
 TOPIC = "orders"
 PARTITIONS = (0, 1)
@@ -39,9 +38,9 @@ POINTS = ("kafka.after_start_copy", "kafka.after_log_upload", "kafka.before_fini
 
 
 class Cluster:
-    """Three brokers' log dirs, their homes, the bucket, the store and ZooKeeper."""
+    """Three brokers' log dirs, their homes, the bucket, the store and the cluster's metadata."""
 
-    def __init__(self, root: Path, pg_url: str, zk: ZkClusterWriter) -> None:
+    def __init__(self, root: Path, pg_url: str, zk: ClusterWriter) -> None:
         self.root = root
         self.pg_url = pg_url
         self.zk = zk
@@ -147,10 +146,9 @@ def _finish(cluster: Cluster) -> None:
 
 
 def test_three_sidecars_one_copy_across_kills_and_leader_moves(
-    tmp_path: Path, pg_url: str, zk_server: Any, kafka_zk_admin: Any
+    tmp_path: Path, pg_url: str, writer: ClusterWriter
 ) -> None:
-    zk = ZkClusterWriter(kafka_zk_admin, zk_server, f"/kafka-{uuid.uuid4().hex[:12]}")
-    cluster = Cluster(tmp_path, pg_url, zk)
+    cluster = Cluster(tmp_path, pg_url, writer)
     started = time.monotonic()
     leader_moves = 0
 

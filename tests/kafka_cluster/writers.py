@@ -15,6 +15,11 @@ from offloader.kafka_cluster.base import KafkaClusterView
 
 
 class ClusterWriter(Protocol):
+    @property
+    def url(self) -> str:
+        """The ``--kafka-metadata`` value of this cluster (``zk://...``, ``kraft:<dir>``)."""
+        ...
+
     def create_topic(
         self,
         name: str,
