@@ -35,7 +35,7 @@ from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, OffloaderError, PreconditionFailed
 from offloader.kafka.context import KafkaContext
 from offloader.logs import get_logger
-from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord
+from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord, SegmentChecks
 from offloader.offload.manifests import MANIFEST_KIND_KEY
 from offloader.store.base import ObjectStore
 
@@ -55,8 +55,12 @@ def segment_marker(
     log_crc32c: int,
     transform: str,
     finished_ms: int,
+    checks: SegmentChecks | None = None,
+    max_timestamp: int | None = None,
 ) -> SegmentMarker:
-    """The marker of a finished copy of ``segment`` (``transform``: the pinned description)."""
+    """The marker of a finished copy of ``segment`` (``transform``: the pinned description;
+    ``checks`` and ``max_timestamp``: what ``finish_copy`` pins, so that a rebuild from the
+    marker recreates the record exactly)."""
     return SegmentMarker(
         topic=segment.topic,
         topic_id=segment.topic_id,
@@ -65,7 +69,7 @@ def segment_marker(
         segment_id=segment.segment_id,
         start_offset=segment.first_offset,
         end_offset=segment.end_offset,
-        max_timestamp=segment.max_timestamp,
+        max_timestamp=segment.max_timestamp if max_timestamp is None else max_timestamp,
         log_size=segment.size_bytes,
         log_crc32c=log_crc32c,
         transform=transform_token(transform),
@@ -74,6 +78,8 @@ def segment_marker(
         leader_epochs=dict(segment.leader_epochs),
         transform_detail=transform,
         keys=dict(segment.keys),
+        checks={} if checks is None else {k: c.encode() for k, c in checks.objects.items()},
+        started_ms=getattr(segment, "started_ms", None),
     )
 
 
@@ -84,11 +90,19 @@ def write_segment_marker(
     log_crc32c: int,
     transform: str,
     finished_ms: int,
+    checks: SegmentChecks | None = None,
+    max_timestamp: int | None = None,
 ) -> str:
     """PUT the copy's completion marker (``if_none_match``: the key is the copy's own); its
-    key. Called once every object of the copy is complete, before ``finish_copy``."""
+    key. Called once every object of the copy is complete, before ``finish_copy``, with the
+    ``checks``, ``max_timestamp`` and ``finished_ms`` that it pins."""
     marker = segment_marker(
-        segment, log_crc32c=log_crc32c, transform=transform, finished_ms=finished_ms
+        segment,
+        log_crc32c=log_crc32c,
+        transform=transform,
+        finished_ms=finished_ms,
+        checks=checks,
+        max_timestamp=max_timestamp,
     )
     key = segment_marker_key(marker)
     metadata = {MANIFEST_KIND_KEY: "kafka-segment-marker-v1", SOFTWARE_VERSION_KEY: __version__}
