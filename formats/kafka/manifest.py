@@ -129,6 +129,9 @@ class SegmentMarker:
     checks: Mapping[str, str] = field(default_factory=dict)
     #: when the copy started (the body only, from version 2; None: not recorded)
     started_ms: int | None = None
+    #: the ``.chunks`` checksums a re-key is writing (ObjectChecksums text), accepted beside
+    #: ``checks["chunks"]`` until it is done (the body only, version 2; None: no re-key)
+    next_chunks: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -169,6 +172,8 @@ class SegmentMarker:
         for kind, text in self.checks.items():
             if kind not in KINDS or not isinstance(text, str):
                 raise InvalidKeyError(f"segment marker checks of {kind!r} are not a known kind's")
+        if self.next_chunks is not None and not isinstance(self.next_chunks, str):
+            raise InvalidKeyError("segment marker next_chunks is not a checksums text")
 
     @property
     def segment_uuid(self) -> str:
@@ -277,6 +282,8 @@ def encode_segment_marker_body(marker: SegmentMarker) -> bytes:
     extra: dict[str, Any] = {"version": BODY_VERSION, "checks": dict(sorted(m.checks.items()))}
     if m.started_ms is not None:
         extra["started_ms"] = m.started_ms
+    if m.next_chunks is not None:
+        extra["next_chunks"] = m.next_chunks
     return _json(
         {
             **extra,
@@ -333,6 +340,7 @@ def decode_segment_marker_body(body: bytes) -> SegmentMarker:
             keys=dict(value.get("keys", {})),
             checks=dict(value.get("checks", {})),  # version 1 bodies have none
             started_ms=value.get("started_ms"),
+            next_chunks=value.get("next_chunks"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FormatError(f"Kafka segment marker body lacks a field: {exc}") from exc

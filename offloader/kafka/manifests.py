@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 
+from formats.errors import FormatError
 from formats.kafka.manifest import (
     KAFKA_KIND,
     SegmentMarker,
+    decode_segment_marker_body,
     encode_segment_marker_body,
     parse_segment_marker_key,
     segment_marker_key,
@@ -44,6 +47,7 @@ log = get_logger(__name__)
 __all__ = [
     "delete_segment_markers",
     "raise_partition_watermark",
+    "rewrite_marker_checks",
     "segment_marker",
     "write_segment_marker",
 ]
@@ -80,6 +84,9 @@ def segment_marker(
         keys=dict(segment.keys),
         checks={} if checks is None else {k: c.encode() for k, c in checks.objects.items()},
         started_ms=getattr(segment, "started_ms", None),
+        next_chunks=None
+        if checks is None or checks.next_chunks is None
+        else checks.next_chunks.encode(),
     )
 
 
@@ -144,6 +151,36 @@ def raise_partition_watermark(ctx: KafkaContext, segment: RemoteSegmentRecord) -
         return False
     crash_point("manifest.after_watermark_put")
     return True
+
+
+def rewrite_marker_checks(store: ObjectStore, record: RemoteSegmentRecord) -> int:
+    """Make the copy's marker body carry the record's pinned checks (a re-key moved the
+    ``.chunks`` pin: first ``next_chunks`` beside the old, then the new one alone), so that a
+    rebuild at any point pins checksums the stored objects match. The key does not change:
+    the body is replaced in place. The number of bodies rewritten (0: already so, or a copy
+    from before markers)."""
+    checks = record.checks
+    if checks is None:
+        return 0
+    texts = {k: c.encode() for k, c in checks.objects.items()}
+    nxt = None if checks.next_chunks is None else checks.next_chunks.encode()
+    done = 0
+    prefix = segment_marker_prefix(record.topic, record.partition, record.base_offset)
+    for info in list(store.list(prefix)):
+        try:
+            if parse_segment_marker_key(info.key).segment_id != record.segment_id:
+                continue
+            got = store.get(info.key)
+            body = decode_segment_marker_body(got.data)
+        except (InvalidKeyError, FormatError):
+            continue
+        if body.checks == texts and body.next_chunks == nxt:
+            continue
+        new = replace(body, checks=texts, next_chunks=nxt)
+        store.put(info.key, encode_segment_marker_body(new), got.metadata)
+        done += 1
+    crash_point("kafka.after_marker_rewrite")
+    return done
 
 
 def delete_segment_markers(store: ObjectStore, segment: RemoteSegmentRecord) -> None:

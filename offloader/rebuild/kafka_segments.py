@@ -274,6 +274,7 @@ def _full_marker(rt: Runtime, seg: FoundSegment) -> tuple[SegmentMarker, Segment
         return m, None
     try:
         objects = {kind: ObjectChecksums.decode(text) for kind, text in m.checks.items()}
+        nxt = None if m.next_chunks is None else ObjectChecksums.decode(m.next_chunks)
     except FormatError as exc:
         log.warning(
             "Kafka segment marker checks unreadable; its record is rebuilt without them",
@@ -281,4 +282,4 @@ def _full_marker(rt: Runtime, seg: FoundSegment) -> tuple[SegmentMarker, Segment
             error=str(exc),
         )
         return m, None
-    return m, SegmentChecks(objects, m.transform_detail or PLAIN_TRANSFORM)
+    return m, SegmentChecks(objects, m.transform_detail or PLAIN_TRANSFORM, nxt)
