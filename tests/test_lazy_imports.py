@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("pyarrow", "pyiceberg", "pyspark", "google.cloud.storage", "azure.storage.blob")
+HEAVY = (
+    "pyarrow",
+    "pyiceberg",
+    "pyspark",
+    "google.cloud.storage",
+    "azure.storage.blob",
+    "cryptography",  # its OpenSSL binding: only where a key wraps or a chunk is encrypted
+)
 ROOT = Path(__file__).resolve().parent.parent
 
 _PROBE = """
