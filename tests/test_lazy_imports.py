@@ -1,6 +1,6 @@
 """The heavy optional libraries (pyarrow, pyiceberg, pyspark, the cloud SDKs) load only where
 they are used: importing the library's API, ``offloader --help`` and a Kafka upload's command
-line do not pay for them (128 MB of RSS and most of the start-up time for pyarrow alone)."""
+line do not pay for them (pyarrow alone: about 50 MB of RSS at start-up)."""
 
 from __future__ import annotations
 
