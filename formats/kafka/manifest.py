@@ -5,8 +5,12 @@ A **segment marker** ``_offloader/v1/kafka/segments/<topic>/<partition>/<base:02
 <fields>`` is written last, after every object of the copy is complete: its key alone carries
 the record a rebuild needs (topic id, start and end offsets, max timestamp, ``.log`` size and
 CRC32C, transform, the kinds of objects uploaded, when it finished, the leader epochs), so a
-rebuild lists the markers and never GETs or HEADs one per segment. Its small JSON body repeats
-every field, with the object keys and the transform's full description.
+rebuild can list the markers without a GET or HEAD per segment. Its small JSON body repeats
+every field, with the object keys and the transform's full description, and (from body
+``version`` 2) what the key has no room for: each object's span CRC32Cs (``checks``, the
+:meth:`formats.kafka.spans.ObjectChecksums.encode` texts) and when the copy started
+(``started_ms``), so that a rebuild that reads the body recreates the record exactly. Older
+bodies, without them, still decode (both empty).
 
 A segment's leader epochs are in the key while it stays within :data:`MAX_KEY_BYTES`; a segment
 with so many epochs that it would not has ``q~`` instead, and a rebuild GETs that one body.
@@ -36,6 +40,7 @@ from formats.kafka.names import (
 from formats.manifest import MANIFEST_ROOT, MAX_KEY_BYTES, MAX_POSITION
 
 __all__ = [
+    "BODY_VERSION",
     "KAFKA_KIND",
     "KAFKA_MARKERS",
     "KINDS",
@@ -81,6 +86,9 @@ _FIELDS = re.compile(
 _HASHED_EPOCHS = "~"
 #: the longest last key segment a marker gets: a file store's file name (NAME_MAX, 255 bytes)
 MAX_NAME_BYTES = 255
+#: the body's ``version``: 2 adds ``checks`` and ``started_ms`` (a body without ``version`` is
+#: version 1); ``format`` stays 1, so a version-1 reader still decodes a version-2 body
+BODY_VERSION = 2
 
 
 def transform_token(describe: str) -> str:
@@ -118,6 +126,14 @@ class SegmentMarker:
     transform_detail: str = ""
     #: object key by kind (the body only: a rebuild takes them from the listing)
     keys: Mapping[str, str] = field(default_factory=dict)
+    #: each uploaded object's span CRC32Cs by kind, as ObjectChecksums.encode() text (the
+    #: body only, from version 2; empty in an older body or one parsed from a key)
+    checks: Mapping[str, str] = field(default_factory=dict)
+    #: when the copy started (the body only, from version 2; None: not recorded)
+    started_ms: int | None = None
+    #: the ``.chunks`` checksums a re-key is writing (ObjectChecksums text), accepted beside
+    #: ``checks["chunks"]`` until it is done (the body only, version 2; None: no re-key)
+    next_chunks: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -153,6 +169,13 @@ class SegmentMarker:
         for epoch, offset in self.leader_epochs.items():
             _check_int("leader epoch", epoch, 0)
             _check_int("leader epoch offset", offset, 0)
+        if self.started_ms is not None:
+            _check_int("started_ms", self.started_ms, 0)
+        for kind, text in self.checks.items():
+            if kind not in KINDS or not isinstance(text, str):
+                raise InvalidKeyError(f"segment marker checks of {kind!r} are not a known kind's")
+        if self.next_chunks is not None and not isinstance(self.next_chunks, str):
+            raise InvalidKeyError("segment marker next_chunks is not a checksums text")
 
     @property
     def segment_uuid(self) -> str:
@@ -257,10 +280,17 @@ def _json(value: Mapping[str, Any]) -> bytes:
 
 
 def encode_segment_marker_body(marker: SegmentMarker) -> bytes:
-    """The marker's body: its fields, the object keys and the transform's description."""
+    """The marker's body: its fields, the object keys, the transform's description, and
+    (``version`` 2) the objects' span checksums and the copy's start time."""
     m = marker
+    extra: dict[str, Any] = {"version": BODY_VERSION, "checks": dict(sorted(m.checks.items()))}
+    if m.started_ms is not None:
+        extra["started_ms"] = m.started_ms
+    if m.next_chunks is not None:
+        extra["next_chunks"] = m.next_chunks
     return _json(
         {
+            **extra,
             "format": 1,
             "kind": "kafka-segment-marker",
             "topic": m.topic,
@@ -312,8 +342,11 @@ def decode_segment_marker_body(body: bytes) -> SegmentMarker:
             leader_epochs=epochs,
             transform_detail=value.get("transform_detail", ""),
             keys=dict(value.get("keys", {})),
+            checks=dict(value.get("checks", {})),  # version 1 bodies have none
+            started_ms=value.get("started_ms"),
+            next_chunks=value.get("next_chunks"),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FormatError(f"Kafka segment marker body lacks a field: {exc}") from exc
 
 

@@ -20,11 +20,12 @@ import struct
 import uuid as uuid_mod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import zstandard
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
+
+if TYPE_CHECKING:  # cryptography is imported where a key is used (see _aesgcm)
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from formats.errors import (
     ChunkAuthenticationError,
@@ -73,6 +74,14 @@ class ObjectIdentity:
             raise CorruptDataError(f"object uuid {self.uuid!r} is not a UUID") from None
 
 
+def _aesgcm(key: bytes) -> AESGCM:
+    """AES-GCM under ``key`` (``cryptography`` is imported here, on the first encrypted
+    object: a plain upload or read never loads its OpenSSL binding)."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM(key)
+
+
 def chunk_nonce(block: int, chunk: int) -> bytes:
     return _NONCE.pack(block, chunk)
 
@@ -87,6 +96,8 @@ def wrap_data_key(kek: bytes, data_key: bytes) -> bytes:
     """AES-KW (RFC 3394) of a 32-byte data key under a 32-byte key-encryption key: 40 bytes."""
     if len(kek) != 32 or len(data_key) != DATA_KEY_LEN:
         raise CorruptDataError("key-encryption and data keys must be 32 bytes")
+    from cryptography.hazmat.primitives.keywrap import aes_key_wrap
+
     return aes_key_wrap(kek, data_key)
 
 
@@ -94,6 +105,8 @@ def unwrap_data_key(kek: bytes, wrapped: bytes, key_id: str) -> bytes:
     """The data key, or :class:`WrongKeyError` naming ``key_id`` (never a key byte)."""
     if len(kek) != 32:
         raise WrongKeyError(f"key {key_id!r} is not a 256-bit key")
+    from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap
+
     try:
         return aes_key_unwrap(kek, wrapped)
     except (InvalidUnwrap, ValueError):
@@ -155,7 +168,7 @@ class ChunkEncoder:
             if self.zstd_level is not None
             else None
         )
-        aes = AESGCM(self.data_key) if self.data_key is not None else None
+        aes = _aesgcm(self.data_key) if self.data_key is not None else None
         out: list[bytes] = []
         rows: list[StoredChunk] = []
         for k in range(count):
@@ -190,7 +203,7 @@ class ChunkDecoder:
             raise WrongKeyError(f"object is encrypted with key {section.key_id!r}; no key given")
         self.map = chunk_map
         self.identity = identity
-        self._aes = AESGCM(data_key) if section.encrypted and data_key is not None else None
+        self._aes = _aesgcm(data_key) if section.encrypted and data_key is not None else None
         self._zd = zstandard.ZstdDecompressor()
 
     def decode_chunk(self, index: int, stored: Buffer) -> bytes:
@@ -210,6 +223,8 @@ class ChunkDecoder:
         if row.flags & CHUNK_AES_GCM:
             assert self._aes is not None
             aad = chunk_aad(self.identity, block, k, row.flags, length)
+            from cryptography.exceptions import InvalidTag
+
             try:
                 data = self._aes.decrypt(chunk_nonce(block, k), data, aad)
             except InvalidTag:

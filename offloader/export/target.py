@@ -24,17 +24,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from offloader.errors import ConfigError, StoreError
 from offloader.export.naming import SUCCESS, ExportFile, is_temp_name, parse_file_name, topic_dir
 from offloader.location import s3_endpoint
 from offloader.logs import get_logger
 from offloader.store.base import ObjectStore
+
+if TYPE_CHECKING:  # pyarrow is imported where a filesystem is opened: not by importers
+    import pyarrow.fs as pafs
 
 __all__ = ["TargetListing", "TargetSpec", "open_filesystem"]
 
@@ -145,6 +145,8 @@ def _cloud_filesystem(spec: TargetSpec) -> pafs.FileSystem:
     """pyarrow's GCS or Azure filesystem, configured as each cloud's tools are
     (``STORAGE_EMULATOR_HOST``; ``AZURE_STORAGE_CONNECTION_STRING`` or
     ``AZURE_STORAGE_ACCOUNT`` and ``AZURE_STORAGE_KEY``)."""
+    import pyarrow.fs as pafs
+
     if spec.scheme == "gs":
         # the GCS client retries transient errors for 15 minutes by default: an unreachable
         # endpoint would hang an export that long before its one-line error
@@ -183,6 +185,8 @@ def _cloud_filesystem(spec: TargetSpec) -> pafs.FileSystem:
 
 
 def open_filesystem(spec: TargetSpec) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
     if not spec.is_remote:
         return pafs.LocalFileSystem()
     if not spec.is_s3:
@@ -231,6 +235,8 @@ class ExportTarget:
         return path[len(root) :] if path.startswith(root) else path
 
     def list_topic(self, topic: str) -> TargetListing:
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(
             self.spec.path(topic_dir(topic)), recursive=True, allow_not_found=True
         )
@@ -268,6 +274,8 @@ class ExportTarget:
             ) from None
 
     def exists(self, relative: str) -> bool:
+        import pyarrow.fs as pafs
+
         info = self.fs.get_file_info(self.spec.path(relative))
         return bool(info.type == pafs.FileType.File)
 
@@ -324,6 +332,8 @@ class ExportTarget:
     def list_all(self, under: str = "") -> list[tuple[str, int]]:
         """Every file under the root (or under ``under``), as ``(relative path, size)``: one
         recursive listing."""
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(self.spec.path(under), recursive=True, allow_not_found=True)
         try:
             infos = self.fs.get_file_info(selector)
@@ -339,6 +349,9 @@ class ExportTarget:
     def publish_range(self, relative: str) -> tuple[int, int] | None:
         """The least and greatest ``publish_time`` (Kafka: ``timestamp``) in epoch ms of a
         file, from its footer (None when it records none)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             meta = pq.read_metadata(self.spec.path(relative), filesystem=self.fs)
         except (OSError, pa.ArrowInvalid) as exc:

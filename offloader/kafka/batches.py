@@ -30,6 +30,11 @@ against the ``.index`` entries around it; every batch inside the segment's offse
 the one before (:class:`~offloader.kafka.integrity.BatchGuard`). A transformed segment is read
 through its decoding view: the chunks covering the range, one ranged GET, each chunk
 authenticated against its table.
+
+Every call is one remote fetch on the tier's metrics (KIP-405's ``RemoteFetchRequestsPerSec``,
+``RemoteFetchBytesPerSec``, ``RemoteFetchErrorsPerSec``, the fetch latency and the GETs it made:
+:class:`~offloader.metrics.KafkaFetchMeter`); the ``.index`` GET the cache answers is not
+counted.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from offloader.kafka.segments import IndexCache, live_copies
 from offloader.kafka.transform_read import is_transformed
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import COPY_FINISHED, RemoteSegmentRecord
+from offloader.metrics.base import NO_METRICS, KafkaFetchMeter, Metrics
 from offloader.store.base import ObjectStore
 
 __all__ = ["SKIP_SLACK", "SPAN_SLACK", "FetchedBatches", "fetch_batches", "segment_batches"]
@@ -127,22 +133,36 @@ def fetch_batches(
                 max(offset, record.first_offset),
                 max_records=max_records,
                 max_bytes=max_bytes,
+                metrics=ctx.metrics,
             )
     raise ObjectNotFound(f"no remote segment of {topic}-{partition} holds offset {offset} or later")
 
 
-def _reader(store: ObjectStore, cache: IndexCache, record: RemoteSegmentRecord) -> _Reader:
+def _reader(
+    store: ObjectStore, cache: IndexCache, record: RemoteSegmentRecord, meter: KafkaFetchMeter
+) -> _Reader:
     key = record.keys["log"]
     if is_transformed(record):
         view = cache.log_store(record)  # the .chunks checked, its transform the pinned one
 
         def read_chunks(start: int, end: int) -> tuple[bytes, int, int]:
-            return view.get_range(key, start, end).data, start, end  # chunks authenticated
+            data = view.get_range(key, start, end).data  # chunks authenticated
+            meter.add_get()
+            meter.add_bytes(len(data))
+            return data, start, end
 
         return read_chunks
     check_transform(record, None)
     verified = VerifiedLog(store, record)
-    return lambda start, end: verified.read_exact(start, end, SPAN_SLACK)
+
+    def read_plain(start: int, end: int) -> tuple[bytes, int, int]:
+        gets, fetched = verified.gets, verified.fetched
+        data, lo, hi = verified.read_exact(start, end, SPAN_SLACK)
+        meter.add_get(verified.gets - gets)
+        meter.add_bytes(verified.fetched - fetched)
+        return data, lo, hi
+
+    return read_plain
 
 
 @dataclass
@@ -192,11 +212,29 @@ def segment_batches(
     max_records: int | None = None,
     max_bytes: int | None = None,
     min_bytes: int = 0,
+    metrics: Metrics = NO_METRICS,
 ) -> FetchedBatches:
     """The batches of one remote segment from the one holding ``offset`` (see the module
     docstring); ``offset`` must lie in the copy's offsets. ``min_bytes``: read on past
     ``max_records`` to this many bytes (whole batches: a reader of records whose count control
-    batches may stretch asks for a little more, still one GET)."""
+    batches may stretch asks for a little more, still one GET). The fetch is recorded on
+    ``metrics`` (its GETs, bytes, latency, and as an error when it raises)."""
+    with KafkaFetchMeter(metrics, record.topic) as meter:
+        return _segment_batches(
+            store, cache, record, offset, max_records, max_bytes, min_bytes, meter
+        )
+
+
+def _segment_batches(
+    store: ObjectStore,
+    cache: IndexCache,
+    record: RemoteSegmentRecord,
+    offset: int,
+    max_records: int | None,
+    max_bytes: int | None,
+    min_bytes: int,
+    meter: KafkaFetchMeter,
+) -> FetchedBatches:
     if max_records is not None and max_records < 0:
         raise ConfigError("max_records must not be negative")
     if not record.first_offset <= offset <= record.end_offset:
@@ -207,7 +245,7 @@ def segment_batches(
     key = record.keys["log"]
     index = cache.offset_index(record)
     offsets, positions = index.offsets, index.positions
-    read = _reader(store, cache, record)
+    read = _reader(store, cache, record, meter)
     plan = _plan(record, offsets, positions, offset, max_records, max_bytes, min_bytes)
     data, lo, hi = read(plan.start, plan.end)
     at, reads, checked = plan.start, 1, [(lo, hi)]

@@ -22,6 +22,10 @@ segment from the local log when it has it, else from the remote tier; ``remote-p
 other way round. Reading goes segment by segment from a cursor (the next offset wanted), so a
 range that crosses tiers has no gap and no duplicate at the boundary; a local segment that Kafka
 deletes before we open it is read from the remote tier instead.
+
+Each read of a remote segment is a remote fetch on the tier's metrics
+(:class:`~offloader.metrics.KafkaFetchMeter`: requests, bytes, errors, latency, GETs): every
+batch fetch from an offset, and a time lookup's read of one segment.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from offloader.kafka.segments import (
 )
 from offloader.kafka.types import KafkaRecordRow
 from offloader.logs import get_logger
+from offloader.metrics.base import NO_METRICS, KafkaFetchMeter, Metrics
 from offloader.store.base import ObjectStore
 
 READ_MODES = ("kafka-only", "kafka-preferred", "remote-preferred", "remote-only")
@@ -112,6 +117,7 @@ def _remote_rows(
     partition: int,
     offset: int,
     count: int | None,
+    metrics: Metrics,
 ) -> Iterator[KafkaRecordRow]:
     """Records of a remote segment from ``offset`` on, by batch fetches
     (:func:`~offloader.kafka.batches.segment_batches`: one ranged GET of the batches the
@@ -128,6 +134,7 @@ def _remote_rows(
             max_records=remaining,
             max_bytes=MAX_WINDOW if remaining is None else None,
             min_bytes=MIN_WINDOW,  # control batches take offsets of the count
+            metrics=metrics,
         )
         for header in fetched.headers:
             if header.is_control:
@@ -159,11 +166,22 @@ def _remote_rows(
 
 
 def _segment_rows(
-    view: SegmentView, topic: str, partition: int, start: _Start, count: int | None
+    view: SegmentView,
+    topic: str,
+    partition: int,
+    start: _Start,
+    count: int | None,
+    metrics: Metrics = NO_METRICS,
 ) -> Iterator[KafkaRecordRow]:
-    """Records of one segment from ``start`` on (the caller stops after its count)."""
+    """Records of one segment from ``start`` on (the caller stops after its count); a remote
+    segment's reads are one fetch on ``metrics``."""
     read, close, local_size = view.open_reader()
     size = local_size if local_size >= 0 else view.size
+    meter = None
+    if view.tier == "remote" and metrics.enabled:
+        meter = KafkaFetchMeter(metrics, topic)
+        read = _metered(read, meter)
+    ok = False
     try:
         position, anchor = _start_position(view, start)
         missed = yield from _rows_from(
@@ -178,8 +196,26 @@ def _segment_rows(
                 first_batch=missed,
             )
             yield from _rows_from(view, read, size, 0, anchor, topic, partition, start, count)
+        ok = True
+    except GeneratorExit:
+        ok = True  # the caller has its count
+        raise
     finally:
         close()
+        if meter is not None:
+            meter.done(ok)
+
+
+def _metered(read: Reader, meter: KafkaFetchMeter) -> Reader:
+    """``read``, each call counted as a GET of the bytes it returns."""
+
+    def counted(start: int, end: int) -> bytes:
+        data = read(start, end)
+        meter.add_get()
+        meter.add_bytes(len(data))
+        return data
+
+    return counted
 
 
 def _rows_from(
@@ -292,7 +328,17 @@ def read_records(
     if not remote and not local:
         raise ObjectNotFound(f"no {mode} segments of {topic}-{partition}")
     return _generate(
-        ctx.store, cache, mode, topic, partition, local, remote, from_offset, from_timestamp, count
+        ctx.store,
+        cache,
+        mode,
+        topic,
+        partition,
+        local,
+        remote,
+        from_offset,
+        from_timestamp,
+        count,
+        ctx.metrics,
     )
 
 
@@ -307,6 +353,7 @@ def _generate(
     from_offset: int | None,
     from_timestamp: int | None,
     count: int | None,
+    metrics: Metrics = NO_METRICS,
 ) -> Iterator[KafkaRecordRow]:
     remaining = count
     cursor = 0 if from_offset is None else from_offset
@@ -326,9 +373,11 @@ def _generate(
         last = None
         try:
             if view.tier == "remote" and start.offset is not None:
-                rows = _remote_rows(store, cache, view, topic, partition, start.offset, remaining)
+                rows = _remote_rows(
+                    store, cache, view, topic, partition, start.offset, remaining, metrics
+                )
             else:
-                rows = _segment_rows(view, topic, partition, start, remaining)
+                rows = _segment_rows(view, topic, partition, start, remaining, metrics)
             for row in rows:
                 yield row
                 last = row.offset

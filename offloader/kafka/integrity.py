@@ -142,12 +142,21 @@ class VerifiedLog:
         #: the last checked spans: object offset and bytes
         self._held_at = 0
         self._held = b""
+        #: the ranged GETs made and the bytes they brought (what a fetch meter records)
+        self.gets = 0
+        self.fetched = 0
+
+    def _get(self, start: int, end: int) -> GetResult:
+        got = self._store.get_range(self._key, start, end)
+        self.gets += 1
+        self.fetched += len(got.data)
+        return got
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the ``.log`` (shorter at its end)."""
         spans = self._spans
         if spans is None:
-            got = self._store.get_range(self._key, start, end)
+            got = self._get(start, end)
             self._check_whole(got)
             return got.data
         end = min(end, spans.size)
@@ -157,7 +166,7 @@ class VerifiedLog:
         if self._held_at <= start and end <= held_end:
             return self._held[start - self._held_at : end - self._held_at]
         a, b = spans.covering(start, end)
-        got = self._store.get_range(self._key, a, b)
+        got = self._get(a, b)
         self._check_whole(got)
         data = got.data
         bad = spans.first_bad_span(data, a)
@@ -181,14 +190,14 @@ class VerifiedLog:
         CRC32C covers all of its bytes but its first 21). Rows without checks: ``lo == hi``."""
         spans = self._spans
         if spans is None:
-            got = self._store.get_range(self._key, start, end)
+            got = self._get(start, end)
             self._check_whole(got)
             return got.data, start, start
         end = min(end, spans.size)
         a, b = spans.covering(start, end)
         if (start - a) + (b - end) <= max(slack, (end - start) // 10):
             return self.read(start, end), start, end
-        got = self._store.get_range(self._key, start, end)
+        got = self._get(start, end)
         self._check_whole(got)
         data = got.data
         if len(data) != end - start:

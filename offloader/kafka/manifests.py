@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 
+from formats.errors import FormatError
 from formats.kafka.manifest import (
     KAFKA_KIND,
     SegmentMarker,
+    decode_segment_marker_body,
     encode_segment_marker_body,
     parse_segment_marker_key,
     segment_marker_key,
@@ -35,7 +38,7 @@ from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, OffloaderError, PreconditionFailed
 from offloader.kafka.context import KafkaContext
 from offloader.logs import get_logger
-from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord
+from offloader.metadata.kafka_base import NewRemoteSegment, RemoteSegmentRecord, SegmentChecks
 from offloader.offload.manifests import MANIFEST_KIND_KEY
 from offloader.store.base import ObjectStore
 
@@ -44,6 +47,7 @@ log = get_logger(__name__)
 __all__ = [
     "delete_segment_markers",
     "raise_partition_watermark",
+    "rewrite_marker_checks",
     "segment_marker",
     "write_segment_marker",
 ]
@@ -55,8 +59,12 @@ def segment_marker(
     log_crc32c: int,
     transform: str,
     finished_ms: int,
+    checks: SegmentChecks | None = None,
+    max_timestamp: int | None = None,
 ) -> SegmentMarker:
-    """The marker of a finished copy of ``segment`` (``transform``: the pinned description)."""
+    """The marker of a finished copy of ``segment`` (``transform``: the pinned description;
+    ``checks`` and ``max_timestamp``: what ``finish_copy`` pins, so that a rebuild from the
+    marker recreates the record exactly)."""
     return SegmentMarker(
         topic=segment.topic,
         topic_id=segment.topic_id,
@@ -65,7 +73,7 @@ def segment_marker(
         segment_id=segment.segment_id,
         start_offset=segment.first_offset,
         end_offset=segment.end_offset,
-        max_timestamp=segment.max_timestamp,
+        max_timestamp=segment.max_timestamp if max_timestamp is None else max_timestamp,
         log_size=segment.size_bytes,
         log_crc32c=log_crc32c,
         transform=transform_token(transform),
@@ -74,6 +82,11 @@ def segment_marker(
         leader_epochs=dict(segment.leader_epochs),
         transform_detail=transform,
         keys=dict(segment.keys),
+        checks={} if checks is None else {k: c.encode() for k, c in checks.objects.items()},
+        started_ms=getattr(segment, "started_ms", None),
+        next_chunks=None
+        if checks is None or checks.next_chunks is None
+        else checks.next_chunks.encode(),
     )
 
 
@@ -84,11 +97,19 @@ def write_segment_marker(
     log_crc32c: int,
     transform: str,
     finished_ms: int,
+    checks: SegmentChecks | None = None,
+    max_timestamp: int | None = None,
 ) -> str:
     """PUT the copy's completion marker (``if_none_match``: the key is the copy's own); its
-    key. Called once every object of the copy is complete, before ``finish_copy``."""
+    key. Called once every object of the copy is complete, before ``finish_copy``, with the
+    ``checks``, ``max_timestamp`` and ``finished_ms`` that it pins."""
     marker = segment_marker(
-        segment, log_crc32c=log_crc32c, transform=transform, finished_ms=finished_ms
+        segment,
+        log_crc32c=log_crc32c,
+        transform=transform,
+        finished_ms=finished_ms,
+        checks=checks,
+        max_timestamp=max_timestamp,
     )
     key = segment_marker_key(marker)
     metadata = {MANIFEST_KIND_KEY: "kafka-segment-marker-v1", SOFTWARE_VERSION_KEY: __version__}
@@ -130,6 +151,36 @@ def raise_partition_watermark(ctx: KafkaContext, segment: RemoteSegmentRecord) -
         return False
     crash_point("manifest.after_watermark_put")
     return True
+
+
+def rewrite_marker_checks(store: ObjectStore, record: RemoteSegmentRecord) -> int:
+    """Make the copy's marker body carry the record's pinned checks (a re-key moved the
+    ``.chunks`` pin: first ``next_chunks`` beside the old, then the new one alone), so that a
+    rebuild at any point pins checksums the stored objects match. The key does not change:
+    the body is replaced in place. The number of bodies rewritten (0: already so, or a copy
+    from before markers)."""
+    checks = record.checks
+    if checks is None:
+        return 0
+    texts = {k: c.encode() for k, c in checks.objects.items()}
+    nxt = None if checks.next_chunks is None else checks.next_chunks.encode()
+    done = 0
+    prefix = segment_marker_prefix(record.topic, record.partition, record.base_offset)
+    for info in list(store.list(prefix)):
+        try:
+            if parse_segment_marker_key(info.key).segment_id != record.segment_id:
+                continue
+            got = store.get(info.key)
+            body = decode_segment_marker_body(got.data)
+        except (InvalidKeyError, FormatError):
+            continue
+        if body.checks == texts and body.next_chunks == nxt:
+            continue
+        new = replace(body, checks=texts, next_chunks=nxt)
+        store.put(info.key, encode_segment_marker_body(new), got.metadata)
+        done += 1
+    crash_point("kafka.after_marker_rewrite")
+    return done
 
 
 def delete_segment_markers(store: ObjectStore, segment: RemoteSegmentRecord) -> None:

@@ -11,8 +11,10 @@ its chunks do not change, since the data key does not). Safe to interrupt and re
 The segment's record pins its ``.chunks`` object's CRC32Cs (spec/kafka-segments.md §6), so a
 re-key moves the pin in three steps: the new object's checksums are recorded as
 ``next_chunks`` (accepted beside the old), the object is replaced, then they become the pinned
-ones. Interrupted anywhere, the object in the store is one the record accepts; the re-run
-finishes the move.
+ones. The segment's completion marker body follows each step
+(:func:`~offloader.kafka.manifests.rewrite_marker_checks`), so a ``metadata rebuild`` at any
+point pins checksums the stored ``.chunks`` matches. Interrupted anywhere, the object in the
+store is one the record (and the marker) accepts; the re-run finishes the move.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from formats.transform import encode_segment_table, unwrap_data_key, wrap_data_k
 from offloader.crashpoints import crash_point
 from offloader.kafka.context import KafkaContext
 from offloader.kafka.integrity import check_object
+from offloader.kafka.manifests import rewrite_marker_checks
 from offloader.kafka.transform_read import CHUNKS, decode_table, is_transformed
 from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
@@ -88,9 +91,10 @@ def _rekey_one(
         return outcome(REKEYED)
     new = ObjectChecksums.of(body)
     if record.checks is not None:
-        ctx.meta.set_segment_checks(
-            record.segment_id, dataclasses.replace(record.checks, next_chunks=new), ctx.now_ms()
-        )
+        moving = dataclasses.replace(record.checks, next_chunks=new)
+        ctx.meta.set_segment_checks(record.segment_id, moving, ctx.now_ms())
+        # the marker accepts both too: a rebuild from here on pins what the store holds
+        rewrite_marker_checks(ctx.store, dataclasses.replace(record, checks=moving))
     ctx.store.put(key, body, got.metadata)
     crash_point("kafka.rekey.after_put")
     _pin(ctx, record, new)
@@ -109,9 +113,12 @@ def _rekey_one(
 def _pin(ctx: KafkaContext, record: RemoteSegmentRecord, chunks: ObjectChecksums) -> None:
     """Make ``chunks`` the pinned checksums of the segment's ``.chunks`` (no next one)."""
     checks = record.checks
-    if checks is None or (checks.objects.get(CHUNKS) == chunks and checks.next_chunks is None):
+    if checks is None:
         return
     pinned = dataclasses.replace(
         checks, objects={**checks.objects, CHUNKS: chunks}, next_chunks=None
     )
-    ctx.meta.set_segment_checks(record.segment_id, pinned, ctx.now_ms())
+    if pinned != checks:
+        ctx.meta.set_segment_checks(record.segment_id, pinned, ctx.now_ms())
+    # the marker follows (also on a re-run after a crash before its rewrite)
+    rewrite_marker_checks(ctx.store, dataclasses.replace(record, checks=pinned))

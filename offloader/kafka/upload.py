@@ -405,15 +405,23 @@ def _copy(
             objects[name] = ObjectChecksums.of(payload)
         file.check_unchanged()
         # the copy is complete: its completion marker (spec/kafka-manifests.md)
+        # (it carries what finish_copy pins, so a rebuild recreates the same record)
+        finished, checks = ctx.now_ms(), SegmentChecks(objects, pinned)
         write_segment_marker(
-            ctx.store, record, log_crc32c=log_crc, transform=pinned, finished_ms=ctx.now_ms()
+            ctx.store,
+            record,
+            log_crc32c=log_crc,
+            transform=pinned,
+            finished_ms=finished,
+            checks=checks,
+            max_timestamp=scan.max_timestamp,
         )
         crash_point("kafka.before_finish_copy")
         ctx.meta.finish_copy(
             segment_id,
-            ctx.now_ms(),
+            finished,
             log_crc32c=log_crc,
-            checks=SegmentChecks(objects, pinned),
+            checks=checks,
             max_timestamp=scan.max_timestamp,
         )
     except OffloaderError as exc:

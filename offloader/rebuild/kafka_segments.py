@@ -15,16 +15,20 @@ orphan audit lists its objects (``kafka-unclaimed-segment``) beside the unfinish
 Records are written through the :class:`~offloader.metadata.kafka_base.KafkaMetadataStore`
 Protocol: per partition ``ensure_partition`` (at the bucket watermark), then per kept copy
 ``start_copy`` → ``finish_copy`` (COPY_SEGMENT_FINISHED, the watermark raised in the same
-transaction; never lowered). The records carry the ``.log``'s CRC32C but no span checksums
-(``checks`` None: reads verify Kafka's batch CRC32Cs and offsets). The tier's key scheme is
-claimed from the first kept copy's ``.log`` key when the store has none, so that a resumed
-upload names its objects alike.
+transaction; never lowered). Each copy recorded has its marker's body read (one small GET,
+on apply only): from body version 2 it holds the objects' span CRC32Cs and the copy's start
+time, and the record is recreated exactly as the uploader wrote it (checks, start and finish
+times, max timestamp, ``.log`` CRC32C). A version-1 body (or one that cannot be read) gives
+the key's fields and ``checks`` None (reads then verify Kafka's batch CRC32Cs and offsets).
+The tier's key scheme is claimed from the first kept copy's ``.log`` key when the store has
+none, so that a resumed upload names its objects alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from formats.errors import FormatError
 from formats.kafka.discover import (
     FoundSegment,
     KafkaDiscovery,
@@ -32,13 +36,16 @@ from formats.kafka.discover import (
     UnfinishedAttempt,
     discover_kafka,
 )
-from formats.kafka.manifest import infer_key_scheme
-from offloader.errors import NotFound, OffloadConflict
+from formats.kafka.manifest import SegmentMarker, decode_segment_marker_body, infer_key_scheme
+from formats.kafka.spans import ObjectChecksums
+from offloader.errors import NotFound, OffloadConflict, OffloaderError
 from offloader.logs import get_logger
 from offloader.metadata.kafka_base import (
     COPY_FINISHED,
+    PLAIN_TRANSFORM,
     KafkaMetadataStore,
     NewRemoteSegment,
+    SegmentChecks,
 )
 from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector, watermark_item
 from offloader.runtime import Runtime
@@ -197,6 +204,7 @@ class KafkaSegments:
                 detail = "" if action == "present" else f"recorded {record.state}: left as is"
                 out.append(_segment_item(action, seg, detail))
                 continue
+            m, checks = _full_marker(rt, seg)
             try:
                 self.meta.start_copy(
                     NewRemoteSegment(
@@ -212,11 +220,48 @@ class KafkaSegments:
                         keys=dict(seg.keys),
                         start_offset=m.start_offset if m.start_offset > m.base_offset else None,
                     ),
-                    m.finished_ms,
+                    m.finished_ms if m.started_ms is None else m.started_ms,
                 )
             except OffloadConflict as exc:
                 out.append(_segment_item("conflict", seg, f"{exc}: not added"))
                 continue
-            self.meta.finish_copy(m.segment_id, m.finished_ms, log_crc32c=m.log_crc32c)
+            self.meta.finish_copy(
+                m.segment_id,
+                m.finished_ms,
+                log_crc32c=m.log_crc32c,
+                checks=checks,
+                max_timestamp=m.max_timestamp,
+            )
             out.append(_segment_item("offload", seg))
         return out
+
+
+def _full_marker(rt: Runtime, seg: FoundSegment) -> tuple[SegmentMarker, SegmentChecks | None]:
+    """The copy's marker as its body has it (one GET, unless the listing already read it)
+    and the span checks it pins (None from a version-1 body: the record then has none)."""
+    m = seg.marker
+    if not m.checks and m.started_ms is None:
+        try:
+            body = decode_segment_marker_body(rt.store.get(seg.marker_key).data)
+        except (OffloaderError, FormatError) as exc:
+            log.warning(
+                "Kafka segment marker body unreadable; its record is rebuilt without checks",
+                marker=seg.marker_key,
+                error=str(exc),
+            )
+            return m, None
+        if body.segment_id == m.segment_id:
+            m = body
+    if not m.checks:
+        return m, None
+    try:
+        objects = {kind: ObjectChecksums.decode(text) for kind, text in m.checks.items()}
+        nxt = None if m.next_chunks is None else ObjectChecksums.decode(m.next_chunks)
+    except FormatError as exc:
+        log.warning(
+            "Kafka segment marker checks unreadable; its record is rebuilt without them",
+            marker=seg.marker_key,
+            error=str(exc),
+        )
+        return m, None
+    return m, SegmentChecks(objects, m.transform_detail or PLAIN_TRANSFORM, nxt)

@@ -4,6 +4,7 @@ what a listing says (formats/kafka/discover.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from formats.kafka.manifest import (
     watermark_name,
 )
 from formats.kafka.names import KafkaKeyScheme, scheme_key
+from formats.kafka.spans import ObjectChecksums
 from formats.manifest import (
     MAX_KEY_BYTES,
     decode_watermark_body,
@@ -59,6 +61,13 @@ MARKER = SegmentMarker(
     leader_epochs={4: 1200, 5: 1650},
     transform_detail="none",
     keys=_keys(),
+    checks={
+        "log": "1048480:1048576:Xh8Aww==",
+        "index": "96:1048576:HSw7Sg==",
+        "timeindex": "144:1048576:d+AfIg==",
+        "leader-epoch-checkpoint": "26:1048576:C1yeQQ==",
+    },
+    started_ms=1795814118512,
 )
 
 
@@ -69,13 +78,28 @@ def _example() -> dict[str, str]:
     return {lines[i].rstrip(":"): lines[i + 1] for i in range(0, len(lines), 2)}
 
 
+def _key_only(marker: SegmentMarker) -> SegmentMarker:
+    """What a marker's key alone carries (the body-only fields empty)."""
+    return replace(marker, transform_detail="", keys={}, checks={}, started_ms=None)
+
+
 def test_the_worked_example_of_the_spec() -> None:
     example = _example()
     assert segment_marker_key(MARKER) == example["marker key"]
     parsed = parse_segment_marker_key(example["marker key"]).marker
-    assert parsed == replace(MARKER, transform_detail="", keys={})
+    assert parsed == _key_only(MARKER)
     assert encode_segment_marker_body(MARKER).decode() == example["marker body"]
     assert decode_segment_marker_body(example["marker body"].encode()) == MARKER
+    # the span checks: one 1 MiB span of the plain .log, whose CRC32C is then the key's c
+    log_checks = ObjectChecksums.decode(MARKER.checks["log"])
+    assert log_checks.size == MARKER.log_size
+    assert log_checks.whole_crc32c == MARKER.log_crc32c
+    # a body of an older release (version 1: no checks, no start time) still decodes
+    older = json.loads(example["marker body"])
+    for name in ("version", "checks", "started_ms"):
+        del older[name]
+    old = decode_segment_marker_body(json.dumps(older).encode())
+    assert old == replace(MARKER, checks={}, started_ms=None)
     name = watermark_name("orders", TOPIC_ID, 3)
     tag = MARKER.segment_uuid
     assert watermark_key(KAFKA_KIND, name, 1799, tag) == example["watermark key"]
@@ -94,7 +118,7 @@ def test_round_trips_and_hashed_epochs() -> None:
     )
     key = segment_marker_key(straddling)
     assert key.endswith(".q")
-    assert parse_segment_marker_key(key).marker == replace(straddling, transform_detail="", keys={})
+    assert parse_segment_marker_key(key).marker == _key_only(straddling)
     many = replace(MARKER, leader_epochs={e: 1200 + e for e in range(200)})
     key = segment_marker_key(many)
     assert len(key) <= MAX_KEY_BYTES and key.endswith(".q~")

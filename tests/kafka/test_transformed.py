@@ -6,8 +6,9 @@ and key rotation (``objects rekey``) rewriting only the ``.chunks`` objects."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -285,8 +286,16 @@ def test_an_interrupted_rekey_is_finished_by_a_rerun(
     tier, layout, _ = _upload(tmp_path, make_tier, ZSTD_AES, records=400)
     ring.create("k2")
     plain = tier.ctx.store
+    chunk_puts: list[str] = []
+
+    def second_chunks_put(args: Mapping[str, Any]) -> bool:
+        # the second .chunks PUT fails (the markers' body rewrites are PUTs too)
+        if str(args["key"]).endswith(".chunks"):
+            chunk_puts.append(args["key"])
+        return len(chunk_puts) == 2 and args["key"] == chunk_puts[-1]
+
     tier.ctx.store = FaultyObjectStore(
-        plain, FaultPlan().fail("put", StoreError("down"), on_call=2)
+        plain, FaultPlan().fail("put", StoreError("down"), match=second_chunks_put, times=1)
     )
     with pytest.raises(StoreError, match="down"):
         tier.rekey("k2")

@@ -111,3 +111,48 @@ def test_the_fetch_hook_counts_requests_bytes_gets_errors_and_latency(
     assert value(s, "offloader_kafka_remote_fetch_duration_seconds_count", **orders) == 2
     assert value(s, BTM + "remotefetchrequests_total", topic="clicks") == 1
     assert value(s, BTM + "remotefetcherrors_total", topic="clicks") == 0
+
+
+def test_a_kafka_read_records_its_remote_fetches(
+    served: tuple[Offloader, MetricsServer, Path, dict[tuple[str, int], PartitionLayout]],
+) -> None:
+    """``kafka read`` (the facade's tier.read) meters each remote fetch: one request of one GET
+    for a small count from an offset, its bytes, its latency; a time lookup's read too; a fetch
+    the store fails is an error; nothing is recorded for another topic."""
+    off, server, root, _ = served
+    tier = off.kafka(SMALL)
+    assert tier.upload(root).ok
+    copied = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])
+    second = copied[1]
+    rows = list(tier.read("orders", 0, from_offset=second.base_offset + 1, count=2))
+    assert [r.offset for r in rows] == [second.base_offset + 1, second.base_offset + 2]
+    s = scrape(server.url)
+    orders = {"topic": "orders"}
+    assert value(s, BTM + "remotefetchrequests_total", **orders) == 1
+    fetched = value(s, BTM + "remotefetchbytes_total", **orders)
+    assert 0 < fetched <= second.size_bytes
+    assert value(s, BTM + "remotefetcherrors_total", **orders) == 0
+    assert value(s, "offloader_kafka_remote_fetch_gets_sum", **orders) == 1
+    assert value(s, "offloader_kafka_remote_fetch_duration_seconds_count", **orders) == 1
+    assert value(s, BTM + "remotefetchrequests_total", topic="clicks") == 0
+
+    rows = list(tier.read("orders", 0, from_timestamp=0, count=1))
+    assert len(rows) == 1
+    s = scrape(server.url)
+    assert value(s, BTM + "remotefetchrequests_total", **orders) == 2
+    assert value(s, BTM + "remotefetchbytes_total", **orders) > fetched
+    assert value(s, "offloader_kafka_remote_fetch_gets_sum", **orders) >= 2
+
+    real = tier.ctx.store
+    faulty = FaultyObjectStore(real)
+    faulty.plan.fail("get_range", StoreUnavailable("injected"))
+    tier.ctx.store = faulty
+    try:
+        with pytest.raises(StoreUnavailable):
+            list(tier.read("orders", 0, from_offset=copied[2].base_offset, count=1))
+    finally:
+        tier.ctx.store = real
+    s = scrape(server.url)
+    assert value(s, BTM + "remotefetchrequests_total", **orders) == 3
+    assert value(s, BTM + "remotefetcherrors_total", **orders) == 1
+    assert value(s, "offloader_kafka_remote_fetch_duration_seconds_count", **orders) == 3

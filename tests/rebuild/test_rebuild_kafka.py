@@ -6,6 +6,7 @@ file store and on moto over HTTP, with SQLite and PostgreSQL metadata."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +15,12 @@ from typing import Any
 import pytest
 
 from devservers.endpoint import S3Endpoint
-from formats.kafka.manifest import KAFKA_KIND, KAFKA_MARKERS, watermark_name
+from formats.kafka.manifest import (
+    KAFKA_KIND,
+    KAFKA_MARKERS,
+    decode_segment_marker_body,
+    watermark_name,
+)
 from formats.manifest import watermark_prefix
 from offloader.api import KafkaSettings, Offloader
 from offloader.errors import RebuildRefused
@@ -92,7 +98,8 @@ def test_lose_the_home_rebuild_read_resume(make: Make, tmp_path: Path) -> None:
     assert [i for i in dry.items if i.kind == "kafka-segments" and i.action == "offload"]
     assert new.kafka().ctx.meta.list_partitions() == []  # a dry run writes nothing
     done = new.metadata_rebuild()
-    assert done.gets == 0 and done.heads == 0  # one listing, never a body or a HEAD
+    # one listing, then one GET of each recorded copy's marker body (its checks), no HEAD
+    assert done.gets == len(segments) and done.heads == 0
     assert not [i for i in done.items if i.action in ("problem", "conflict")]
     assert sorted(_segments(new)) == sorted(segments)
     rebuilt = {(p.topic, p.partition): p.watermark for p in new.kafka().ctx.meta.list_partitions()}
@@ -225,10 +232,14 @@ def test_cli_kafka_read_on_a_fresh_home_after_rebuild(
     assert "Kafka: would record" in dry.output
     lines = json_lines(ok(new, *store, "--json", "metadata", "rebuild"))
     summary = lines[-1]["summary"]
-    assert summary["gets"] == 0 and summary["heads"] == 0 and summary["problem"] == 0
-    assert any(
-        line.get("kind") == "kafka-segments" and line["action"] == "offload" for line in lines[:-1]
-    )
+    recorded = [
+        line
+        for line in lines[:-1]
+        if line.get("kind") == "kafka-segments" and line["action"] == "offload"
+    ]
+    assert recorded
+    # one GET per recorded copy (its marker body: the span checks), no HEAD
+    assert summary["gets"] == len(recorded) and summary["heads"] == 0 and summary["problem"] == 0
     rows = json_lines(
         ok(
             new,
@@ -302,3 +313,123 @@ def test_transformed_segments_rebuild_and_read(
     assert found and all(i.fields["transform"] == "zstdaes" for i in found)
     assert all("chunks" in s.keys for s in new.kafka(SETTINGS).ctx.meta.list_segments())
     assert _read_all(new, lay) == want
+
+
+def _records(off: Offloader) -> dict[str, Any]:
+    return {s.segment_id: s for s in off.kafka(SETTINGS).ctx.meta.list_segments()}
+
+
+def test_rebuilt_records_are_the_originals_field_by_field(make: Make, tmp_path: Path) -> None:
+    """The marker's body (version 2) carries the span CRC32Cs and the start time: every
+    rebuilt record equals the uploader's, field by field, checks included, and reads verify
+    spans again; a version-1 body (a marker of an older release) still rebuilds, without
+    checks and with the finish time as its start."""
+    log_dir = tmp_path / "logs"
+    layouts = _layouts(log_dir)
+    old = make("home")
+    assert old.kafka(SETTINGS).upload(log_dir).ok
+    want = _records(old)
+    assert want and all(r.checks is not None and "log" in r.checks.objects for r in want.values())
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    new = make("new-home")
+    assert not [i for i in new.metadata_rebuild().items if i.action in ("problem", "conflict")]
+    got = _records(new)
+    assert sorted(got) == sorted(want)
+    for segment_id, record in want.items():
+        rebuilt = got[segment_id]
+        for name in record.__dataclass_fields__:
+            assert getattr(rebuilt, name) == getattr(record, name), (segment_id, name)
+    for lay in layouts:
+        assert _read_all(new, lay)  # reads through the restored span checks
+    new.close()
+    shutil.rmtree(tmp_path / "new-home")
+
+    # markers written by an older release: body version 1, no checks, no start time
+    store = make("rewriter").runtime.store
+    for info in list(store.list(KAFKA_MARKERS)):
+        doc = json.loads(store.get(info.key).data)
+        assert doc["version"] == 2 and doc["checks"]
+        for name in ("version", "checks", "started_ms"):
+            del doc[name]
+        body = json.dumps(doc).encode()
+        assert decode_segment_marker_body(body).checks == {}
+        store.delete(info.key)
+        store.put(info.key, body, {})
+    older = make("older-home")
+    assert not [i for i in older.metadata_rebuild().items if i.action in ("problem", "conflict")]
+    got = _records(older)
+    assert sorted(got) == sorted(want)
+    for segment_id, record in want.items():
+        rebuilt = got[segment_id]
+        assert rebuilt.checks is None
+        assert rebuilt.started_ms == record.updated_ms
+        same = ("checks", "started_ms")
+        for name in record.__dataclass_fields__:
+            if name not in same:
+                assert getattr(rebuilt, name) == getattr(record, name), (segment_id, name)
+    for lay in layouts:
+        assert _read_all(older, lay)
+
+
+def test_a_rekey_moves_the_markers_checks_and_a_rebuild_follows(
+    make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``objects rekey`` rewrites a transformed segment's ``.chunks``: its marker body follows
+    (``next_chunks`` while the object is replaced, then the new pin), so a home rebuilt after a
+    rekey, or after one interrupted before the ``.chunks`` PUT, pins checksums the stored
+    object matches, and reads decode; records equal the originals field by field (but
+    ``updated_ms``, which the rekey moved and the rebuild sets to the finish time)."""
+    from offloader.errors import StoreUnavailable
+    from offloader.keyring import KEY_RING_ENV, KeyRing
+    from offloader.policies import TransformPolicy
+    from offloader.store.faulty import FaultyObjectStore
+
+    ring = tmp_path / "ring" / "keys"
+    ring.parent.mkdir()
+    monkeypatch.setenv(KEY_RING_ENV, str(ring))
+    KeyRing(ring).create("k1", activate=True)
+    KeyRing(ring).create("k2")
+    KeyRing(ring).create("k3")
+    log_dir = tmp_path / "logs"
+    lay = write_partition(log_dir, "orders", 0, records=500, codecs=(0, 4))
+    old = make("home")
+    tier = old.kafka(SETTINGS)
+    tier.set_transform("orders", TransformPolicy("zstd", None, "aes-256-gcm", None))
+    assert tier.upload(log_dir).ok
+    want_rows = _read_all(old, lay)
+    first = _records(old)
+    assert tier.rekey("k2")
+    moved = _records(old)
+    assert all(
+        moved[s].checks.objects["chunks"] != first[s].checks.objects["chunks"]  # type: ignore[union-attr]
+        for s in first
+    )
+    # a second rekey whose first .chunks PUT fails: that segment is left with next_chunks
+    real = tier.ctx.store
+    faulty = FaultyObjectStore(real)
+    faulty.plan.fail(
+        "put", StoreUnavailable("injected"), match=lambda a: str(a["key"]).endswith(".chunks")
+    )
+    tier.ctx.store = faulty
+    with pytest.raises(StoreUnavailable):
+        tier.rekey("k3")
+    tier.ctx.store = real
+    want = _records(old)
+    assert any(r.checks is not None and r.checks.next_chunks is not None for r in want.values())
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    new = make("new-home")
+    assert not [i for i in new.metadata_rebuild().items if i.action in ("problem", "conflict")]
+    got = _records(new)
+    assert sorted(got) == sorted(want)
+    for segment_id, record in want.items():
+        for name in record.__dataclass_fields__:
+            if name != "updated_ms":  # a rekey's time; rebuilt: the copy's finish time
+                assert getattr(got[segment_id], name) == getattr(record, name), (segment_id, name)
+    assert _read_all(new, lay) == want_rows
+    # the interrupted rekey finishes on the rebuilt home; a rebuild after it still matches
+    assert new.kafka(SETTINGS).rekey("k3")
+    assert _read_all(new, lay) == want_rows
