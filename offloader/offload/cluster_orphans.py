@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from formats.keys import INDEX_SUFFIX, ObjectKey, data_key, parse_key, parse_user_metadata
+from formats.keys import INDEX_SUFFIX, ObjectKey, parse_key, parse_user_metadata
 from offloader.errors import (
     AccessDenied,
     InvalidKeyError,
@@ -200,7 +200,9 @@ def _references(cluster_topics: Iterable[ClusterTopic], namespaces: set[str]) ->
 
 
 def _object_keys(pairs: set[tuple[str, int]]) -> frozenset[str]:
-    data = [data_key(uid, lid) for uid, lid in pairs]
+    # the UUIDs are java_uuid's (canonical lower case): data_key's UUID check, one
+    # uuid.UUID per ledger, is skipped; the key form is data_key's
+    data = [f"{uid}-ledger-{lid}" for uid, lid in pairs]
     return frozenset(data + [d + INDEX_SUFFIX for d in data])
 
 
