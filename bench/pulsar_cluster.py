@@ -1,6 +1,7 @@
 """A real Pulsar cluster's metadata read from ZooKeeper, and the orphan audit of its bucket.
 
-``python -m bench pulsar_cluster [--topics N] [--ledgers L] [--objects M]``
+``python -m bench pulsar_cluster [--topics N] [--ledgers L] [--objects M] [--stores file,s3]
+[--placement shared,split] [--repeat R]``
 
 * ``pulsar_cluster.list_topics``: every topic's ``ManagedLedgerInfo`` of a cluster of N topics
   (L ledgers each, offloaded, the node values LZ4-compressed as a broker with
@@ -13,6 +14,12 @@
   ``file://`` store: the figure is the audit's own work, not a network) against that cluster,
   1% of the objects orphans, against one bare listing of the same store. Lower is better;
   goal ratio <= 1.5.
+* ``pulsar_cluster.orphan_audit.s3``: the same audit of a bucket of M objects in moto's S3
+  server, run in its own process (as ``bench/common.py``'s ``moto_process``), against a bare
+  boto3 ``list_objects_v2`` pass over the same keys. ``--placement split`` pins moto and
+  ZooKeeper to the upper half of the CPUs and this process to the lower half (a stand-in for
+  servers on other machines, ``bench/placement.py``); its rows end in ``.split``. Each of
+  ``--repeat`` rounds is one row (best of 3 inside a round).
 
 The ZooKeeper is the throwaway server of the tests (``devservers/zookeeper.py``); skipped
 with a note where it cannot run.
@@ -21,6 +28,7 @@ with a note where it cannot run.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import uuid
@@ -28,6 +36,7 @@ from collections.abc import Callable
 from unittest import mock
 
 from bench import note, report
+from bench.placement import add_run_arguments, parse_placements
 
 ROOT = "/bench/managed-ledgers"
 
@@ -173,12 +182,131 @@ def _audit(url: str, pairs: dict[str, list[tuple[int, str]]], objects: int) -> N
     )
 
 
+def _fill_s3(
+    endpoint: object, bucket: str, pairs: dict[str, list[tuple[int, str]]], objects: int
+) -> tuple[int, int]:
+    """``objects`` objects in the bucket (as :func:`_fill`), put on 16 threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from formats.keys import data_key, index_key
+
+    client = endpoint.client()  # type: ignore[attr-defined]
+    meta = {"s3managedledgeroffloaderformatversion": "1"}
+    orphans = max(1, objects // 100)
+    keys: list[str] = []
+    for lid, uid in (p for ps in pairs.values() for p in ps):
+        if len(keys) >= objects - orphans:
+            break
+        keys += [data_key(uid, lid), index_key(uid, lid)]
+    keys += [data_key(str(uuid.uuid4()), 10_000_000 + n) for n in range(orphans)]
+
+    def put(key: str) -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x", Metadata=meta)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, keys))
+    return len(keys), orphans
+
+
+def _bare_s3(client: object, bucket: str) -> int:
+    """A bare boto3 ``list_objects_v2`` pass: the keys counted."""
+    n = 0
+    token: str | None = None
+    while True:
+        kwargs = {"Bucket": bucket, "MaxKeys": 1000}
+        if token:
+            kwargs["ContinuationToken"] = token
+        page = client.list_objects_v2(**kwargs)  # type: ignore[attr-defined]
+        n += len(page.get("Contents", ()))
+        if not page.get("IsTruncated"):
+            return n
+        token = page["NextContinuationToken"]
+
+
+def _audit_s3(
+    url: str,
+    zk_pid: int | None,
+    pairs: dict[str, list[tuple[int, str]]],
+    objects: int,
+    placements: list[object],
+    repeat: int,
+) -> None:
+    from bench.common import moto_process
+    from bench.placement import _pin_process, placed
+    from offloader.offload.cluster_orphans import audit_cluster_bucket
+    from offloader.pulsar_cluster import open_cluster_source
+    from offloader.store import open_store
+
+    with moto_process() as (endpoint, pid):
+        bucket = endpoint.new_bucket()
+        started = time.perf_counter()
+        written, orphans = _fill_s3(endpoint, bucket, pairs, objects)
+        fill_s = time.perf_counter() - started
+        client = endpoint.client()
+        os.environ.update(endpoint.env())  # the store's credentials, as the CLI takes them
+        store = open_store(f"s3://{bucket}", endpoint_url=endpoint.url, region=endpoint.region)
+        servers = [pid] + ([zk_pid] if zk_pid is not None else [])
+        everything = sorted(os.sched_getaffinity(0))
+        for place in placements:
+            with placed(servers, place) as cpus:  # type: ignore[arg-type]
+                if cpus:
+                    _pin_process(os.getpid(), cpus)
+                try:
+                    for round_ in range(repeat):
+                        best_list = best_audit = (float("inf"), 0.0)
+                        listed = found = 0
+                        with open_cluster_source(url) as source:
+                            for _ in range(3):
+                                wall, cpu, n = _timed(lambda: _bare_s3(client, bucket))
+                                listed = int(n)  # type: ignore[call-overload]
+                                best_list = min(best_list, (wall, cpu))
+                                wall, cpu, audit = _timed(
+                                    lambda: audit_cluster_bucket(
+                                        source,
+                                        store,
+                                        min_age_ms=0,
+                                        now_ms=lambda: int(time.time() * 1000),
+                                    )
+                                )
+                                best_audit = min(best_audit, (wall, cpu))
+                                found = len(audit.objects)  # type: ignore[attr-defined]
+                        assert listed == written and found == orphans, (listed, found, orphans)
+                        report(
+                            f"pulsar_cluster.orphan_audit.s3{place.suffix}",  # type: ignore[attr-defined]
+                            best_audit[0],
+                            best_list[0],
+                            "s",
+                            higher_is_better=False,
+                            client_cpu_s=round(best_audit[1], 3),
+                            baseline_client_cpu_s=round(best_list[1], 3),
+                            objects=written,
+                            orphans=orphans,
+                            topics=len(pairs),
+                            round=round_ + 1,
+                            placement=place.name,  # type: ignore[attr-defined]
+                            server="moto (own process)",
+                            fill_s=round(fill_s, 1),
+                            baseline_what="a bare boto3 list_objects_v2 pass over the same keys",
+                            goal_ratio=1.5,
+                        )
+                finally:
+                    if cpus:
+                        _pin_process(os.getpid(), everything)
+        store.close()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench pulsar_cluster", description=__doc__)
     parser.add_argument("--topics", type=int, default=10_000, help="topics (10000)")
     parser.add_argument("--ledgers", type=int, default=5, help="ledgers per topic (5)")
     parser.add_argument("--objects", type=int, default=100_000, help="objects audited (100000)")
+    parser.add_argument(
+        "--stores", default="file,s3", help="audit cases: file (a local store), s3 (moto)"
+    )
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
+    stores = {s.strip() for s in args.stores.split(",") if s.strip()}
+    placements = parse_placements(args.placement)
     from kazoo.client import KazooClient
 
     from devservers import zookeeper
@@ -218,7 +346,18 @@ def main(argv: list[str]) -> int:
                 goal_ratio=1.5,
                 zookeeper_start_s=round(server.start_seconds, 3),
             )
-            _audit(url, pairs, args.objects)
+            if "file" in stores:
+                _audit(url, pairs, args.objects)
+            if "s3" in stores:
+                proc = server.process
+                _audit_s3(
+                    url,
+                    None if proc is None else proc.pid,
+                    pairs,
+                    args.objects,
+                    placements,  # type: ignore[arg-type]
+                    args.repeat,
+                )
         finally:
             client.stop()
             client.close()

@@ -43,7 +43,12 @@ from offloader.errors import (
     VerificationError,
 )
 from offloader.export.iceberg import IcebergTopicReport
-from offloader.export.iceberg_manage import ExpireReport, IcebergOrphanReport, IcebergStatus
+from offloader.export.iceberg_manage import (
+    ExpireReport,
+    IcebergOrphanReport,
+    IcebergResetReport,
+    IcebergStatus,
+)
 from offloader.export.iceberg_target import IcebergTarget
 from offloader.export.manage import ExportStatus, ResetReport
 from offloader.export.run import TopicExportReport
@@ -105,6 +110,7 @@ __all__ = [
     "ExportSpec",
     "ExportStatus",
     "IcebergOrphanReport",
+    "IcebergResetReport",
     "IcebergStatus",
     "IcebergTarget",
     "IcebergTopicReport",

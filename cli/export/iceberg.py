@@ -11,7 +11,7 @@ import contextlib
 import datetime as dt
 from typing import Any
 
-from cli.cluster import open_cluster
+from cli.cluster import cluster_url, open_cluster
 from cli.context import CliContext
 from cli.settings import open_offloader
 from offloader.api import (
@@ -24,7 +24,7 @@ from offloader.api import (
 from offloader.errors import ExportError
 from offloader.units import format_size
 
-__all__ = ["iceberg_target", "run_iceberg", "status_iceberg"]
+__all__ = ["iceberg_target", "reset_iceberg", "run_iceberg", "status_iceberg"]
 
 
 def _time(ms: int | None) -> str | None:
@@ -93,10 +93,15 @@ def status_iceberg(
     catalog: str | None,
     warehouse: str | None,
     json_output: bool,
+    *,
+    cluster: bool = False,
 ) -> None:
-    with open_offloader(cli, read_only=True) as offloader:
+    """``cluster``: TOPIC is the real Pulsar cluster's of ``--pulsar-metadata``."""
+    with contextlib.ExitStack() as stack:
+        offloader = stack.enter_context(open_offloader(cli, read_only=True))
+        of = stack.enter_context(open_cluster(cli)) if cluster else None
         st = offloader.export_iceberg_status(
-            topic, iceberg_target(offloader, cli, table, catalog, warehouse)
+            topic, iceberg_target(offloader, cli, table, catalog, warehouse), cluster=of
         )
     cli.emit(_status(st), _status_text(st), json_output=json_output)
     if st.missing_data_files:
@@ -105,6 +110,39 @@ def status_iceberg(
             f"missing from the warehouse (first: {st.missing_data_files[0]}): readers of the "
             "table fail; put them back from a copy"
         )
+
+
+def reset_iceberg(
+    cli: CliContext,
+    topic: str,
+    table: str,
+    point: str,
+    catalog: str | None,
+    warehouse: str | None,
+) -> None:
+    """``export reset`` of an Iceberg table (with ``--pulsar-metadata``: of the cluster's
+    topic, not connected to: the watermark is keyed by the cluster's location)."""
+    with open_offloader(cli) as offloader:
+        r = offloader.export_iceberg_reset(
+            topic,
+            iceberg_target(offloader, cli, table, catalog, warehouse),
+            point,
+            cluster=cluster_url(cli),
+        )
+    cli.emit(
+        {
+            "topic": r.topic,
+            "table": r.table,
+            "previous": list(r.previous),
+            "watermark": list(r.watermark),
+            "removed_rows": r.removed_rows,
+            "snapshot_id": r.snapshot_id,
+            "metadata_location": r.metadata_location,
+        },
+        f"{r.topic}: watermark {r.previous[0]}:{r.previous[1]} -> "
+        f"{r.watermark[0]}:{r.watermark[1]} in {r.table}, {r.removed_rows} rows removed "
+        f"(snapshot {r.snapshot_id})",
+    )
 
 
 def _status(s: IcebergStatus) -> dict[str, Any]:

@@ -251,11 +251,17 @@ def status(
     the table carries. With --pulsar-metadata: TOPIC is the real cluster's (one managed
     ledger), its lag counted from its ManagedLedgerInfo up to the last offloaded ledger."""
     if target.strip().lower().startswith("iceberg://"):
-        if cluster_url(cli) is not None:
-            raise click.UsageError("export status with --pulsar-metadata: Parquet targets only")
         from cli.export.iceberg import status_iceberg
 
-        status_iceberg(cli, topic, target, catalog, warehouse, json_output)
+        status_iceberg(
+            cli,
+            topic,
+            target,
+            catalog,
+            warehouse,
+            json_output,
+            cluster=cluster_url(cli) is not None,
+        )
         return
     with contextlib.ExitStack() as stack:
         offloader = stack.enter_context(open_offloader(cli, read_only=True))
@@ -353,6 +359,7 @@ def _status_text(s: ExportStatus) -> str:
 )
 @_GENERATION
 @_ENDPOINT
+@iceberg_options
 @pass_cli
 def reset(
     cli: CliContext,
@@ -361,9 +368,13 @@ def reset(
     point: str,
     generation: int,
     target_endpoint: str | None,
+    catalog: str | None,
+    warehouse: str | None,
 ) -> None:
     """Move TOPIC's export watermark back and remove the files after it (re-exported by the
-    next run). Files before the point are not touched.
+    next run). Files before the point are not touched. For an iceberg:// table: one commit
+    that deletes TOPIC's rows after the point (files holding rows on both sides rewritten)
+    and moves the watermark the table carries; older snapshots keep the rows until expired.
 
     With --pulsar-metadata: TOPIC is the real cluster's (the watermark keyed by the cluster
     and the topic, as export run keeps it).
@@ -372,6 +383,11 @@ def reset(
     Example:
       offloader export reset orders --target /data/lake --to 2025-06-15T10:00:00Z
     """
+    if target.strip().lower().startswith("iceberg://"):
+        from cli.export.iceberg import reset_iceberg
+
+        reset_iceberg(cli, topic, target, point, catalog, warehouse)
+        return
     with open_offloader(cli) as offloader:
         r = offloader.export_reset(
             topic,

@@ -47,11 +47,14 @@ from offloader.errors import (
 from offloader.export.iceberg_fileio import ENDPOINT, REGION
 from offloader.export.iceberg_files import NewFile, data_files
 from offloader.export.iceberg_target import (
+    PUBLISH_PREFIX,
+    RESET_KEY,
     RUN_KEY,
     SETTINGS_KEY,
     SORT_COLUMNS,
     IcebergTarget,
     TableWatermark,
+    watermark_properties,
     watermarks_from,
 )
 from offloader.location import s3_endpoint
@@ -465,6 +468,50 @@ class IcebergTable:
                     for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
                         out.add(entry.data_file.file_path)
         return out
+
+    def topic_positions(self, topic: str, time_column: str = "publish_time") -> pa.Table:
+        """``ledger_id``, ``entry_id`` and ``time_column`` of ``topic``'s rows (the table's
+        ``topic`` column), as the current snapshot holds them."""
+        from pyiceberg.expressions import EqualTo, Reference
+        from pyiceberg.expressions.literals import literal
+
+        with _translated(f"scan {self.target.url}"):
+            scan = self._table.scan(
+                row_filter=EqualTo(term=Reference("topic"), value=literal(topic)),
+                selected_fields=("ledger_id", "entry_id", time_column),
+            )
+            return scan.to_arrow()
+
+    def reset_topic(self, topic: str, mark: TableWatermark) -> None:
+        """One transaction: ``topic``'s rows after ``mark.position`` deleted (files that
+        straddle it rewritten without them) and the watermark properties of ``mark.topic``
+        set to ``mark``. :class:`IcebergConflict` when another commit came first."""
+        from pyiceberg.expressions import And, EqualTo, GreaterThan, Or, Reference
+        from pyiceberg.expressions.literals import literal
+
+        ledger, entry = mark.position
+        lid, eid = Reference("ledger_id"), Reference("entry_id")
+        after = And(
+            EqualTo(term=Reference("topic"), value=literal(topic)),
+            Or(
+                GreaterThan(term=lid, value=literal(ledger)),
+                And(
+                    EqualTo(term=lid, value=literal(ledger)),
+                    GreaterThan(term=eid, value=literal(entry)),
+                ),
+            ),
+        )
+        props = watermark_properties({mark.topic: mark})
+        tx = _Transaction(self._table)
+        with _translated(f"reset {mark.topic} in {self.target.url}"):
+            tx.set_properties(props)
+            if (
+                mark.publish_time_ms is None
+                and PUBLISH_PREFIX + mark.topic in tx.table_metadata.properties
+            ):
+                tx.remove_properties(PUBLISH_PREFIX + mark.topic)
+            tx.delete(after, snapshot_properties={RESET_KEY: mark.topic, **props})
+            self._table = tx.commit_transaction()
 
     def data_file_paths(self) -> list[str]:
         """The data files of the current snapshot."""

@@ -1,6 +1,17 @@
 """Upkeep and status of an export's Iceberg table: ``export status`` (the table's snapshot, its
 ``metadata_location``, a topic's watermark and lag, and the current snapshot's data files gone
-from the warehouse), ``export expire-snapshots`` and ``export clean-orphans``.
+from the warehouse), ``export reset`` (the watermark moved back and the topic's rows after it
+deleted, in one commit), ``export expire-snapshots`` and ``export clean-orphans``.
+
+A real Pulsar cluster's topic (``--pulsar-metadata``) is keyed in the table by the cluster and
+the topic (:func:`~offloader.export.cluster.cluster_key`), its lag counted from its
+``ManagedLedgerInfo``.
+
+Reset deletes the topic's rows after the new watermark with Iceberg's copy-on-write delete (a
+data file that holds rows on both sides is rewritten with the earlier ones only), and sets the
+watermark properties in the same commit: a reader never sees the rows gone with the old
+watermark, nor the new watermark with the rows still there. The older snapshots keep the
+removed rows until they are expired. The new publish time is the latest of the rows kept.
 
 Expiring keeps the current snapshot (which carries every topic's watermark) and the newest
 ``retain_last``. Cleaning lists the files under the table's location and removes those that no
@@ -16,25 +27,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from offloader.errors import ConfigError, NotFound, StoreError
-from offloader.export.iceberg_target import IcebergTarget, path_of
+from offloader.export.iceberg_target import IcebergTarget, TableWatermark, path_of
 from offloader.export.kafka import split_key
-from offloader.export.manage import lag_time_ms, pulsar_lag
+from offloader.export.manage import cluster_lag, lag_time_ms, parse_reset_point, pulsar_lag
+from offloader.export.plan import before
 from offloader.logs import get_logger
 from offloader.metadata.base import MetadataStore
 from offloader.metadata.kafka_base import KafkaMetadataStore
 from offloader.naming import TopicName
+from offloader.pulsar_cluster.base import ClusterTopic
 
 if TYPE_CHECKING:  # pyiceberg loads on first use, not with the facade
+    import pyarrow as pa
+
     from offloader.export.iceberg_catalog import IcebergCatalog, IcebergTable
 
 __all__ = [
     "ExpireReport",
     "IcebergOrphanReport",
+    "IcebergResetReport",
     "IcebergStatus",
     "clean_orphans",
     "expire_snapshots",
     "iceberg_status",
     "metadata_files",
+    "reset_iceberg",
 ]
 
 log = get_logger(__name__)
@@ -78,16 +95,20 @@ def iceberg_status(
     topic: str,
     now_ms: int,
     kafka: KafkaMetadataStore | None = None,
+    cluster: tuple[str, ClusterTopic] | None = None,
 ) -> IcebergStatus:
     """``topic``: a Pulsar topic, or a Kafka partition's key ``kafka:<topic>:<partition>``
-    (``kafka``: the Kafka tier's metadata)."""
-    is_kafka = kafka is not None and topic.startswith("kafka:")
+    (``kafka``: the Kafka tier's metadata). ``cluster``: ``(location, managed ledger)`` of a
+    real Pulsar cluster's topic (``--pulsar-metadata``): its watermark keyed by the cluster,
+    its lag counted from the ``ManagedLedgerInfo``."""
+    is_kafka = cluster is None and kafka is not None and topic.startswith("kafka:")
     name = topic if is_kafka else str(TopicName.parse(topic))
     if is_kafka:
         split_key(name)  # kafka:<topic>:<partition>, checked before the table is loaded
+    key = name if cluster is None else _cluster_key(cluster[0], name)
     catalog, table = _load(target)
     try:
-        mark = table.watermarks().get(name)
+        mark = table.watermarks().get(key)
         summary = table.current_summary()
         snapshots = len(table.snapshots())
         data_files = table.data_file_paths()
@@ -97,7 +118,9 @@ def iceberg_status(
     missing = _missing(target, data_url, data_files)
     position = mark.position if mark is not None else (-1, -1)
     publish = mark.publish_time_ms if mark is not None else None
-    if is_kafka:
+    if cluster is not None:
+        last_closed, lag, _spans = cluster_lag(cluster[1], position)
+    elif is_kafka:
         assert kafka is not None
         last_closed, lag = _kafka_lag(kafka, name, position)
     else:
@@ -119,6 +142,87 @@ def iceberg_status(
         lag_ms,
         missing,
     )
+
+
+def _cluster_key(location: str, name: str) -> str:
+    from offloader.export.cluster import cluster_key
+
+    return cluster_key(location, name)
+
+
+@dataclass(frozen=True)
+class IcebergResetReport:
+    topic: str
+    table: str
+    previous: Position
+    watermark: Position
+    removed_rows: int
+    snapshot_id: int | None
+    metadata_location: str
+
+
+def reset_iceberg(
+    target: IcebergTarget, topic: str, to: str, cluster: str | None = None
+) -> IcebergResetReport:
+    """Move ``topic``'s watermark in the table back to ``to`` (``ledger:entry[:batch]``: that
+    entry and everything after it is exported again; or a time: every row published at or
+    after it), deleting the topic's rows after it in the same commit. ``cluster``: the
+    location of the real Pulsar cluster whose topic this is (``--pulsar-metadata``)."""
+    if topic.startswith("kafka:"):
+        raise ConfigError(
+            "export reset of an Iceberg table: Pulsar topics only (a Kafka partition's "
+            "watermark is moved back by exporting to a new table)"
+        )
+    point = parse_reset_point(to)
+    name = str(TopicName.parse(topic))
+    key = name if cluster is None else _cluster_key(cluster, name)
+    catalog, table = _load(target)
+    try:
+        mark = table.watermarks().get(key)
+        if mark is None:
+            raise NotFound(f"{name} was never exported to {target.url}")
+        rows = table.topic_positions(name)
+        ledgers = rows.column("ledger_id").to_pylist()
+        entries = rows.column("entry_id").to_pylist()
+        times = _millis(rows.column("publish_time"))
+        if isinstance(point, tuple):
+            new = before(point)
+        else:
+            later = [
+                (lid, eid)
+                for lid, eid, t in zip(ledgers, entries, times, strict=True)
+                if t is not None and t >= point
+            ]
+            new = before(min(later)) if later else mark.position
+        new = min(new, mark.position)
+        kept = [(lid, eid) <= new for lid, eid in zip(ledgers, entries, strict=True)]
+        removed = kept.count(False)
+        kept_times = [t for t, k in zip(times, kept, strict=True) if k and t is not None]
+        publish = max(kept_times) if kept_times and new > (-1, -1) else None
+        lowered = TableWatermark(key, new, publish)
+        table.reset_topic(name, lowered)
+        log.info("iceberg.reset", table=target.url, topic=name, watermark=new, rows=removed)
+        return IcebergResetReport(
+            name,
+            target.url,
+            mark.position,
+            new,
+            removed,
+            table.snapshot_id,
+            table.metadata_location,
+        )
+    finally:
+        catalog.close()
+
+
+def _millis(column: pa.ChunkedArray) -> list[int | None]:
+    """A timestamp column's values as epoch milliseconds."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        column = column.cast(pa.timestamp("ms", tz=kind.tz), safe=False)
+    return [None if v is None else int(v) for v in column.cast(pa.int64()).to_pylist()]
 
 
 def _missing(target: IcebergTarget, data_url: str, uris: list[str]) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from offloader.errors import ConfigError, IcebergError
 
 __all__ = [
     "PUBLISH_PREFIX",
+    "RESET_KEY",
     "RUN_KEY",
     "SCHEME",
     "SETTINGS_KEY",
@@ -48,6 +49,8 @@ SCHEME = "iceberg://"
 SORT_COLUMNS = ("ledger_id", "entry_id", "batch_index")
 WATERMARK_PREFIX = "ledger-offloader.watermark."
 PUBLISH_PREFIX = "ledger-offloader.publish-time."
+#: in the summary of the snapshot ``export reset`` commits: the watermark key it moved back
+RESET_KEY = "ledger-offloader.reset"
 #: in the summary of every snapshot an export run commits: the run's id
 RUN_KEY = "ledger-offloader.run"
 #: a table property: the settings that shape the table (partitioning, time field, value columns)

@@ -18,10 +18,12 @@ from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
 from offloader.export.iceberg_manage import (
     ExpireReport,
     IcebergOrphanReport,
+    IcebergResetReport,
     IcebergStatus,
     clean_orphans,
     expire_snapshots,
     iceberg_status,
+    reset_iceberg,
 )
 from offloader.export.iceberg_target import IcebergTarget, resolve_target
 from offloader.export.manage import (
@@ -310,7 +312,7 @@ class ExportFacade(ServiceFacade):
         (``--pulsar-metadata``; not connected to: the watermark is keyed by its location)."""
         from offloader.pulsar_cluster import parse_metadata_url
 
-        _not_iceberg(target, None)
+        _not_iceberg(target, "export_iceberg_reset")
         spec = TargetSpec(normalize_target(target), endpoint_url, region)
         return reset_export(
             self._export_meta(),
@@ -447,12 +449,32 @@ class ExportFacade(ServiceFacade):
             region=region,
         )
 
-    def export_iceberg_status(self, topic: str, target: IcebergTarget) -> IcebergStatus:
+    def export_iceberg_status(
+        self, topic: str, target: IcebergTarget, *, cluster: PulsarCluster | None = None
+    ) -> IcebergStatus:
         """The table's current snapshot, its ``metadata_location``, the topic's watermark (as
         the table carries it) and its lag. ``topic``: a Pulsar topic, or a Kafka partition's
-        key ``kafka:<topic>:<partition>``."""
+        key ``kafka:<topic>:<partition>``; with ``cluster``, that real Pulsar cluster's topic
+        (one managed ledger: its watermark keyed by the cluster, its lag from its
+        ``ManagedLedgerInfo``)."""
+        if cluster is not None:
+            of = (cluster.location, cluster.source.managed_ledger(topic))
+            return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms(), cluster=of)
         kafka = self.kafka().ctx.meta if topic.startswith("kafka:") else None
         return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms(), kafka)
+
+    def export_iceberg_reset(
+        self, topic: str, target: IcebergTarget, to: str, *, cluster: str | None = None
+    ) -> IcebergResetReport:
+        """Move the topic's watermark in the table back to ``to`` (``ledger:entry[:batch]`` or
+        a time) and delete its rows after it, in one Iceberg commit: the next run exports
+        them again. ``cluster``: the metadata-store URL of the real Pulsar cluster whose topic
+        this is (``--pulsar-metadata``; not connected to: the watermark is keyed by its
+        location)."""
+        from offloader.pulsar_cluster import parse_metadata_url
+
+        location = None if cluster is None else parse_metadata_url(cluster).canonical
+        return reset_iceberg(target, topic, to, location)
 
     def export_expire_snapshots(
         self, target: IcebergTarget, older_than_seconds: int, *, retain_last: int = 1
@@ -469,18 +491,10 @@ class ExportFacade(ServiceFacade):
         return clean_orphans(target, min_age_seconds, dry_run=dry_run)
 
 
-def _not_iceberg(target: str, instead: str | None) -> None:
+def _not_iceberg(target: str, instead: str) -> None:
     """Refuse an ``iceberg://`` target where a Parquet directory is meant."""
     if normalize_target(target).startswith("iceberg://"):
-        raise ConfigError(
-            f"{target} is an Iceberg table: "
-            + (
-                f"use Offloader.{instead}"
-                if instead
-                else "export reset works on Parquet targets only (an Iceberg table keeps its "
-                "older snapshots: read one by its metadata file)"
-            )
-        )
+        raise ConfigError(f"{target} is an Iceberg table: use Offloader.{instead}")
 
 
 def _some(selection: TopicSelection, topics: list[str], kind: str = "topic") -> list[str]:

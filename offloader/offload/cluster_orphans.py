@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from formats.keys import INDEX_SUFFIX, data_key, parse_key, parse_user_metadata
+from formats.keys import INDEX_SUFFIX, ObjectKey, parse_key, parse_user_metadata
 from offloader.errors import (
     AccessDenied,
     InvalidKeyError,
@@ -50,6 +50,7 @@ from offloader.logs import get_logger
 from offloader.naming import TopicName
 from offloader.pulsar_cluster.base import ClusterTopic, PulsarClusterSource
 from offloader.store import ObjectStore
+from offloader.store.base import ObjectInfo
 
 log = get_logger(__name__)
 
@@ -58,6 +59,8 @@ LEDGER_GONE = "ledger-gone"
 TOPIC_DELETED = "topic-deleted"
 UNKNOWN = "unknown-managed-ledger"
 NOT_OFFLOAD_KEY = "not-an-offload-key"
+#: HEADs in flight when the objects of ledgers no managed ledger lists are classified
+HEAD_CONCURRENCY = 8
 UNFINISHED_UPLOAD = "unfinished-upload"
 FOREIGN_UPLOAD = "foreign-upload"
 #: what gc deletes (``unknown-managed-ledger`` only when told ``include_unknown``)
@@ -197,7 +200,9 @@ def _references(cluster_topics: Iterable[ClusterTopic], namespaces: set[str]) ->
 
 
 def _object_keys(pairs: set[tuple[str, int]]) -> frozenset[str]:
-    data = [data_key(uid, lid) for uid, lid in pairs]
+    # the UUIDs are java_uuid's (canonical lower case): data_key's UUID check, one
+    # uuid.UUID per ledger, is skipped; the key form is data_key's
+    data = [f"{uid}-ledger-{lid}" for uid, lid in pairs]
     return frozenset(data + [d + INDEX_SUFFIX for d in data])
 
 
@@ -268,6 +273,8 @@ def audit_cluster_bucket(
     audit = ClusterAudit(store.url, source.location, now, topics=refs.topics)
     audit.referenced_ledgers = len(refs.ledger_owner)
     heads: dict[tuple[str, int], tuple[str, str | None]] = {}
+    unlisted: dict[tuple[str, int], str] = {}  # pair -> the key whose HEAD tells its reason
+    found: list[tuple[ObjectInfo, int | None, ObjectKey, str | None]] = []
     pairs, referenced = refs.pairs, refs.keys
     for info in listed:
         audit.listed_objects += 1
@@ -287,14 +294,19 @@ def audit_cluster_bucket(
             audit.objects.append(ClusterOrphan(info.key, info.size, NOT_OFFLOAD_KEY, when))
             continue
         owner = refs.ledger_owner.get(key.ledger_id)
+        if owner is None:
+            unlisted.setdefault((key.uuid, key.ledger_id), info.key)
+        found.append((info, when, key, owner))
+    if unlisted:  # one HEAD per unlisted ledger attempt, several in flight
+        with ThreadPoolExecutor(min(HEAD_CONCURRENCY, len(unlisted))) as pool:
+            reasons = pool.map(lambda k: _classify_unlisted(store, k, refs), unlisted.values())
+            heads = dict(zip(unlisted, reasons, strict=True))
+    for info, when, key, owner in found:
         ml: str | None
         if owner is not None:
             reason, ml = SUPERSEDED, owner
         else:
-            pair = (key.uuid, key.ledger_id)
-            if pair not in heads:
-                heads[pair] = _classify_unlisted(store, info.key, refs)
-            reason, ml = heads[pair]
+            reason, ml = heads[(key.uuid, key.ledger_id)]
         audit.objects.append(
             ClusterOrphan(info.key, info.size, reason, when, key.uuid, key.ledger_id, ml)
         )

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from offloader.api import ExportSpec, Offloader
-from offloader.errors import ExportError, IcebergSchemaError
+from offloader.errors import ConfigError, ExportError, IcebergSchemaError
 from offloader.export.iceberg import run_iceberg_export
 from offloader.export.iceberg_catalog import open_catalog
 from offloader.export.iceberg_target import PUBLISH_PREFIX, RUN_KEY, WATERMARK_PREFIX
@@ -227,6 +227,37 @@ def test_expire_snapshots_keeps_the_watermark(home: Any) -> None:
     values += produce_ledger(off, clock, TOPIC, len(values), 4)
     (last,) = off.export_iceberg_run([TOPIC], spec, engine="local")
     assert last.previous == after.watermark and last.rows == 4
+
+
+def test_reset_deletes_the_rows_after_the_point_in_one_commit(home: Any) -> None:
+    off, clock, values = home
+    other = produce_ledger(off, clock, OTHER, 0, 10)
+    spec = ExportSpec(TABLE, partition_by="dt")
+    first = {r.topic: r for r in off.export_iceberg_run([TOPIC, OTHER], spec, engine="local")}
+    target = off.iceberg_target(TABLE)
+    ledger = first[TOPIC].watermark[0]
+    reset = off.export_iceberg_reset(TOPIC, target, f"{ledger}:3")
+    assert reset.previous == first[TOPIC].watermark and reset.watermark == (ledger, 2)
+    kept = scan(reset.metadata_location, "count(*)", f"WHERE topic = '{TOPIC}'")[0][0]
+    assert kept + reset.removed_rows == len(values)
+    (last,) = scan(
+        reset.metadata_location,
+        "max(ledger_id * 1000000 + entry_id)",
+        f"WHERE topic = '{TOPIC}'",
+    )[0:1]
+    assert last[0] == ledger * 1_000_000 + 2
+    # the other topic's rows and watermark are untouched
+    status = off.export_iceberg_status(OTHER, target)
+    assert status.watermark == first[OTHER].watermark
+    assert scan(reset.metadata_location, "count(*)", f"WHERE topic = '{OTHER}'")[0][0] == 10
+    # the next run writes exactly the rows removed: every message once
+    again = {r.topic: r for r in off.export_iceberg_run([TOPIC, OTHER], spec, engine="local")}
+    assert again[TOPIC].rows == reset.removed_rows and again[OTHER].rows == 0
+    everything = values + other
+    got = table_digest(again[TOPIC].metadata_location)
+    assert got == (len(everything), len(everything), digest(everything))
+    with pytest.raises(ConfigError, match="Kafka"):
+        off.export_iceberg_reset("kafka:orders:0", target, "0:0")
 
 
 def test_schema_union_by_name_and_an_incompatible_change(tmp_path: Path) -> None:

@@ -160,3 +160,64 @@ def test_export_run_of_a_cluster_topic_to_iceberg_exactly_once(
     )
     assert rows == [(lid, i) for lid in (30, 31, 32) for i in range(5)]
     assert {t for f in files for t in pq_.read_table(f)["topic"].to_pylist()} == {TOPIC}
+
+
+def test_export_status_and_reset_of_a_cluster_topic_in_iceberg(
+    tmp_path: Path,
+    zk_server: ZkServer,
+    cluster: ClusterWriter,
+    moto_endpoint: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.iceberg.helpers import scan
+
+    for name, value in moto_endpoint.env().items():
+        if name != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = moto_endpoint.new_bucket()
+    ledgers = (_offload(moto_endpoint, bucket, 30), _offload(moto_endpoint, bucket, 31))
+    cluster.put_topic(TOPIC, ManagedLedgerInfo((*ledgers, plain(32, entries=7))))
+    url = zk_server.url(cluster.chroot)
+    home = tmp_path / "home"
+    base = ("--json", "--pulsar-metadata", url, "export")
+    table = "iceberg://lake.metrics"
+    run_args = ("run", "metrics", "--to", table, "--engine", "local")
+    ok(home, *base, *run_args)
+    (status,) = json_lines(ok(home, *base, "status", "metrics", "--to", table))
+    assert status["topic"] == TOPIC and status["watermark"] == [31, 4]
+    assert status["total_records"] == 10 and status["lag_entries"] == 7  # 32: in BookKeeper
+    assert status["last_closed"] == [31, 4]
+    # this home's own topic of the same name is another stream
+    own = one_line_error(run(home, "export", "status", "metrics", "--to", table))
+    assert "metrics" in own
+    # a reset inside ledger 31: rows 31:2.. deleted (the file holding 31:0..4 rewritten)
+    (reset,) = json_lines(ok(home, *base, "reset", "metrics", "--target", table, "--to", "31:2"))
+    assert reset["topic"] == TOPIC and reset["previous"] == [31, 4]
+    assert reset["watermark"] == [31, 1] and reset["removed_rows"] == 3
+
+    def ids(location: str) -> list[tuple[int, int]]:
+        rows = scan(location, "ledger_id, entry_id", "ORDER BY 1, 2")
+        return [(int(a), int(b)) for a, b in rows]
+
+    assert ids(reset["metadata_location"]) == [(30, i) for i in range(5)] + [(31, 0), (31, 1)]
+    (after,) = json_lines(ok(home, *base, "status", "metrics", "--to", table))
+    assert after["watermark"] == [31, 1] and after["lag_entries"] == 3 + 7
+    assert after["publish_time"] is not None
+    # the next run exports exactly the rows removed, once
+    (again,) = json_lines(ok(home, *base, *run_args))
+    assert again["previous"] == [31, 1] and again["rows"] == 3 and again["watermark"] == [31, 4]
+    assert ids(again["metadata_location"]) == [(lid, i) for lid in (30, 31) for i in range(5)]
+    # a reset by time: every row published at or after ledger 31's first message
+    (by_time,) = json_lines(
+        ok(home, *base, "reset", "metrics", "--target", table, "--to", str(1_700_000_031_000))
+    )
+    assert by_time["watermark"] == [31, -1] and by_time["removed_rows"] == 5
+    assert ids(by_time["metadata_location"]) == [(30, i) for i in range(5)]
+    (third,) = json_lines(ok(home, *base, *run_args))
+    assert third["rows"] == 5 and third["watermark"] == [31, 4]
+    assert ids(third["metadata_location"]) == [(lid, i) for lid in (30, 31) for i in range(5)]
+    # the watermark of a topic never exported, and of another cluster: refused by name
+    other = ("--json", "--pulsar-metadata", "zk:elsewhere:2181", "export")
+    err = one_line_error(run(home, *other, "reset", "metrics", "--target", table, "--to", "30:0"))
+    assert "metrics" in err and "never exported" in err
