@@ -73,7 +73,8 @@ class FileConfig:
     broker_table: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-_TOP_KEYS = {
+#: the top-level keys whose values are strings
+_STRING_KEYS = (
     "store",
     "metadata",
     "pulsar_metadata",
@@ -81,11 +82,8 @@ _TOP_KEYS = {
     "endpoint_url",
     "region",
     "metrics_addr",
-    "broker",
-    "transform",
-    "kafka",
-    "export",
-}
+)
+_TOP_KEYS = {*_STRING_KEYS, "broker", "transform", "kafka", "export"}
 _EXPORT_KEYS = {
     "topics",
     "to",
@@ -182,15 +180,7 @@ def load_file_config(home: Path) -> FileConfig:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     refuse_unknown_keys(data, _TOP_KEYS, f"{path}: unknown key(s)")
     strings: dict[str, str | None] = {}
-    for key in (
-        "store",
-        "metadata",
-        "pulsar_metadata",
-        "kafka_metadata",
-        "endpoint_url",
-        "region",
-        "metrics_addr",
-    ):
+    for key in _STRING_KEYS:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{path}: {key} must be a string")

@@ -266,20 +266,22 @@ def status(
         [
             (
                 f"{s.topic}-{s.partition}",
-                None
-                if s.local_start is None
-                else f"{s.local_start}..{'' if s.local_end is None else s.local_end}",
-                None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}",
-                s.watermark,
-                s.upload_lag,
-                s.remote_segments,
-                _bytes_text(s),
+                *_offset_cells(s),
                 ", ".join(f"{a}..{b}" for a, b, _ in s.gaps) or None,
                 s.last_error,
             )
             for s in rows
         ],
     )
+
+
+def _offset_cells(s: PartitionStatus) -> tuple[object, ...]:
+    """The LOCAL, REMOTE, WATERMARK, LAG, SEGMENTS and BYTES cells of a partition's row."""
+    local = None
+    if s.local_start is not None:
+        local = f"{s.local_start}..{'' if s.local_end is None else s.local_end}"
+    remote = None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}"
+    return (local, remote, s.watermark, s.upload_lag, s.remote_segments, _bytes_text(s))
 
 
 def _cluster_table(rows: list[PartitionStatus]) -> None:
@@ -292,14 +294,7 @@ def _cluster_table(rows: list[PartitionStatus]) -> None:
                 f"{s.topic}-{s.partition}",
                 s.role or (None if s.leader is None else f"broker {s.leader} leads"),
                 s.leader_epoch,
-                None
-                if s.local_start is None
-                else f"{s.local_start}..{'' if s.local_end is None else s.local_end}",
-                None if s.remote_start is None else f"{s.remote_start}..{s.remote_end}",
-                s.watermark,
-                s.upload_lag,
-                s.remote_segments,
-                _bytes_text(s),
+                *_offset_cells(s),
             )
             for s in rows
         ],

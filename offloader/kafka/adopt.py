@@ -112,19 +112,7 @@ def adopt_bucket_copies(ctx: KafkaContext, partition: LocalPartition) -> int:
         if _state(ctx, m.segment_id) is None:
             try:
                 ctx.meta.start_copy(
-                    NewRemoteSegment(
-                        segment_id=m.segment_id,
-                        topic=m.topic,
-                        topic_id=m.topic_id,
-                        partition=m.partition,
-                        base_offset=m.base_offset,
-                        end_offset=m.end_offset,
-                        max_timestamp=m.max_timestamp,
-                        size_bytes=m.log_size,
-                        leader_epochs=dict(m.leader_epochs),
-                        keys=dict(m.keys),
-                        start_offset=m.start_offset if m.start_offset > m.base_offset else None,
-                    ),
+                    NewRemoteSegment.of_marker(m, m.keys),
                     m.finished_ms,
                 )
             except OffloadConflict as exc:

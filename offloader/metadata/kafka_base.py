@@ -35,6 +35,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from formats.kafka.manifest import SegmentMarker
 from formats.kafka.names import KafkaKeyScheme
 from formats.kafka.spans import ObjectChecksums
 from offloader.policies import TransformPolicy
@@ -86,6 +87,24 @@ class NewRemoteSegment:
     @property
     def first_offset(self) -> int:
         return self.base_offset if self.start_offset is None else self.start_offset
+
+    @classmethod
+    def of_marker(cls, m: SegmentMarker, keys: Mapping[str, str]) -> NewRemoteSegment:
+        """The copy a completion marker found in the bucket stands for, its objects at
+        ``keys`` (``metadata rebuild`` and a new leader's adoption record it)."""
+        return cls(
+            segment_id=m.segment_id,
+            topic=m.topic,
+            topic_id=m.topic_id,
+            partition=m.partition,
+            base_offset=m.base_offset,
+            end_offset=m.end_offset,
+            max_timestamp=m.max_timestamp,
+            size_bytes=m.log_size,
+            leader_epochs=dict(m.leader_epochs),
+            keys=dict(keys),
+            start_offset=m.start_offset if m.start_offset > m.base_offset else None,
+        )
 
 
 #: the pinned transform of a segment stored as Kafka wrote it

@@ -207,19 +207,7 @@ class KafkaSegments:
             m, checks = _full_marker(rt, seg)
             try:
                 self.meta.start_copy(
-                    NewRemoteSegment(
-                        segment_id=m.segment_id,
-                        topic=m.topic,
-                        topic_id=m.topic_id,
-                        partition=m.partition,
-                        base_offset=m.base_offset,
-                        end_offset=m.end_offset,
-                        max_timestamp=m.max_timestamp,
-                        size_bytes=m.log_size,
-                        leader_epochs=dict(m.leader_epochs),
-                        keys=dict(seg.keys),
-                        start_offset=m.start_offset if m.start_offset > m.base_offset else None,
-                    ),
+                    NewRemoteSegment.of_marker(m, seg.keys),
                     m.finished_ms if m.started_ms is None else m.started_ms,
                 )
             except OffloadConflict as exc:
