@@ -40,10 +40,10 @@ counted.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from formats.kafka.batch import HEADER_SIZE, BatchHeader, Buffer, iter_batch_headers
+from formats.kafka.batch import HEADER_SIZE, BatchHeader, iter_batch_headers
 from formats.kafka.index import INDEX_INTERVAL_BYTES
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.kafka.context import KafkaContext
@@ -67,9 +67,8 @@ SKIP_SLACK = 2 * INDEX_INTERVAL_BYTES
 #: at most this many bytes (or a tenth of the range)
 SPAN_SLACK = 128 * 1024
 
-#: reads bytes ``[start, end)`` of the ``.log`` (``start`` a batch's first byte): the bytes,
-#: the span-checked part [lo, hi), and the whole batches in them from ``start`` (CRC32Cs matched)
-_Reader = Callable[[int, int], tuple[Buffer, int, int, list[BatchHeader]]]
+#: reads bytes ``[start, end)`` of the ``.log``: the bytes and the span-checked part [lo, hi)
+_Reader = Callable[[int, int], tuple[bytes, int, int]]
 
 
 @dataclass(frozen=True)
@@ -146,23 +145,22 @@ def _reader(
     if is_transformed(record):
         view = cache.log_store(record)  # the .chunks checked, its transform the pinned one
 
-        def read_chunks(start: int, end: int) -> tuple[Buffer, int, int, list[BatchHeader]]:
+        def read_chunks(start: int, end: int) -> tuple[bytes, int, int]:
             data = view.get_range(key, start, end).data  # chunks authenticated
             meter.add_get()
             meter.add_bytes(len(data))
-            return data, start, end, list(_whole_batches(data, key))
+            return data, start, end
 
         return read_chunks
     check_transform(record, None)
     verified = VerifiedLog(store, record)
 
-    def read_plain(start: int, end: int) -> tuple[Buffer, int, int, list[BatchHeader]]:
+    def read_plain(start: int, end: int) -> tuple[bytes, int, int]:
         gets, fetched = verified.gets, verified.fetched
-        try:
-            return verified.read_exact(start, end, SPAN_SLACK, source=key)
-        finally:
-            meter.add_get(verified.gets - gets)
-            meter.add_bytes(verified.fetched - fetched)
+        data, lo, hi = verified.read_exact(start, end, SPAN_SLACK)
+        meter.add_get(verified.gets - gets)
+        meter.add_bytes(verified.fetched - fetched)
+        return data, lo, hi
 
     return read_plain
 
@@ -249,14 +247,15 @@ def _segment_batches(
     offsets, positions = index.offsets, index.positions
     read = _reader(store, cache, record, meter)
     plan = _plan(record, offsets, positions, offset, max_records, max_bytes, min_bytes)
-    data, lo, hi, headers = read(plan.start, plan.end)
+    data, lo, hi = read(plan.start, plan.end)
     at, reads, checked = plan.start, 1, [(lo, hi)]
+    headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     if headers and headers[0].base_offset > offset and at > plan.floor:
         # an unindexed batch between the entry below and the wanted one's holds the offset
-        more, lo, hi, _ = read(plan.floor, at)
-        data, at, reads = bytes(more) + bytes(data), plan.floor, reads + 1
+        more, lo, hi = read(plan.floor, at)
+        data, at, reads = more + data, plan.floor, reads + 1
         checked.append((lo, hi))
-        headers = list(_whole_batches(data, key))
+        headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     if headers and headers[0].base_offset > offset and at > 0:
         log.warning(
             "the .index pointed past the wanted offset; reading the segment from its start",
@@ -265,26 +264,23 @@ def _segment_batches(
             offset=offset,
             first_batch=headers[0].base_offset,
         )
-        data, lo, hi, headers = read(0, plan.end)
+        data, lo, hi = read(0, plan.end)
         at, reads, checked = 0, reads + 1, [(lo, hi)]
+        headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
     chosen = _choose(headers, offset, max_records, max_bytes, min_bytes)
     end = at + len(data)
     while not chosen and end < record.size_bytes:
         # the batch holding the offset runs past what was read (no index entry bounds it)
         end = min(record.size_bytes, end + max(len(data), SPAN_SLACK))
-        data, lo, hi, headers = read(at, end)
+        data, lo, hi = read(at, end)
         reads, checked = reads + 1, [(lo, hi)]
+        headers = list(iter_batch_headers(data, source=key, stop_at_partial=True))
         chosen = _choose(headers, offset, max_records, max_bytes, min_bytes)
     if not chosen:
         list(iter_batch_headers(data, source=key))  # raises: a batch cut off by the end
         raise mismatch(record, key, f"no batch in the .log holds offset {offset}")
     _check(record, key, chosen, at, checked, offsets, positions)
     return _cut(record, key, data, at, chosen, reads)
-
-
-def _whole_batches(data: Buffer, key: str) -> Iterator[BatchHeader]:
-    """The whole batches of ``data`` from its start, each CRC32C matched."""
-    return iter_batch_headers(data, source=key, stop_at_partial=True)
 
 
 def _choose(
@@ -352,18 +348,14 @@ def _against_index(header: BatchHeader, where: int, low: int | None, high: int) 
 def _cut(
     record: RemoteSegmentRecord,
     key: str,
-    data: Buffer,
+    data: bytes,
     at: int,
     chosen: list[BatchHeader],
     reads: int,
 ) -> FetchedBatches:
-    """The chosen batches as one buffer (a copy of them from what was read, positions
-    rebased)."""
+    """The chosen batches as one buffer (a slice of what was read, positions rebased)."""
     first, last = chosen[0].position, chosen[-1].end
-    if isinstance(data, bytes) and (first, last) == (0, len(data)):
-        body = data
-    else:
-        body = bytes(memoryview(data)[first:last])
+    body = data if (first, last) == (0, len(data)) else data[first:last]
     rebased = tuple(
         BatchHeader(h.position - first, *(getattr(h, f) for f in _FIELDS)) for h in chosen
     )

@@ -28,13 +28,8 @@ verified only by Kafka's batch CRC32Cs and the batch guard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
-import crc32c as _crc32c
-
-from formats.kafka.batch import BatchHeader, Buffer, iter_batch_headers
-from formats.kafka.batch_stream import BatchStream
-from formats.kafka.errors import KafkaCorruptError, KafkaFormatError
+from formats.kafka.batch import BatchHeader
+from formats.kafka.errors import KafkaCorruptError
 from formats.kafka.spans import ObjectChecksums
 from formats.transform import TransformSection
 from offloader.errors import RemoteSegmentMismatch
@@ -52,15 +47,6 @@ __all__ = [
 ]
 
 CHUNKS = "chunks"
-
-#: bytes a streamed read (:meth:`VerifiedLog.read_exact`) takes from the body at a time: the
-#: batches and spans they complete are checked before the next piece is read
-STREAM_CHUNK = 256 * 1024
-
-
-def _batches(data: Buffer, source: str | None) -> Iterator[BatchHeader]:
-    """The whole batches of ``data`` from its start, each CRC32C matched."""
-    return iter_batch_headers(data, source=source, stop_at_partial=True)
 
 
 def mismatch(record: RemoteSegmentRecord, key: str, why: str) -> RemoteSegmentMismatch:
@@ -155,7 +141,7 @@ class VerifiedLog:
             )
         #: the last checked spans: object offset and bytes
         self._held_at = 0
-        self._held: bytes | bytearray = b""
+        self._held = b""
         #: the ranged GETs made and the bytes they brought (what a fetch meter records)
         self.gets = 0
         self.fetched = 0
@@ -178,7 +164,7 @@ class VerifiedLog:
             return b""
         held_end = self._held_at + len(self._held)
         if self._held_at <= start and end <= held_end:
-            return bytes(memoryview(self._held)[start - self._held_at : end - self._held_at])
+            return self._held[start - self._held_at : end - self._held_at]
         a, b = spans.covering(start, end)
         got = self._get(a, b)
         self._check_whole(got)
@@ -195,100 +181,50 @@ class VerifiedLog:
         self._held_at, self._held = a, data
         return data[start - a : end - a]
 
-    def read_exact(
-        self, start: int, end: int, slack: int, *, source: str | None = None
-    ) -> tuple[memoryview, int, int, list[BatchHeader]]:
-        """Bytes ``[start, end)`` of the ``.log`` from one streamed ranged GET of about those
-        bytes (``start`` is a batch's first byte), the part ``[lo, hi)`` of them checked
-        against the record's span CRC32Cs, and the whole batches in them from ``start``, each
-        header read and its CRC32C matched (a batch cut off by ``end`` is left out). The body is
-        read in :data:`STREAM_CHUNK` pieces into one buffer, and each batch's CRC32C and each
-        span's are checked as soon as their bytes have arrived, so the checks overlap the
-        transfer and the fetch ends one piece's checks after its last byte. The range is
+    def read_exact(self, start: int, end: int, slack: int) -> tuple[bytes, int, int]:
+        """Bytes ``[start, end)`` of the ``.log`` from one ranged GET of about those bytes, and
+        the part ``[lo, hi)`` of them checked against the record's span CRC32Cs. The range is
         widened to whole spans (all of it checked) when that costs at most ``slack`` bytes or a
         tenth of the range; otherwise only the spans lying wholly inside it are checked, and
         the bytes of the partial spans at its edges are the caller's to cross-check (a batch's
-        CRC32C covers all of its bytes but its first 21). Rows without checks: ``lo == hi``.
-        Spans held from the last read answer with no GET."""
+        CRC32C covers all of its bytes but its first 21). Rows without checks: ``lo == hi``."""
         spans = self._spans
-        end = min(end, self._record.size_bytes)
         if spans is None:
-            a, b, lo, hi = start, end, start, start
-        else:
-            a, b = spans.covering(start, end)
-            if (start - a) + (b - end) <= max(slack, (end - start) // 10):
-                lo, hi = start, end
-                held_end = self._held_at + len(self._held)
-                if self._held_at <= start and end <= held_end:  # no GET: the spans are here
-                    data = memoryview(self._held)[start - self._held_at : end - self._held_at]
-                    return data, lo, hi, list(_batches(data, source))
-            else:
-                a, b = start, end
-                lo = -(-start // spans.span) * spans.span
-                hi = max(lo, end if end == spans.size else end // spans.span * spans.span)
-        whole = spans is not None and (a, b) != (start, end)  # widened: every span checked
-        buf, batches = self._stream(a, b, start - a, *((a, b) if whole else (lo, hi)), source)
-        if whole:
-            self._held_at, self._held = a, buf  # whole spans: kept for the next read
-        return memoryview(buf)[start - a : end - a], lo, hi, batches
-
-    def _stream(
-        self, a: int, b: int, first: int, lo: int, hi: int, source: str | None
-    ) -> tuple[bytearray, list[BatchHeader]]:
-        """Bytes ``[a, b)`` read into one buffer, the batches from ``first`` (an offset in
-        it) checked as they arrive, and the spans wholly inside ``[lo, hi)``."""
-        reader = self._store.open_range(self._key, a, b)
-        self.gets += 1
-        try:
-            self._check_fetched(reader.metadata, reader.size)
-            buf = bytearray(b - a)
-            batches: list[BatchHeader] = []
-            view = memoryview(buf)
-            stream = BatchStream(source=source)
-            spans = self._spans
-            span = spans.span if spans is not None else 1
-            size = self._record.size_bytes
-            # the spans wholly inside [lo, hi): k..stop-1 (the object's last one may be short)
-            k, stop = -(-lo // span), (-(-hi // span) if hi == size else hi // span)
-            filled = fed = 0
-            failed: KafkaFormatError | None = None
-            while filled < len(buf):
-                piece = reader.read(min(STREAM_CHUNK, len(buf) - filled))
-                view[filled : filled + len(piece)] = piece
-                filled += len(piece)
-                self.fetched += len(piece)
-                if filled > first and failed is None:  # the batches, as their bytes arrive
-                    try:
-                        batches += stream.feed(view[max(fed, first) : filled])
-                    except KafkaFormatError as exc:
-                        failed = exc  # raised once the spans are checked: theirs comes first
-                    fed = filled
-                while spans is not None and k < stop and a + filled >= min((k + 1) * span, size):
-                    span_end = min((k + 1) * span, size)
-                    if _crc32c.crc32c(view[k * span - a : span_end - a]) != spans.crcs[k]:
-                        raise mismatch(
-                            self._record,
-                            self._key,
-                            f"span {k} (bytes {k * span}..{span_end - 1}) does not match its "
-                            "recorded CRC32C",
-                        )
-                    k += 1
-        finally:
-            reader.close()
-        if failed is not None:
-            raise failed
-        return buf, batches
+            got = self._get(start, end)
+            self._check_whole(got)
+            return got.data, start, start
+        end = min(end, spans.size)
+        a, b = spans.covering(start, end)
+        if (start - a) + (b - end) <= max(slack, (end - start) // 10):
+            return self.read(start, end), start, end
+        got = self._get(start, end)
+        self._check_whole(got)
+        data = got.data
+        if len(data) != end - start:
+            raise mismatch(
+                self._record, self._key, f"{len(data)} bytes at {start}, {end - start} expected"
+            )
+        lo = -(-start // spans.span) * spans.span
+        hi = end if end == spans.size else end // spans.span * spans.span
+        if hi > lo:
+            bad = spans.first_bad_span(memoryview(data)[lo - start : hi - start], lo)
+            if bad is not None:
+                raise mismatch(
+                    self._record,
+                    self._key,
+                    f"span {bad} (bytes {bad * spans.span}.."
+                    f"{min(spans.size, (bad + 1) * spans.span) - 1}) does not match its "
+                    "recorded CRC32C",
+                )
+        return data, lo, max(lo, hi)
 
     def _check_whole(self, got: GetResult) -> None:
-        self._check_fetched(got.metadata, got.size)
-
-    def _check_fetched(self, metadata: Mapping[str, str], size: int) -> None:
-        check_binding(self._record, self._key, GetResult(b"", size, dict(metadata)))
-        if size != self._record.size_bytes:
+        check_binding(self._record, self._key, got)
+        if got.size != self._record.size_bytes:
             raise mismatch(
                 self._record,
                 self._key,
-                f"the object has {size} bytes, the segment {self._record.size_bytes}",
+                f"the object has {got.size} bytes, the segment {self._record.size_bytes}",
             )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from offloader.keyring import KEY_RING_ENV, KeyRing
 from offloader.metadata.kafka_base import RemoteSegmentRecord
 from offloader.metrics.base import NullMetrics
 from offloader.store import MeteredObjectStore
-from offloader.store.base import GetResult, ObjectStore, RangeReader
+from offloader.store.base import GetResult, ObjectStore
 from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.logdir import write_partition
 
@@ -46,45 +46,16 @@ class CountingMetrics(NullMetrics):
 
 
 class ByteCounting(FaultyObjectStore):
-    """Counts the bytes ranged GETs return (whole, or streamed by ``open_range``)."""
+    """Counts the bytes ranged GETs return."""
 
     def __init__(self, inner: ObjectStore) -> None:
         super().__init__(inner)
         self.bytes_read = 0
-        self.pieces: list[int] = []
 
     def get_range(self, key: str, start: int, end: int) -> GetResult:
         got = super().get_range(key, start, end)
         self.bytes_read += len(got.data)
         return got
-
-    def open_range(self, key: str, start: int, end: int) -> RangeReader:
-        return _CountedReader(super().open_range(key, start, end), self)
-
-
-class _CountedReader:
-    """A streamed body whose bytes (and pieces) are counted on its store."""
-
-    def __init__(self, inner: RangeReader, counting: ByteCounting) -> None:
-        self._inner = inner
-        self._counting = counting
-
-    @property
-    def size(self) -> int:
-        return self._inner.size
-
-    @property
-    def metadata(self) -> Mapping[str, str]:
-        return self._inner.metadata
-
-    def read(self, n: int) -> bytes:
-        data = self._inner.read(n)
-        self._counting.bytes_read += len(data)
-        self._counting.pieces.append(len(data))
-        return data
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 @dataclass
@@ -177,7 +148,7 @@ def test_the_batches_of_every_kind_of_offset_in_one_get(
             for count in (1, 7, 200):
                 got = setup.fetch(record, offset, max_records=count)
                 _check_fetched(setup, topic, record, offset, got, count)
-                assert setup.metrics.requests == Counter({"open_range": 1}), (topic, offset)
+                assert setup.metrics.requests == Counter({"get_range": 1}), (topic, offset)
                 assert got.reads == 1
                 # never the batch before when the index points at the right one (big batches:
                 # every batch has its entry): the batches, and spans within a tenth of them
@@ -213,7 +184,7 @@ def test_a_byte_limit_returns_whole_batches_and_at_least_one(setup: Setup) -> No
     got = setup.fetch(record, h.base_offset, max_bytes=limit)
     _check_fetched(setup, "big", record, h.base_offset, got)
     assert [x.base_offset for x in got.headers] == [headers[3].base_offset, headers[4].base_offset]
-    assert setup.metrics.requests["open_range"] == 1
+    assert setup.metrics.requests["get_range"] == 1
     # both limits: the first reached wins
     got = setup.fetch(record, h.base_offset, max_bytes=10**9, max_records=1)
     assert len(got.headers) == 1
@@ -360,5 +331,5 @@ def test_an_unindexed_batch_behind_a_far_entry_costs_a_second_get(
     for offset in (4, 10, 11, 12, 21, 22):  # (offset 0 and every 13th: small tombstones)
         got = setup.fetch(record, offset, max_records=2)
         _check_fetched(setup, "mixed", record, offset, got, 2)
-        assert got.reads == setup.metrics.requests["open_range"]
+        assert got.reads == setup.metrics.requests["get_range"]
         assert got.reads == (2 if offset % 2 == 0 else 1), offset
