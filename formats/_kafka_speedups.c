@@ -74,9 +74,28 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
     long long base_offset, base_ts, max_ts, last_delta, count;
     long long lo = INT64_MIN, limit = -1;
     int log_append;
-    if (!PyArg_ParseTuple(args, "y*LLLpLL|LL", &buf, &base_offset, &base_ts, &max_ts,
-                          &log_append, &last_delta, &count, &lo, &limit))
+    /* rows mode (row_type given): one list of row_type(*head, offset, timestamp, kind, key,
+       value, headers, *tail), row_type a tuple subclass (a NamedTuple), head and tail tuples */
+    PyObject *row_type = Py_None, *head = NULL, *kind = Py_None, *tail = NULL;
+    if (!PyArg_ParseTuple(args, "y*LLLpLL|LLOO!OO!", &buf, &base_offset, &base_ts, &max_ts,
+                          &log_append, &last_delta, &count, &lo, &limit, &row_type,
+                          &PyTuple_Type, &head, &kind, &PyTuple_Type, &tail))
         return NULL;
+    PyTypeObject *rtype = NULL;
+    Py_ssize_t nhead = 0, ntail = 0;
+    if (row_type != Py_None) {
+        if (!PyType_Check(row_type) ||
+            !PyType_IsSubtype((PyTypeObject *)row_type, &PyTuple_Type) || head == NULL ||
+            tail == NULL) {
+            PyBuffer_Release(&buf);
+            PyErr_SetString(PyExc_TypeError,
+                            "rows mode needs a tuple subclass, a head tuple, a kind and a tail tuple");
+            return NULL;
+        }
+        rtype = (PyTypeObject *)row_type;
+        nhead = PyTuple_GET_SIZE(head);
+        ntail = PyTuple_GET_SIZE(tail);
+    }
     long long emitted = 0;
     const unsigned char *p = (const unsigned char *)buf.buf;
     Py_ssize_t size = buf.len, pos = 0;
@@ -85,7 +104,7 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
     PyObject *empty = PyTuple_New(0);
     PyObject *result = NULL;
     if (empty == NULL) { failed = 2; goto done; }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < (rtype ? 1 : 5); i++) {
         cols[i] = PyList_New(0);
         if (cols[i] == NULL) { failed = 2; goto done; }
     }
@@ -166,15 +185,46 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         }
         emitted++;
         PyObject *o = PyLong_FromLongLong(offset), *t = PyLong_FromLongLong(ts);
-        int bad = o == NULL || t == NULL || PyList_Append(cols[0], o) ||
+        int bad;
+        if (rtype != NULL) {
+            /* the row built in place: a tuple subclass allocated with its items set */
+            PyObject *row = (o == NULL || t == NULL) ? NULL : rtype->tp_alloc(rtype, nhead + 6 + ntail);
+            bad = row == NULL;
+            if (!bad) {
+                Py_ssize_t at_item = 0;
+                for (Py_ssize_t i = 0; i < nhead; i++) {
+                    PyObject *item = PyTuple_GET_ITEM(head, i);
+                    Py_INCREF(item);
+                    PyTuple_SET_ITEM(row, at_item++, item);
+                }
+                PyObject *mid[6] = {o, t, kind, key, value, headers};
+                for (int i = 0; i < 6; i++) {
+                    Py_INCREF(mid[i]);
+                    PyTuple_SET_ITEM(row, at_item++, mid[i]);
+                }
+                for (Py_ssize_t i = 0; i < ntail; i++) {
+                    PyObject *item = PyTuple_GET_ITEM(tail, i);
+                    Py_INCREF(item);
+                    PyTuple_SET_ITEM(row, at_item++, item);
+                }
+                bad = PyList_Append(cols[0], row);
+                Py_DECREF(row);
+            }
+        } else {
+            bad = o == NULL || t == NULL || PyList_Append(cols[0], o) ||
                   PyList_Append(cols[1], t) || PyList_Append(cols[2], key) ||
                   PyList_Append(cols[3], value) || PyList_Append(cols[4], headers);
+        }
         Py_XDECREF(o); Py_XDECREF(t);
         Py_DECREF(key); Py_DECREF(value); Py_DECREF(headers);
         if (bad) { failed = 2; goto done; }
     }
     if (pos != size) { failed = 1; goto done; }
-    result = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
+    if (rtype != NULL) {
+        result = cols[0];
+        Py_INCREF(result);
+    } else
+        result = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
     if (result == NULL) failed = 2;
 done:
     for (int i = 0; i < 5; i++) Py_XDECREF(cols[i]);
@@ -187,7 +237,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode_columns", decode_columns, METH_VARARGS,
-     "A records region decoded into five column lists, or None when not accepted."},
+     "A records region decoded into five column lists (or, given a row type, one list of "
+     "rows), or None when not accepted."},
     {NULL, NULL, 0, NULL},
 };
 

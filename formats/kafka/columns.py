@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from formats.kafka.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader, records_bytes
 from formats.kafka.codecs import NONE
 from formats.kafka.errors import KafkaCorruptError, KafkaTruncatedError
 from formats.kafka.varint import read_varint, read_varlong
 
-__all__ = ["C_MODULE", "RecordColumns", "batch_columns", "decode_columns", "decode_columns_py"]
+__all__ = [
+    "C_MODULE",
+    "RecordColumns",
+    "batch_columns",
+    "batch_rows",
+    "decode_columns",
+    "decode_columns_py",
+    "decode_rows",
+    "decode_rows_py",
+]
 
 Buffer = bytes | bytearray | memoryview
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -186,6 +196,65 @@ def decode_columns(
     return RecordColumns(*found)
 
 
+#: a row type: a tuple subclass (a ``NamedTuple``) built by :func:`decode_rows`
+Row = TypeVar("Row", bound=tuple[Any, ...])
+
+
+def decode_rows_py(
+    data: Buffer,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: bool,
+    last_offset_delta: int,
+    record_count: int,
+    lo: int,
+    limit: int,
+    row_type: type[Row],
+    head: tuple[Any, ...],
+    kind: Any,
+    tail: tuple[Any, ...],
+) -> list[Row]:
+    """The pure-Python twin of the C loop's rows mode: the records of
+    :func:`decode_columns_py` as rows ``row_type(*head, offset, timestamp, kind, key, value,
+    headers, *tail)`` (made as ``tuple.__new__`` makes them: no ``__new__`` of the type runs)."""
+    cols = decode_columns_py(
+        data, base_offset, base_timestamp, max_timestamp, log_append_time, last_offset_delta,
+        record_count, lo, limit,
+    )  # fmt: skip
+    new = tuple.__new__
+    return [
+        new(row_type, (*head, offset, timestamp, kind, key, value, headers, *tail))
+        for offset, timestamp, key, value, headers in zip(*cols, strict=True)
+    ]
+
+
+def decode_rows(
+    data: Buffer,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    log_append_time: bool,
+    last_offset_delta: int,
+    record_count: int,
+    lo: int,
+    limit: int,
+    row_type: type[Row],
+    head: tuple[Any, ...],
+    kind: Any,
+    tail: tuple[Any, ...],
+) -> list[Row]:
+    """The records of an uncompressed records region as rows (C loop, else pure; see
+    :func:`decode_rows_py`): one list, no column lists between, for a caller that wants one
+    object per record (``kafka read``)."""
+    args = (data, base_offset, base_timestamp, max_timestamp, log_append_time,
+            last_offset_delta, record_count, lo, limit, row_type, head, kind, tail)  # fmt: skip
+    found = C_MODULE.decode_columns(*args) if C_MODULE is not None else None
+    if found is None:
+        return decode_rows_py(*args)
+    return cast(list[Row], found)
+
+
 def batch_columns(
     buf: Buffer,
     header: BatchHeader,
@@ -198,21 +267,59 @@ def batch_columns(
     batch is compressed), those at offset ``lo`` or above, at most ``limit`` (-1: all; every
     record is checked either way); a malformed record is a typed error naming the batch and
     ``source``."""
+    return _decoded(
+        buf, header, source, lambda payload, args: decode_columns(payload, *args, lo, limit)
+    )
+
+
+def batch_rows(
+    buf: Buffer,
+    header: BatchHeader,
+    row_type: type[Row],
+    head: tuple[Any, ...],
+    tail: tuple[Any, ...],
+    *,
+    source: str | None = None,
+    lo: int = -(2**63),
+    limit: int = -1,
+) -> list[Row]:
+    """:func:`batch_columns` as rows: ``row_type(*head, offset, timestamp, timestamp type,
+    key, value, headers, *tail)`` for each record kept (:func:`decode_rows`)."""
+    kind = header.timestamp_type
+    return _decoded(
+        buf,
+        header,
+        source,
+        lambda payload, args: decode_rows(payload, *args, lo, limit, row_type, head, kind, tail),
+    )
+
+
+T = TypeVar("T")
+
+
+def _decoded(
+    buf: Buffer,
+    header: BatchHeader,
+    source: str | None,
+    decode: Callable[[Buffer, tuple[int, int, int, bool, int, int]], T],
+) -> T:
+    """``decode`` run on the batch's records region (decompressed when the batch is), its
+    errors naming the batch and ``source``."""
     if header.compression == NONE:  # a view of the region: no copy before the C loop
         payload: Buffer = memoryview(buf)[header.position + HEADER_SIZE : header.end]
     else:
         payload = records_bytes(buf, header, source=source)
     try:
-        return decode_columns(
+        return decode(
             payload,
-            header.base_offset,
-            header.base_timestamp,
-            header.max_timestamp,
-            header.timestamp_type == LOG_APPEND_TIME,
-            header.last_offset_delta,
-            header.record_count,
-            lo,
-            limit,
+            (
+                header.base_offset,
+                header.base_timestamp,
+                header.max_timestamp,
+                header.timestamp_type == LOG_APPEND_TIME,
+                header.last_offset_delta,
+                header.record_count,
+            ),
         )
     except KafkaTruncatedError as exc:
         raise KafkaTruncatedError(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formats.kafka.batch import BatchHeader, iter_batch_headers
-from formats.kafka.columns import batch_columns
+from formats.kafka.columns import batch_columns, batch_rows
 from offloader.errors import ConfigError, ObjectNotFound
 from offloader.kafka.batches import segment_batches
 from offloader.kafka.context import KafkaContext
@@ -118,13 +118,16 @@ def _remote_rows(
     offset: int,
     count: int | None,
     metrics: Metrics,
-) -> Iterator[KafkaRecordRow]:
-    """Records of a remote segment from ``offset`` on, by batch fetches
+) -> Iterator[list[KafkaRecordRow]]:
+    """Records of a remote segment from ``offset`` on, a list per batch, by batch fetches
     (:func:`~offloader.kafka.batches.segment_batches`: one ranged GET of the batches the
-    count needs, or of :data:`MAX_WINDOW` bytes at a time without one), decoded into columns."""
+    count needs, or of :data:`MAX_WINDOW` bytes at a time without one), each batch's records
+    decoded straight into rows by the C loop (:func:`~formats.kafka.columns.batch_rows`: no
+    Python loop per record)."""
     assert view.record is not None and view.end is not None
     cursor = max(offset, view.base)
     remaining = count
+    head, tail = (topic, partition), (view.tier,)
     while cursor <= view.end and (remaining is None or remaining > 0):
         fetched = segment_batches(
             store,
@@ -140,28 +143,20 @@ def _remote_rows(
             if header.is_control:
                 continue
             # from the wanted offset (not below a straddling copy's start), the count's records
-            cols = batch_columns(
+            rows = batch_rows(
                 fetched.data,
                 header,
+                KafkaRecordRow,
+                head,
+                tail,
                 source=view.source,
                 lo=cursor,
                 limit=-1 if remaining is None else remaining,
             )
-            kind = header.timestamp_type
-            for at, found in enumerate(cols.offsets):
-                yield KafkaRecordRow(
-                    topic,
-                    partition,
-                    found,
-                    cols.timestamps[at],
-                    kind,
-                    cols.keys[at],
-                    cols.values[at],
-                    cols.headers[at],
-                    view.tier,
-                )
-                if remaining is not None:
-                    remaining -= 1
+            if rows:
+                yield rows
+            if remaining is not None:
+                remaining -= len(rows)
         cursor = fetched.next_offset
 
 
@@ -373,9 +368,17 @@ def _generate(
         last = None
         try:
             if view.tier == "remote" and start.offset is not None:
-                rows = _remote_rows(
+                # a batch's rows at a time (the count's at most: batch_columns' limit)
+                for chunk in _remote_rows(
                     store, cache, view, topic, partition, start.offset, remaining, metrics
-                )
+                ):
+                    yield from chunk
+                    last = chunk[-1].offset
+                    if remaining is not None:
+                        remaining -= len(chunk)
+                        if remaining <= 0:
+                            return
+                rows: Iterator[KafkaRecordRow] = iter(())
             else:
                 rows = _segment_rows(view, topic, partition, start, remaining, metrics)
             for row in rows:

@@ -6,7 +6,7 @@ public decoder raises the same typed error either way; and the columns are decod
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from formats.kafka import columns
 from formats.kafka.batch import HEADER_SIZE, decode_records, read_batch_header
-from formats.kafka.columns import C_MODULE, batch_columns, decode_columns, decode_columns_py
+from formats.kafka.columns import (
+    C_MODULE,
+    batch_columns,
+    batch_rows,
+    decode_columns,
+    decode_columns_py,
+    decode_rows,
+    decode_rows_py,
+)
 from formats.kafka.encode import NewRecord, encode_batch, encode_record
 from formats.kafka.errors import KafkaCorruptError, KafkaFormatError, KafkaTruncatedError
 from formats.kafka.varint import write_varint
@@ -48,9 +56,25 @@ def _args(
     return (payload, base, 1_000, 2_000, False, 10**6 if last is None else last, count or 0)
 
 
+class Row(NamedTuple):
+    """A row of the rows mode (the shape of KafkaRecordRow: two fields before, one after)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    tier: str
+
+
 def _both(args: tuple[bytes, int, int, int, bool, int, int]) -> None:
     """C's answer is pure Python's, or None where pure Python raises (or computes a value
-    beyond int64); the public decoder gives the same result or the same error either way."""
+    beyond int64); the public decoder gives the same result or the same error either way;
+    and the same in rows mode."""
+    _both_rows(args)
     c = C.decode_columns(*args)
     try:
         pure = decode_columns_py(*args)
@@ -62,6 +86,30 @@ def _both(args: tuple[bytes, int, int, int, bool, int, int]) -> None:
         return
     assert c is None or c == pure
     assert tuple(decode_columns(*args).__dict__.values()) == pure
+
+
+def _both_rows(args: tuple[bytes, int, int, int, bool, int, int]) -> None:
+    rows_args = (*args, -(2**63), -1, Row, ("t", 0), 0, ("remote",))
+    c = C.decode_columns(*rows_args)
+    try:
+        pure = decode_rows_py(*rows_args)
+    except KafkaFormatError as exc:
+        assert c is None
+        with pytest.raises(type(exc)) as caught:
+            decode_rows(*rows_args)
+        assert str(caught.value) == str(exc)
+        return
+    assert c is None or c == pure
+    assert decode_rows(*rows_args) == pure
+
+
+def test_rows_mode_refuses_a_row_type_that_is_not_a_tuple() -> None:
+    args = _args(b"", count=0)
+    with pytest.raises(TypeError, match="tuple subclass"):
+        C.decode_columns(*args, -1, -1, dict, (), 0, ())
+    with pytest.raises(TypeError):
+        C.decode_columns(*args, -1, -1, Row, ["not", "a tuple"], 0, ())
+    assert C.decode_columns(*args, -1, -1, Row, (), 0, ()) == []  # no records: no rows
 
 
 @SETTINGS
@@ -105,6 +153,19 @@ def test_c_columns_are_the_pure_columns_and_the_records(
     kept = kept if limit < 0 else kept[:limit]
     assert sliced[0] == [cols.offsets[i] for i in kept]
     assert sliced[3] == [cols.values[i] for i in kept]
+    # rows mode: the same records as rows, built in C and by the pure twin alike
+    rows_args = (*args, lo, limit, Row, ("t", 3), h.timestamp_type, ("remote",))
+    c_rows = C.decode_columns(*rows_args)
+    pure_rows = decode_rows_py(*rows_args)
+    assert c_rows is not None and c_rows == pure_rows
+    assert all(type(r) is Row for r in c_rows) and all(type(r) is Row for r in pure_rows)
+    assert c_rows == [
+        Row("t", 3, cols.offsets[i], cols.timestamps[i], h.timestamp_type, cols.keys[i],
+            cols.values[i], cols.headers[i], "remote")
+        for i in kept
+    ]  # fmt: skip
+    assert batch_rows(batch, h, Row, ("t", 3), ("remote",), lo=lo, limit=limit) == c_rows
+    assert [r.offset for r in c_rows] == sliced[0] and [r.key for r in c_rows] == sliced[2]
 
 
 @SETTINGS
