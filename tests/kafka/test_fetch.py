@@ -13,6 +13,7 @@ import pytest
 from formats.kafka.batch import iter_records
 from offloader.api import KafkaTier
 from offloader.errors import ConfigError, ObjectNotFound
+from offloader.kafka.types import KafkaRecordRow
 from offloader.store.faulty import FaultyObjectStore
 from tests.kafka.logdir import PartitionLayout, write_partition
 
@@ -58,6 +59,26 @@ def test_remote_read_from_every_kind_of_offset(
             assert got == expected[first : first + count], (start, count)
     # everything, in one go, crossing every segment
     assert _rows(tier.read("orders", 0, from_offset=0)) == expected
+
+
+def test_remote_rows_are_whole_record_rows(
+    uploaded: tuple[KafkaTier, PartitionLayout, Path],
+) -> None:
+    """The rows the C loop builds (rows mode) are KafkaRecordRow like any other: every field,
+    the timestamp type of their batch, the tier, and the named tuple's methods."""
+    tier, layout, _ = uploaded
+    expected = [r for r in _expected(layout) if r[0] <= layout.segments[-2][1]]
+    got = list(tier.read("orders", 0, from_offset=expected[3][0], count=50))
+    assert _rows(got) == expected[3:53]
+    for row in got:
+        assert type(row) is KafkaRecordRow and len(row) == len(KafkaRecordRow._fields)
+        assert (row.topic, row.partition, row.tier, row.timestamp_type) == (
+            "orders",
+            0,
+            "remote",
+            0,
+        )
+        assert KafkaRecordRow(**row._asdict()) == row and row._replace(tier="x").tier == "x"
 
 
 def test_one_ranged_get_per_fetch_once_the_index_is_cached(
