@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,11 @@ from formats.kafka.manifest import (
 )
 from formats.manifest import watermark_prefix
 from offloader.api import KafkaSettings, Offloader
-from offloader.errors import RebuildRefused
+from offloader.errors import ObjectNotFound, RebuildRefused
 from offloader.kafka.manifests import write_segment_marker
 from offloader.metadata.kafka_base import COPY_FINISHED
+from offloader.rebuild.base import BodyReader
+from offloader.rebuild.kafka_segments import KafkaSegments
 from tests.kafka.logdir import PartitionLayout, write_partition
 
 SETTINGS = KafkaSettings(part_size=4096, enforce_min_part_size=False, stale_attempt_ms=0)
@@ -433,3 +437,77 @@ def test_a_rekey_moves_the_markers_checks_and_a_rebuild_follows(
     # the interrupted rekey finishes on the rebuilt home; a rebuild after it still matches
     assert new.kafka(SETTINGS).rekey("k3")
     assert _read_all(new, lay) == want_rows
+
+
+class _InFlight:
+    """A real store whose GETs take a little longer and are counted while in flight."""
+
+    def __init__(self, store: Any, delay: float = 0.02) -> None:
+        self.store, self.delay = store, delay
+        self.now = self.most = self.started = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self.lock:
+            self.now += 1
+            self.started += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(self.delay)
+            return self.store.get(key)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_body_reader_overlaps_gets_in_order_and_keeps_errors_typed(make: Make) -> None:
+    store = make("bodies").runtime.store
+    keys = [f"bodies/{n:03d}" for n in range(40)]
+    for n, key in enumerate(keys):
+        store.put(key, f"body {n}".encode(), {})
+    store.delete(keys[7])  # gone between the listing and the GET
+    counted = _InFlight(store)
+    with BodyReader(counted, keys, concurrency=4, lookahead=6) as bodies:
+        assert bodies.read(keys[0]) == b"body 0"
+        assert counted.started <= 1 + 6  # no more started than the window ahead
+        got = []
+        for n, key in enumerate(keys[1:], 1):
+            if n == 7:
+                with pytest.raises(ObjectNotFound):
+                    bodies.read(key)
+                continue
+            got.append(bodies.read(key))
+        with pytest.raises(ObjectNotFound):  # a key not planned: read on the spot
+            bodies.read("bodies/not-planned")
+    assert got == [f"body {n}".encode() for n in range(1, 40) if n != 7]
+    assert 2 <= counted.most <= 4 and counted.started == 41
+
+    one = _InFlight(store, delay=0)
+    with BodyReader(one, keys[:5], concurrency=1) as serial:
+        assert [serial.read(k) for k in keys[:3]] == [b"body 0", b"body 1", b"body 2"]
+    assert one.most == 1 and one.started == 3  # one after another, only what is read
+
+
+def test_marker_bodies_read_concurrently_rebuild_the_same_records_in_the_same_order(
+    make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "logs"
+    _layouts(log_dir)
+    old = make("home")
+    assert old.kafka(SETTINGS).upload(log_dir).ok
+    want = _records(old)
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    monkeypatch.setattr(KafkaSegments, "body_concurrency", 1)
+    serial = make("serial-home").metadata_rebuild()
+    monkeypatch.setattr(KafkaSegments, "body_concurrency", 8)
+    parallel_home = make("parallel-home")
+    parallel = parallel_home.metadata_rebuild()
+    assert [i.as_json() for i in parallel.items] == [i.as_json() for i in serial.items]
+    assert parallel.gets == serial.gets == len(want) and parallel.heads == 0
+    got = _records(parallel_home)
+    assert sorted(got) == sorted(want)
+    for segment_id, record in want.items():
+        for name in record.__dataclass_fields__:
+            assert getattr(got[segment_id], name) == getattr(record, name), (segment_id, name)
