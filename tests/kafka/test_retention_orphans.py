@@ -128,8 +128,9 @@ def _orphans_and_gc(
         )
         store.put(half, b"half-written", {})
         store.create_multipart_upload(half[:-3] + "index", {})
-        # an object of an id nobody recorded
-        store.put(f"{prefix}{5:020d}-{LOST}.log", b"x", {})
+        # an object of an id nobody recorded, in a partition this installation has no copy of
+        stray = f"kafka/orders-{layout.topic_id}/7/{5:020d}-{LOST}.log"
+        store.put(stray, b"x", {})
         report = off.orphans(min_age_seconds=0)
         reasons = sorted((o.reason, o.key.rsplit("/", 1)[1]) for o in report.objects)
         assert reasons == [
@@ -157,7 +158,7 @@ def _orphans_and_gc(
         assert [(o.reason, o.deletable) for o in after.objects] == [
             ("kafka-unclaimed-segment", False)
         ]
-        assert store.head(f"{prefix}{5:020d}-{LOST}.log").size == 1
+        assert store.head(stray).size == 1
         # the live segments' objects were not touched
         for seg in live:
             assert store.head(seg.keys["log"]).size == seg.size_bytes

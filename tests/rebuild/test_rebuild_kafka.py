@@ -24,10 +24,11 @@ from formats.kafka.manifest import (
     watermark_name,
 )
 from formats.manifest import watermark_prefix
-from offloader.api import KafkaSettings, Offloader
+from offloader.api import BrokerSettings, KafkaSettings, Offloader
 from offloader.errors import ObjectNotFound, RebuildRefused
 from offloader.kafka.manifests import write_segment_marker
-from offloader.metadata.kafka_base import COPY_FINISHED
+from offloader.kafka.orphans import audit_kafka, collect_kafka
+from offloader.metadata.kafka_base import COPY_FINISHED, NewRemoteSegment
 from offloader.rebuild.base import BodyReader
 from offloader.rebuild.kafka_segments import KafkaSegments
 from tests.kafka.logdir import PartitionLayout, write_partition
@@ -511,3 +512,98 @@ def test_marker_bodies_read_concurrently_rebuild_the_same_records_in_the_same_or
     for segment_id, record in want.items():
         for name in record.__dataclass_fields__:
             assert getattr(got[segment_id], name) == getattr(record, name), (segment_id, name)
+
+
+def test_gc_collects_superseded_copies_and_orphan_attempts_only_with_min_age(
+    make: Make, store_url: str, tmp_path: Path
+) -> None:
+    """After a rebuild, the copies it reported ``superseded`` and ``orphan`` are what
+    ``objects orphans`` calls ``kafka-superseded-copy`` when finished copies of this home hold
+    their offsets: gc deletes them (markers, objects, open uploads) with --min-age only, a
+    dry run lists them, a copy claimed meanwhile is kept, and an unknown copy of offsets this
+    home does not hold stays ``kafka-unclaimed-segment``."""
+    log_dir = tmp_path / "logs"
+    lay = write_partition(log_dir, "orders", 0, records=600)
+    old = make("home")
+    tier = old.kafka(SETTINGS)
+    assert tier.upload(log_dir).ok
+    store = tier.ctx.store
+    first = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])[0]
+    twin_id = "---------------------A"  # kept by the rebuild: lower than any random id
+    twin_keys = {k: v.replace(first.segment_id, twin_id) for k, v in first.keys.items()}
+    for kind, key in first.keys.items():
+        store.put(twin_keys[kind], store.get(key).data, {})
+    twin = first.__class__(**{**first.__dict__, "segment_id": twin_id, "keys": twin_keys})
+    write_segment_marker(
+        store, twin, log_crc32c=first.log_crc32c or 0, transform="none", finished_ms=1
+    )
+    lost_id, open_id, claimed_id = ("B" * 22, "C" * 22, "E" * 22)
+    lost = first.keys["log"].replace(first.segment_id, lost_id)
+    store.put(lost, b"half", {})  # an unfinished attempt at a recorded base offset
+    claimed = first.keys["log"].replace(first.segment_id, claimed_id)
+    store.put(claimed, b"half", {})
+    upload = first.keys["index"].replace(first.segment_id, open_id)
+    upload_id = store.create_multipart_upload(upload, {})
+    foreign = f"kafka/orders-{lay.topic_id}/5/{0:020d}-{'D' * 22}.log"
+    store.put(foreign, b"not ours to judge", {})  # a partition this home has no copy of
+    marker = next(o.key for o in store.list(KAFKA_MARKERS) if first.segment_id in o.key)
+    want = [(r.offset, r.value) for r in tier.read("orders", 0, from_offset=0)]
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    new = make("new-home")
+    rebuilt = new.metadata_rebuild()
+    assert [i.uuid for i in rebuilt.items if i.action == "superseded"] == [first.segment_id]
+    superseded = {marker, *first.keys.values(), lost, claimed}
+
+    def reasons(report: Any) -> dict[str, tuple[str, bool]]:
+        return {o.key: (o.reason, o.deletable) for o in report.objects}
+
+    # the default minimum age: listed (when old enough), never deletable
+    aged = Offloader.from_settings(
+        tmp_path / "new-home", store_url, broker=BrokerSettings(orphan_min_age_seconds=0)
+    )
+    by_default = reasons(aged.gc())
+    assert {k for k, (r, _) in by_default.items() if r == "kafka-superseded-copy"} == superseded
+    assert not any(deletable for _, deletable in by_default.values())
+    assert [(u.key, u.deletable) for u in aged.orphans().uploads] == [(upload, False)]
+    aged.close()
+    # the caller's own --min-age: deletable; young copies are not even listed
+    assert new.orphans(min_age_seconds=3600).objects == ()
+    listed = reasons(new.orphans(min_age_seconds=0))
+    assert listed == {
+        **{key: ("kafka-superseded-copy", True) for key in superseded},
+        foreign: ("kafka-unclaimed-segment", False),
+    }
+    dry = new.gc(dry_run=True, min_age_seconds=0)
+    assert reasons(dry) == listed and [(u.key, u.deletable) for u in dry.uploads] == [
+        (upload, True)
+    ]
+    keys = {o.key for o in store.list()}
+    assert superseded | {foreign} <= keys  # a dry run deletes nothing
+
+    # a copy claimed between the audit and the deletes is kept
+    ctx = new.kafka(SETTINGS).ctx
+    audit = audit_kafka(ctx, list(store.list()), store.list_multipart_uploads(), 1 << 62, 0,
+                        collect_superseded=True)  # fmt: skip
+    assert set(audit.superseded) == {first.segment_id, lost_id, claimed_id, open_id}
+    ctx.meta.start_copy(
+        NewRemoteSegment(claimed_id, "orders", lay.topic_id, 0, 10**9, 10**9, 1, 4, {},
+                         {"log": claimed}),
+        new.runtime.wall_ms(),
+    )  # fmt: skip
+    assert collect_kafka(ctx, audit) == len(superseded) - 1 + 1  # objects, and the upload
+    left = {o.key for o in store.list()}
+    assert claimed in left and foreign in left and not (superseded - {claimed}) & left
+    assert all(u.upload_id != upload_id for u in store.list_multipart_uploads())
+    # the kept copies are untouched: every offset reads back once
+    got = [(r.offset, r.value) for r in new.kafka(SETTINGS).read("orders", 0, from_offset=0)]
+    assert got == want
+    after = new.orphans(min_age_seconds=0)
+    assert reasons(after) == {
+        foreign: ("kafka-unclaimed-segment", False),
+        claimed: ("kafka-abandoned-copy", True),  # a claim with min-age 0: its own rules
+    }
+    assert new.gc(min_age_seconds=0).removed
+    assert reasons(new.orphans(min_age_seconds=0)) == {foreign: ("kafka-unclaimed-segment", False)}
+    assert foreign in {o.key for o in store.list()}
