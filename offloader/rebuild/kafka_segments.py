@@ -9,8 +9,9 @@ objects are missing, or whose plain ``.log`` is listed with another size, is a `
 Two finished copies of overlapping offsets (two uploaders, a re-upload after a lost
 ``finish_copy``): the lower start offset is kept, then the copy the bucket watermark names,
 then the lower segment id; the other is reported ``superseded`` and not recorded, so the
-orphan audit lists its objects (``kafka-unclaimed-segment``) beside the unfinished attempts
-(reported ``orphan``).
+orphan audit lists its objects (``kafka-superseded-copy``: gc with ``--min-age`` deletes them)
+beside the unfinished attempts (reported ``orphan``; superseded too when a recorded copy holds
+their base offset).
 
 Records are written through the :class:`~offloader.metadata.kafka_base.KafkaMetadataStore`
 Protocol: per partition ``ensure_partition`` (at the bucket watermark), then per kept copy
