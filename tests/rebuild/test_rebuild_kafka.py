@@ -515,7 +515,7 @@ def test_marker_bodies_read_concurrently_rebuild_the_same_records_in_the_same_or
 
 
 def test_gc_collects_superseded_copies_and_orphan_attempts_only_with_min_age(
-    make: Make, store_url: str, tmp_path: Path
+    make: Make, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a rebuild, the copies it reported ``superseded`` and ``orphan`` are what
     ``objects orphans`` calls ``kafka-superseded-copy`` when finished copies of this home hold
@@ -592,7 +592,19 @@ def test_gc_collects_superseded_copies_and_orphan_attempts_only_with_min_age(
                          {"log": claimed}),
         new.runtime.wall_ms(),
     )  # fmt: skip
+    deleted: list[str] = []
+    delete = ctx.store.delete
+
+    def recorded(key: str) -> None:
+        deleted.append(key)
+        delete(key)
+
+    monkeypatch.setattr(ctx.store, "delete", recorded)
     assert collect_kafka(ctx, audit) == len(superseded) - 1 + 1  # objects, and the upload
+    monkeypatch.setattr(ctx.store, "delete", delete)
+    assert set(deleted) == superseded - {claimed}
+    copy = [k for k in deleted if first.segment_id in k]
+    assert copy[0] == marker and set(copy[1:]) == set(first.keys.values())  # marker first
     left = {o.key for o in store.list()}
     assert claimed in left and foreign in left and not (superseded - {claimed}) & left
     assert all(u.upload_id != upload_id for u in store.list_multipart_uploads())
