@@ -179,3 +179,23 @@ def _orphans_and_gc(
             off.runtime.wall_ms(),
         )
         assert off.orphans(min_age_seconds=3600).objects == ()
+
+
+@pytest.mark.parametrize(
+    ("spans", "first", "last", "held"),
+    [
+        ([(0, 99), (100, 199)], 50, 150, True),  # across two copies
+        ([(0, 99), (101, 199)], 50, 150, False),  # offset 100 held by none
+        ([(0, 99)], 0, 99, True),
+        ([(0, 99)], 0, 100, False),
+        ([(10, 99)], 5, 5, False),
+        ([(0, 49), (0, 99), (100, 100)], 0, 100, True),  # overlapping copies
+        ([], 0, 0, False),
+    ],
+)
+def test_a_superseded_copy_needs_every_offset_held(
+    spans: list[tuple[int, int]], first: int, last: int, held: bool
+) -> None:
+    from offloader.kafka.orphans import _covered
+
+    assert _covered(sorted(spans), first, last) is held
