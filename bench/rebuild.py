@@ -27,7 +27,12 @@
    ``.log``, ``.index`` and ``.timeindex`` (tiny) and its completion marker, in 10 topics of 10
    partitions of 100 segments, each partition with its watermark object; the same bare
    ``list_objects_v2`` pass, then ``metadata rebuild --dry-run`` and a rebuild writing the
-   SQLite records of one topic (1,000 segments). GETs and HEADs per segment counted.
+   SQLite records of one topic (1,000 segments). GETs and HEADs per segment counted. Then
+   the marker bodies' GETs (one per recorded copy) before/after in the same run: the same
+   topic rebuilt on two fresh homes, first with one GET at a time (``body_concurrency`` 1,
+   the serial read of before), then with the default window of GETs in flight; each row
+   gives the Kafka rebuilder's apply time (the GETs and the SQLite writes) beside the whole
+   rebuild's, with client CPU.
 4. **Kafka upload cost of the manifests** (``--kafka-segments``, ``--segment-size``; goal
    >= 0.97): a log directory of closed segments uploaded to moto, the marker and watermark
    calls timed around those calls inside the same run. Each figure has the client's CPU
@@ -335,6 +340,7 @@ def _kafka_rebuild_vs_listing(endpoint: S3Endpoint, segments: int, tmp: Path) ->
     assert len(off.kafka().ctx.meta.list_segments()) == wrote
     off.close()
     gets, heads = requests.get("GetObject", 0), requests.get("HeadObject", 0)
+    _kafka_body_reads(endpoint, bucket, tmp)
     record = report(
         f"rebuild.kafka_dry_run_vs_list.{segments}",
         ours,
@@ -358,6 +364,63 @@ def _kafka_rebuild_vs_listing(endpoint: S3Endpoint, segments: int, tmp: Path) ->
         f"(ratio {record['ratio']}; client CPU {record['client_cpu_s']} s vs "
         f"{record['baseline_client_cpu_s']} s; GETs/segment {record['gets_per_segment']}, "
         f"HEADs/segment {record['heads_per_segment']})"
+    )
+
+
+def _kafka_body_reads(endpoint: S3Endpoint, bucket: str, tmp: Path) -> None:
+    """Topic t0 rebuilt with its marker bodies read serially, then concurrently (one run)."""
+    from offloader.rebuild.kafka_segments import KafkaSegments
+
+    apply = KafkaSegments.apply
+    runs: dict[int, dict[str, float]] = {}
+    default = KafkaSegments.body_concurrency
+    for concurrency in (1, default):
+        spent: list[float] = []
+        KafkaSegments.body_concurrency = concurrency
+        KafkaSegments.apply = _timed(apply, spent)  # type: ignore[method-assign]
+        off = _offloader(tmp / f"kafka-bodies-{concurrency}", f"s3://{bucket}/k", endpoint)
+        try:
+            cpu, started = time.process_time(), time.perf_counter()
+            done = off.metadata_rebuild(topics="t0")
+            whole, cpu = time.perf_counter() - started, time.process_time() - cpu
+        finally:
+            KafkaSegments.apply = apply  # type: ignore[method-assign]
+            KafkaSegments.body_concurrency = default
+            off.close()
+        recorded = done.count("offload")
+        assert recorded and done.gets == recorded, done.summary()
+        runs[concurrency] = {
+            "apply": sum(spent),
+            "whole": whole,
+            "cpu": cpu,
+            "gets": done.gets,
+            "records": recorded,
+        }
+    serial, ours = runs[1], runs[default]
+    record = report(
+        "rebuild.kafka_marker_bodies",
+        ours["apply"],
+        serial["apply"],
+        "s",
+        higher_is_better=False,
+        segments=ours["records"],
+        gets=ours["gets"],
+        body_concurrency=default,
+        rebuild_s=round(ours["whole"], 3),
+        baseline_rebuild_s=round(serial["whole"], 3),
+        client_cpu_s=round(ours["cpu"], 3),
+        baseline_client_cpu_s=round(serial["cpu"], 3),
+        server="moto (own process)",
+        method="one run: the same topic rebuilt on two fresh homes, one marker-body GET at a "
+        "time (baseline), then the default window in flight (ours); the times are the Kafka "
+        "rebuilder's apply (GETs and SQLite writes), the rebuild_s fields the whole rebuild "
+        "with its listing",
+    )
+    note(
+        f"kafka rebuild of {ours['records']} segments' records: apply {ours['apply']:.2f} s with "
+        f"{default} GETs in flight vs {serial['apply']:.2f} s one at a time (ratio "
+        f"{record['ratio']}; whole rebuild {ours['whole']:.1f} s vs {serial['whole']:.1f} s; "
+        f"client CPU {ours['cpu']:.2f} s vs {serial['cpu']:.2f} s)"
     )
 
 

@@ -154,7 +154,10 @@ class OrphanObject:
     key: str
     size: int
     #: "superseded-attempt", "deleted-ledger", "stale-temporary" (gc deletes them);
-    #: "unclaimed-uuid", "not-an-offload-key", "foreign-object", "odd-key" (left alone)
+    #: "unclaimed-uuid", "not-an-offload-key", "foreign-object", "odd-key" (left alone);
+    #: Kafka's "kafka-abandoned-copy", "kafka-deleted-segment" (gc deletes them),
+    #: "kafka-superseded-copy" (gc deletes it with the caller's --min-age) and
+    #: "kafka-unclaimed-segment" (left alone)
     reason: str
     last_modified_ms: int | None = None
     #: provably written by this installation: gc deletes it (else it is only reported)

@@ -11,6 +11,13 @@ level, debug included, on stdout.
 
 Nothing logged by this project carries credentials: callers log store URLs and endpoints, never
 keys; :func:`redact` strips userinfo from a URL for the odd case where one is given.
+
+structlog is imported without ``rich``: ``structlog.dev`` imports it, when it is installed
+(pyiceberg brings it), for its console renderer's tracebacks, which our renderers (logfmt and
+JSON) never use; that is about 4 MB of resident memory in every process, a Kafka upload's
+worker included (issue 40's RSS goal). A process that imported structlog or rich before
+``offloader`` keeps them as they are; one that imports structlog only through us and then
+configures structlog's ``ConsoleRenderer`` gets its plain tracebacks instead of rich's.
 """
 
 from __future__ import annotations
@@ -21,7 +28,14 @@ import sys
 import threading
 from typing import Any
 
-import structlog
+_WITHOUT_RICH = "structlog" not in sys.modules and "rich" not in sys.modules
+if _WITHOUT_RICH:
+    sys.modules["rich"] = None  # type: ignore[assignment]  # import rich: ImportError
+try:
+    import structlog
+finally:
+    if _WITHOUT_RICH and "rich" in sys.modules and sys.modules["rich"] is None:
+        del sys.modules["rich"]
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
 #: the query string of a URL (``?X-Amz-Signature=...``): a presigned URL's credentials

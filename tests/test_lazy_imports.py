@@ -1,6 +1,8 @@
 """The heavy optional libraries (pyarrow, pyiceberg, pyspark, the cloud SDKs) load only where
 they are used: importing the library's API, ``offloader --help`` and a Kafka upload's command
-line do not pay for them (pyarrow alone: about 50 MB of RSS at start-up)."""
+line do not pay for them (pyarrow alone: about 50 MB of RSS at start-up). A Kafka upload's
+worker does not load what only Pulsar's offload and read paths use, nor ``rich`` (which
+structlog's console renderer would import: about 4 MB of RSS, issue 40's memory goal)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,17 @@ HEAVY = (
 )
 ROOT = Path(__file__).resolve().parent.parent
 
+#: what the Kafka upload's modules do not load (the facade still loads Pulsar's paths)
+NOT_ON_KAFKA_UPLOAD = (
+    "rich",
+    "offloader.offload.writer",
+    "offloader.offload.commit",
+    "offloader.offload.verification",
+    "offloader.read.handle",
+    "offloader.read.tiered",
+    "offloader.offload.job",
+    "formats.pulsar",
+)
 _PROBE = """
 import sys
 {body}
@@ -27,8 +40,8 @@ print("LOADED:" + ",".join(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-def _loaded(body: str) -> list[str]:
-    code = _PROBE.format(body=body, heavy=HEAVY)
+def _loaded(body: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    code = _PROBE.format(body=body, heavy=heavy)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
@@ -56,3 +69,42 @@ def test_the_probe_sees_a_heavy_import() -> None:
 )
 def test_no_heavy_library_is_loaded(body: str) -> None:
     assert _loaded(body) == []
+
+
+def test_the_probe_sees_rich_and_the_pulsar_writer() -> None:
+    body = "import rich, offloader.offload.writer"
+    loaded = _loaded(body, NOT_ON_KAFKA_UPLOAD)
+    assert {"rich", "offloader.offload.writer", "formats.pulsar"} <= set(loaded)
+
+
+def test_the_kafka_upload_modules_load_neither_rich_nor_the_pulsar_paths() -> None:
+    body = "import offloader.kafka.upload, offloader.kafka.tier"
+    assert _loaded(body, NOT_ON_KAFKA_UPLOAD) == []
+
+
+def test_an_offloader_and_its_kafka_tier_do_not_load_rich(tmp_path: Path) -> None:
+    body = (
+        "from offloader.api import KafkaSettings, Offloader\n"
+        "import offloader.kafka.upload, offloader.kafka.tier\n"
+        f"off = Offloader.from_settings({str(tmp_path)!r}, 's3://bucket/k',"
+        " endpoint_url='http://127.0.0.1:9')\n"
+        "off.kafka(KafkaSettings())\n"
+        "from offloader.logs import configure, get_logger\n"
+        "configure()\n"
+        "get_logger('probe').warning('probe line')"
+    )
+    assert _loaded(body, ("rich",)) == []
+
+
+def test_structlog_without_rich_still_renders_exceptions() -> None:
+    body = (
+        "import io\n"
+        "from offloader.logs import configure, get_logger\n"
+        "out = io.StringIO()\n"
+        "configure(file=out)\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError:\n"
+        "    get_logger('probe').exception('failed')\n"
+        "assert 'ZeroDivisionError' in out.getvalue(), out.getvalue()\n"
+        "import rich\n"  # still importable by whoever wants it afterwards
+    )
+    assert _loaded(body, ("rich",)) == ["rich"]

@@ -297,6 +297,10 @@ def gc(
     Exits 1 when objects that offloaded ledgers claim are missing (data loss, which gc does
     not repair), after removing the orphans.
 
+    Kafka copies no record claims whose offsets this home's finished copies hold
+    (kafka-superseded-copy: a second copy, an upload killed midway) are deleted only when
+    --min-age is given, marker first; other unknown Kafka copies are never deleted.
+
     With --pulsar-metadata (--min-age required): deletes only what `objects orphans` reports
     as no ManagedLedgerInfo's (read again just before deleting), never an object any ledger
     references, never objects of a managed ledger the cluster does not have unless

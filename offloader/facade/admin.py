@@ -195,7 +195,14 @@ class AdminFacade(FacadeBase):
         kafka = self.kafka().ctx
         listed = [o for o in self._rt.store.list() if is_kafka_key(o.key)]
         uploads = self._rt.store.list_multipart_uploads()
-        kafka_audit = audit_kafka(kafka, listed, uploads, self._rt.wall_ms(), max(age, 0) * 1000)
+        kafka_audit = audit_kafka(
+            kafka,
+            listed,
+            uploads,
+            self._rt.wall_ms(),
+            max(age, 0) * 1000,
+            collect_superseded=min_age_seconds is not None,  # only the caller's own age
+        )
         return audit, kafka_audit
 
     def metadata_rebuild(

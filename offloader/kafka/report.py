@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from offloader.api_types import MissingObject, OrphanObject, OrphanReport, OrphanUpload
-from offloader.kafka.orphans import UNCLAIMED, KafkaAudit
+from offloader.kafka.orphans import KafkaAudit
 from offloader.offload.orphans import DELETABLE_REASONS, Audit
 
 
@@ -25,7 +25,7 @@ def orphan_report(audit: Audit, kafka: KafkaAudit, removed: bool) -> OrphanRepor
         for o in audit.objects
     ]
     objects += [
-        OrphanObject(o.key, o.size, o.reason, o.last_modified_ms, o.reason != UNCLAIMED)
+        OrphanObject(o.key, o.size, o.reason, o.last_modified_ms, o.deletable)
         for o in kafka.objects
     ]
     uploads = [

@@ -15,13 +15,49 @@ May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers``
 ``spark``, ``api`` or ``service``.
 """
 
-from offloader.offload.commit import delete_ledger_objects, delete_objects, offload_one
-from offloader.offload.entry_batches import LedgerEntries
-from offloader.offload.job import OffloadJob, UploadedData, UploadStrategy
-from offloader.offload.orphans import Audit, collect_garbage, find_orphans
-from offloader.offload.transformed import TransformedUpload
-from offloader.offload.verification import ObjectCheck, check_offload
-from offloader.offload.writer import OffloadResult, PlainUpload, offload_ledger
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offloader.offload.commit import delete_ledger_objects, delete_objects, offload_one
+    from offloader.offload.entry_batches import LedgerEntries
+    from offloader.offload.job import OffloadJob, UploadedData, UploadStrategy
+    from offloader.offload.orphans import Audit, collect_garbage, find_orphans
+    from offloader.offload.transformed import TransformedUpload
+    from offloader.offload.verification import ObjectCheck, check_offload
+    from offloader.offload.writer import OffloadResult, PlainUpload, offload_ledger
+
+#: where each name re-exported here lives: imported on first use (PEP 562), so that
+#: importing one submodule (the Kafka upload imports a constant of ``manifests``)
+#: does not load the whole package
+_LAZY = {
+    "Audit": "offloader.offload.orphans",
+    "LedgerEntries": "offloader.offload.entry_batches",
+    "ObjectCheck": "offloader.offload.verification",
+    "OffloadJob": "offloader.offload.job",
+    "OffloadResult": "offloader.offload.writer",
+    "PlainUpload": "offloader.offload.writer",
+    "TransformedUpload": "offloader.offload.transformed",
+    "UploadStrategy": "offloader.offload.job",
+    "UploadedData": "offloader.offload.job",
+    "check_offload": "offloader.offload.verification",
+    "collect_garbage": "offloader.offload.orphans",
+    "delete_ledger_objects": "offloader.offload.commit",
+    "delete_objects": "offloader.offload.commit",
+    "find_orphans": "offloader.offload.orphans",
+    "offload_ledger": "offloader.offload.writer",
+    "offload_one": "offloader.offload.commit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
+
 
 __all__ = [
     "Audit",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+from typing import TYPE_CHECKING
 
 from formats.keys import SOFTWARE_VERSION_KEY
 from formats.manifest import (
@@ -36,8 +37,10 @@ from formats.manifest import (
 from offloader.crashpoints import crash_point
 from offloader.errors import InvalidKeyError, PreconditionFailed
 from offloader.logs import get_logger
-from offloader.offload.transformed import WriteTransform
 from offloader.store.base import ObjectStore
+
+if TYPE_CHECKING:  # a type only: the Kafka tier imports this module without the writer
+    from offloader.offload.transformed import WriteTransform
 
 __all__ = [
     "LEDGERS_KIND",

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from formats.block import BlockWriter
 from formats.extension import crc32c
@@ -44,9 +44,11 @@ from formats.wire import BLOCK_HEADER_LEN, ENTRY_HEADER_LEN, S3_MIN_PART_SIZE
 from offloader.crashpoints import crash_point
 from offloader.keyring import KeyRing, ring_path
 from offloader.logs import get_logger
-from offloader.offload.job import OffloadJob, UploadedData
 from offloader.policies import TransformPolicy
 from offloader.store.base import UploadedPart
+
+if TYPE_CHECKING:  # the Kafka tier imports WriteTransform from here, not the ledger writer
+    from offloader.offload.job import OffloadJob, UploadedData
 
 __all__ = ["TransformedUpload", "WriteTransform", "resolve_write_transform"]
 
@@ -164,6 +166,8 @@ class TransformedUpload:
         self.transform = transform
 
     def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
+        from offloader.offload.job import UploadedData  # the ledger writer: on first use
+
         transform = self.transform
         settings, plans = job.settings, job.plans
         total = job.total

@@ -12,10 +12,40 @@ tiered read takes a topic through the small :class:`~offloader.read.tiered.Topic
 protocol instead of importing the managed ledger).
 """
 
-from offloader.read.handle import Entry, ReadHandle
-from offloader.read.objects import BlockRef, block_refs, fetch_block, load_index, read_block
-from offloader.read.offsets_cache import OffsetsCache
-from offloader.read.tiered import read_entries_from, read_ledger
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offloader.read.handle import Entry, ReadHandle
+    from offloader.read.objects import BlockRef, block_refs, fetch_block, load_index, read_block
+    from offloader.read.offsets_cache import OffsetsCache
+    from offloader.read.tiered import read_entries_from, read_ledger
+
+#: where each name re-exported here lives: imported on first use (PEP 562), so that
+#: importing one submodule (the Kafka upload imports ``transformed``'s chunk view)
+#: does not load the whole package
+_LAZY = {
+    "BlockRef": "offloader.read.objects",
+    "Entry": "offloader.read.handle",
+    "OffsetsCache": "offloader.read.offsets_cache",
+    "ReadHandle": "offloader.read.handle",
+    "block_refs": "offloader.read.objects",
+    "fetch_block": "offloader.read.objects",
+    "load_index": "offloader.read.objects",
+    "read_block": "offloader.read.objects",
+    "read_entries_from": "offloader.read.tiered",
+    "read_ledger": "offloader.read.tiered",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
+
 
 __all__ = [
     "BlockRef",

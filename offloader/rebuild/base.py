@@ -17,15 +17,19 @@ objects use their own kind under ``_offloader/v1/watermarks/`` (``formats.manife
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Literal, Protocol
 
 from offloader.runtime import Runtime
-from offloader.store.base import MultipartUploadInfo, ObjectInfo
+from offloader.store.base import MultipartUploadInfo, ObjectInfo, ObjectStore
 
 __all__ = [
+    "BODY_CONCURRENCY",
     "Action",
+    "BodyReader",
     "RebuildItem",
     "RebuildReport",
     "Rebuilder",
@@ -51,6 +55,74 @@ Action = Literal[
 
 #: whether a topic (its full name) is one the caller asked for
 TopicSelector = Callable[[str], bool]
+
+#: small manifest GETs a rebuild keeps in flight (1: one after another, on the caller's thread)
+BODY_CONCURRENCY = 8
+#: how far past the body being read the next GETs are started (bodies held at most)
+BODY_LOOKAHEAD = 64
+
+
+class BodyReader:
+    """Whole-object GETs of the small manifests a rebuild reads (marker bodies), in the order
+    it will ask for them: up to ``concurrency`` in flight, started at most ``lookahead``
+    keys past the one being read, so that the bodies held stay few however large the
+    bucket. :meth:`read` gives one key's bytes or raises the typed error its GET raised,
+    exactly as ``store.get(key).data`` on the caller's thread would (a key not planned is
+    read so). The records written from them stay in the rebuild's own, deterministic order;
+    only the waiting overlaps. A context manager: leaving it cancels the GETs not started."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        keys: Iterable[str],
+        *,
+        concurrency: int = BODY_CONCURRENCY,
+        lookahead: int = BODY_LOOKAHEAD,
+    ) -> None:
+        self._store = store
+        self._keys = list(dict.fromkeys(keys))
+        self._position = {key: i for i, key in enumerate(self._keys)}
+        self._started = 0
+        self._lookahead = max(lookahead, concurrency)
+        self._futures: dict[str, Future[bytes]] = {}
+        self._pool = (
+            ThreadPoolExecutor(concurrency, thread_name_prefix="rebuild-body")
+            if concurrency > 1 and len(self._keys) > 1
+            else None
+        )
+
+    def _get(self, key: str) -> bytes:
+        return self._store.get(key).data
+
+    def read(self, key: str) -> bytes:
+        at = self._position.get(key)
+        if self._pool is None or at is None:
+            return self._get(key)
+        until = min(len(self._keys), at + 1 + self._lookahead)
+        while self._started < until:
+            ahead = self._keys[self._started]
+            self._futures[ahead] = self._pool.submit(self._get, ahead)
+            self._started += 1
+        future = self._futures.pop(key, None)
+        if future is None:  # read twice: the first read took its result
+            return self._get(key)
+        return future.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._futures.clear()
+
+    def __enter__(self) -> BodyReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ objects are missing, or whose plain ``.log`` is listed with another size, is a `
 Two finished copies of overlapping offsets (two uploaders, a re-upload after a lost
 ``finish_copy``): the lower start offset is kept, then the copy the bucket watermark names,
 then the lower segment id; the other is reported ``superseded`` and not recorded, so the
-orphan audit lists its objects (``kafka-unclaimed-segment``) beside the unfinished attempts
-(reported ``orphan``).
+orphan audit lists its objects (``kafka-superseded-copy``: gc with ``--min-age`` deletes them)
+beside the unfinished attempts (reported ``orphan``; superseded too when a recorded copy holds
+their base offset).
 
 Records are written through the :class:`~offloader.metadata.kafka_base.KafkaMetadataStore`
 Protocol: per partition ``ensure_partition`` (at the bucket watermark), then per kept copy
@@ -22,6 +23,13 @@ times, max timestamp, ``.log`` CRC32C). A version-1 body (or one that cannot be 
 the key's fields and ``checks`` None (reads then verify Kafka's batch CRC32Cs and offsets).
 The tier's key scheme is claimed from the first kept copy's ``.log`` key when the store has
 none, so that a resumed upload names its objects alike.
+
+The marker bodies (those the records need on apply, and those of markers whose key cannot
+carry the marker, on plan) are read through a :class:`~offloader.rebuild.base.BodyReader`:
+``body_concurrency`` GETs in flight, a bounded window ahead of the copy being recorded, so
+that the GETs overlap each other and the metadata writes; records are still written one
+partition and one copy at a time in the plan's order, and a GET's error is the same typed
+error, met where the serial read met it.
 """
 
 from __future__ import annotations
@@ -36,7 +44,13 @@ from formats.kafka.discover import (
     UnfinishedAttempt,
     discover_kafka,
 )
-from formats.kafka.manifest import SegmentMarker, decode_segment_marker_body, infer_key_scheme
+from formats.kafka.manifest import (
+    KAFKA_MARKERS,
+    SegmentMarker,
+    decode_segment_marker_body,
+    infer_key_scheme,
+    parse_segment_marker_key,
+)
 from formats.kafka.spans import ObjectChecksums
 from offloader.errors import NotFound, OffloadConflict, OffloaderError
 from offloader.logs import get_logger
@@ -47,7 +61,14 @@ from offloader.metadata.kafka_base import (
     NewRemoteSegment,
     SegmentChecks,
 )
-from offloader.rebuild.base import RebuildItem, StoreListing, TopicSelector, watermark_item
+from offloader.rebuild.base import (
+    BODY_CONCURRENCY,
+    BodyReader,
+    RebuildItem,
+    StoreListing,
+    TopicSelector,
+    watermark_item,
+)
 from offloader.runtime import Runtime
 
 __all__ = ["KIND", "KafkaSegments"]
@@ -110,6 +131,8 @@ class KafkaSegments:
     """The :class:`~offloader.rebuild.base.Rebuilder` of Kafka remote segments."""
 
     kind = KIND
+    #: marker-body GETs in flight (1: one after another; the benchmark's "before")
+    body_concurrency = BODY_CONCURRENCY
 
     def __init__(self, meta: KafkaMetadataStore) -> None:
         self.meta = meta
@@ -118,12 +141,15 @@ class KafkaSegments:
         return len(self.meta.list_partitions())
 
     def plan(self, rt: Runtime, listing: StoreListing, select: TopicSelector) -> Plan:
-        found = discover_kafka(
-            ((o.key, o.size) for o in listing.objects),
-            (u.key for u in listing.uploads),
-            lambda key: rt.store.get(key).data,
-            select,
-        )
+        with BodyReader(
+            rt.store, _bodies_needed(listing, select), concurrency=self.body_concurrency
+        ) as bodies:
+            found = discover_kafka(
+                ((o.key, o.size) for o in listing.objects),
+                (u.key for u in listing.uploads),
+                bodies.read,
+                select,
+            )
         problems = [
             RebuildItem(KIND, "problem", None, detail=f"{key}: {message}")
             for key, message in found.problems
@@ -164,10 +190,17 @@ class KafkaSegments:
         assert isinstance(plan, Plan)
         out = list(plan.problems)
         self._claim_scheme(plan.found)
-        for pf in plan.found.partitions.values():
-            out.extend(self._apply_partition(rt, pf))
-            out.extend(self._superseded(pf))
-            out.append(_watermark_item(pf))
+        wanted = [
+            seg.marker_key
+            for pf in plan.found.partitions.values()
+            for seg in pf.kept
+            if _needs_body(seg) and not self._recorded(seg.marker.segment_id)
+        ]
+        with BodyReader(rt.store, wanted, concurrency=self.body_concurrency) as bodies:
+            for pf in plan.found.partitions.values():
+                out.extend(self._apply_partition(rt, pf, bodies))
+                out.extend(self._superseded(pf))
+                out.append(_watermark_item(pf))
         out.extend(_attempt_item(a) for a in plan.found.unfinished)
         return out
 
@@ -184,7 +217,16 @@ class KafkaSegments:
                 log.info("Kafka key scheme rebuilt", scheme=scheme.describe())
                 return
 
-    def _apply_partition(self, rt: Runtime, pf: PartitionFound) -> list[RebuildItem]:
+    def _recorded(self, segment_id: str) -> bool:
+        try:
+            self.meta.get_segment(segment_id)
+        except NotFound:
+            return False
+        return True
+
+    def _apply_partition(
+        self, rt: Runtime, pf: PartitionFound, bodies: BodyReader
+    ) -> list[RebuildItem]:
         out: list[RebuildItem] = []
         bucket = pf.watermark[0] if pf.watermark is not None else -1
         try:
@@ -204,7 +246,7 @@ class KafkaSegments:
                 detail = "" if action == "present" else f"recorded {record.state}: left as is"
                 out.append(_segment_item(action, seg, detail))
                 continue
-            m, checks = _full_marker(rt, seg)
+            m, checks = _full_marker(seg, bodies)
             try:
                 self.meta.start_copy(
                     NewRemoteSegment.of_marker(m, seg.keys),
@@ -224,13 +266,35 @@ class KafkaSegments:
         return out
 
 
-def _full_marker(rt: Runtime, seg: FoundSegment) -> tuple[SegmentMarker, SegmentChecks | None]:
+def _bodies_needed(listing: StoreListing, select: TopicSelector) -> list[str]:
+    """The marker keys, in listing order, whose marker only their body holds (hashed
+    epochs): the GETs :func:`~formats.kafka.discover.discover_kafka` will make."""
+    keys = []
+    for info in listing.objects:
+        if not info.key.startswith(KAFKA_MARKERS):
+            continue
+        try:
+            parsed = parse_segment_marker_key(info.key)
+        except FormatError:
+            continue  # discover reports it
+        if parsed.marker is None and select(parsed.topic):
+            keys.append(info.key)
+    return keys
+
+
+def _needs_body(seg: FoundSegment) -> bool:
+    return not seg.marker.checks and seg.marker.started_ms is None
+
+
+def _full_marker(
+    seg: FoundSegment, bodies: BodyReader
+) -> tuple[SegmentMarker, SegmentChecks | None]:
     """The copy's marker as its body has it (one GET, unless the listing already read it)
     and the span checks it pins (None from a version-1 body: the record then has none)."""
     m = seg.marker
-    if not m.checks and m.started_ms is None:
+    if _needs_body(seg):
         try:
-            body = decode_segment_marker_body(rt.store.get(seg.marker_key).data)
+            body = decode_segment_marker_body(bodies.read(seg.marker_key))
         except (OffloaderError, FormatError) as exc:
             log.warning(
                 "Kafka segment marker body unreadable; its record is rebuilt without checks",

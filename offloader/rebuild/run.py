@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
@@ -78,9 +79,11 @@ class CountingStore:
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
         self.requests: dict[str, int] = {}
+        self._lock = threading.Lock()  # the marker bodies are read on several threads
 
     def _count(self, op: str) -> None:
-        self.requests[op] = self.requests.get(op, 0) + 1
+        with self._lock:
+            self.requests[op] = self.requests.get(op, 0) + 1
 
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         self._count("list")

@@ -128,8 +128,9 @@ def _orphans_and_gc(
         )
         store.put(half, b"half-written", {})
         store.create_multipart_upload(half[:-3] + "index", {})
-        # an object of an id nobody recorded
-        store.put(f"{prefix}{5:020d}-{LOST}.log", b"x", {})
+        # an object of an id nobody recorded, in a partition this installation has no copy of
+        stray = f"kafka/orders-{layout.topic_id}/7/{5:020d}-{LOST}.log"
+        store.put(stray, b"x", {})
         report = off.orphans(min_age_seconds=0)
         reasons = sorted((o.reason, o.key.rsplit("/", 1)[1]) for o in report.objects)
         assert reasons == [
@@ -157,7 +158,7 @@ def _orphans_and_gc(
         assert [(o.reason, o.deletable) for o in after.objects] == [
             ("kafka-unclaimed-segment", False)
         ]
-        assert store.head(f"{prefix}{5:020d}-{LOST}.log").size == 1
+        assert store.head(stray).size == 1
         # the live segments' objects were not touched
         for seg in live:
             assert store.head(seg.keys["log"]).size == seg.size_bytes
@@ -178,3 +179,23 @@ def _orphans_and_gc(
             off.runtime.wall_ms(),
         )
         assert off.orphans(min_age_seconds=3600).objects == ()
+
+
+@pytest.mark.parametrize(
+    ("spans", "first", "last", "held"),
+    [
+        ([(0, 99), (100, 199)], 50, 150, True),  # across two copies
+        ([(0, 99), (101, 199)], 50, 150, False),  # offset 100 held by none
+        ([(0, 99)], 0, 99, True),
+        ([(0, 99)], 0, 100, False),
+        ([(10, 99)], 5, 5, False),
+        ([(0, 49), (0, 99), (100, 100)], 0, 100, True),  # overlapping copies
+        ([], 0, 0, False),
+    ],
+)
+def test_a_superseded_copy_needs_every_offset_held(
+    spans: list[tuple[int, int]], first: int, last: int, held: bool
+) -> None:
+    from offloader.kafka.orphans import _covered
+
+    assert _covered(sorted(spans), first, last) is held

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,13 @@ from formats.kafka.manifest import (
     watermark_name,
 )
 from formats.manifest import watermark_prefix
-from offloader.api import KafkaSettings, Offloader
-from offloader.errors import RebuildRefused
+from offloader.api import BrokerSettings, KafkaSettings, Offloader
+from offloader.errors import ObjectNotFound, RebuildRefused
 from offloader.kafka.manifests import write_segment_marker
-from offloader.metadata.kafka_base import COPY_FINISHED
+from offloader.kafka.orphans import audit_kafka, collect_kafka
+from offloader.metadata.kafka_base import COPY_FINISHED, NewRemoteSegment
+from offloader.rebuild.base import BodyReader
+from offloader.rebuild.kafka_segments import KafkaSegments
 from tests.kafka.logdir import PartitionLayout, write_partition
 
 SETTINGS = KafkaSettings(part_size=4096, enforce_min_part_size=False, stale_attempt_ms=0)
@@ -433,3 +438,184 @@ def test_a_rekey_moves_the_markers_checks_and_a_rebuild_follows(
     # the interrupted rekey finishes on the rebuilt home; a rebuild after it still matches
     assert new.kafka(SETTINGS).rekey("k3")
     assert _read_all(new, lay) == want_rows
+
+
+class _InFlight:
+    """A real store whose GETs take a little longer and are counted while in flight."""
+
+    def __init__(self, store: Any, delay: float = 0.02) -> None:
+        self.store, self.delay = store, delay
+        self.now = self.most = self.started = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self.lock:
+            self.now += 1
+            self.started += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(self.delay)
+            return self.store.get(key)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_body_reader_overlaps_gets_in_order_and_keeps_errors_typed(make: Make) -> None:
+    store = make("bodies").runtime.store
+    keys = [f"bodies/{n:03d}" for n in range(40)]
+    for n, key in enumerate(keys):
+        store.put(key, f"body {n}".encode(), {})
+    store.delete(keys[7])  # gone between the listing and the GET
+    counted = _InFlight(store)
+    with BodyReader(counted, keys, concurrency=4, lookahead=6) as bodies:
+        assert bodies.read(keys[0]) == b"body 0"
+        assert counted.started <= 1 + 6  # no more started than the window ahead
+        got = []
+        for n, key in enumerate(keys[1:], 1):
+            if n == 7:
+                with pytest.raises(ObjectNotFound):
+                    bodies.read(key)
+                continue
+            got.append(bodies.read(key))
+        with pytest.raises(ObjectNotFound):  # a key not planned: read on the spot
+            bodies.read("bodies/not-planned")
+    assert got == [f"body {n}".encode() for n in range(1, 40) if n != 7]
+    assert 2 <= counted.most <= 4 and counted.started == 41
+
+    one = _InFlight(store, delay=0)
+    with BodyReader(one, keys[:5], concurrency=1) as serial:
+        assert [serial.read(k) for k in keys[:3]] == [b"body 0", b"body 1", b"body 2"]
+    assert one.most == 1 and one.started == 3  # one after another, only what is read
+
+
+def test_marker_bodies_read_concurrently_rebuild_the_same_records_in_the_same_order(
+    make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "logs"
+    _layouts(log_dir)
+    old = make("home")
+    assert old.kafka(SETTINGS).upload(log_dir).ok
+    want = _records(old)
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    monkeypatch.setattr(KafkaSegments, "body_concurrency", 1)
+    serial = make("serial-home").metadata_rebuild()
+    monkeypatch.setattr(KafkaSegments, "body_concurrency", 8)
+    parallel_home = make("parallel-home")
+    parallel = parallel_home.metadata_rebuild()
+    assert [i.as_json() for i in parallel.items] == [i.as_json() for i in serial.items]
+    assert parallel.gets == serial.gets == len(want) and parallel.heads == 0
+    got = _records(parallel_home)
+    assert sorted(got) == sorted(want)
+    for segment_id, record in want.items():
+        for name in record.__dataclass_fields__:
+            assert getattr(got[segment_id], name) == getattr(record, name), (segment_id, name)
+
+
+def test_gc_collects_superseded_copies_and_orphan_attempts_only_with_min_age(
+    make: Make, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a rebuild, the copies it reported ``superseded`` and ``orphan`` are what
+    ``objects orphans`` calls ``kafka-superseded-copy`` when finished copies of this home hold
+    their offsets: gc deletes them (markers, objects, open uploads) with --min-age only, a
+    dry run lists them, a copy claimed meanwhile is kept, and an unknown copy of offsets this
+    home does not hold stays ``kafka-unclaimed-segment``."""
+    log_dir = tmp_path / "logs"
+    lay = write_partition(log_dir, "orders", 0, records=600)
+    old = make("home")
+    tier = old.kafka(SETTINGS)
+    assert tier.upload(log_dir).ok
+    store = tier.ctx.store
+    first = tier.ctx.meta.list_segments("orders", 0, states=[COPY_FINISHED])[0]
+    twin_id = "---------------------A"  # kept by the rebuild: lower than any random id
+    twin_keys = {k: v.replace(first.segment_id, twin_id) for k, v in first.keys.items()}
+    for kind, key in first.keys.items():
+        store.put(twin_keys[kind], store.get(key).data, {})
+    twin = first.__class__(**{**first.__dict__, "segment_id": twin_id, "keys": twin_keys})
+    write_segment_marker(
+        store, twin, log_crc32c=first.log_crc32c or 0, transform="none", finished_ms=1
+    )
+    lost_id, open_id, claimed_id = ("B" * 22, "C" * 22, "E" * 22)
+    lost = first.keys["log"].replace(first.segment_id, lost_id)
+    store.put(lost, b"half", {})  # an unfinished attempt at a recorded base offset
+    claimed = first.keys["log"].replace(first.segment_id, claimed_id)
+    store.put(claimed, b"half", {})
+    upload = first.keys["index"].replace(first.segment_id, open_id)
+    upload_id = store.create_multipart_upload(upload, {})
+    foreign = f"kafka/orders-{lay.topic_id}/5/{0:020d}-{'D' * 22}.log"
+    store.put(foreign, b"not ours to judge", {})  # a partition this home has no copy of
+    marker = next(o.key for o in store.list(KAFKA_MARKERS) if first.segment_id in o.key)
+    want = [(r.offset, r.value) for r in tier.read("orders", 0, from_offset=0)]
+    old.close()
+    shutil.rmtree(tmp_path / "home")
+
+    new = make("new-home")
+    rebuilt = new.metadata_rebuild()
+    assert [i.uuid for i in rebuilt.items if i.action == "superseded"] == [first.segment_id]
+    superseded = {marker, *first.keys.values(), lost, claimed}
+
+    def reasons(report: Any) -> dict[str, tuple[str, bool]]:
+        return {o.key: (o.reason, o.deletable) for o in report.objects}
+
+    # the default minimum age: listed (when old enough), never deletable
+    aged = Offloader.from_settings(
+        tmp_path / "new-home", store_url, broker=BrokerSettings(orphan_min_age_seconds=0)
+    )
+    by_default = reasons(aged.gc())
+    assert {k for k, (r, _) in by_default.items() if r == "kafka-superseded-copy"} == superseded
+    assert not any(deletable for _, deletable in by_default.values())
+    assert [(u.key, u.deletable) for u in aged.orphans().uploads] == [(upload, False)]
+    aged.close()
+    # the caller's own --min-age: deletable; young copies are not even listed
+    assert new.orphans(min_age_seconds=3600).objects == ()
+    listed = reasons(new.orphans(min_age_seconds=0))
+    assert listed == {
+        **{key: ("kafka-superseded-copy", True) for key in superseded},
+        foreign: ("kafka-unclaimed-segment", False),
+    }
+    dry = new.gc(dry_run=True, min_age_seconds=0)
+    assert reasons(dry) == listed and [(u.key, u.deletable) for u in dry.uploads] == [
+        (upload, True)
+    ]
+    keys = {o.key for o in store.list()}
+    assert superseded | {foreign} <= keys  # a dry run deletes nothing
+
+    # a copy claimed between the audit and the deletes is kept
+    ctx = new.kafka(SETTINGS).ctx
+    audit = audit_kafka(ctx, list(store.list()), store.list_multipart_uploads(), 1 << 62, 0,
+                        collect_superseded=True)  # fmt: skip
+    assert set(audit.superseded) == {first.segment_id, lost_id, claimed_id, open_id}
+    ctx.meta.start_copy(
+        NewRemoteSegment(claimed_id, "orders", lay.topic_id, 0, 10**9, 10**9, 1, 4, {},
+                         {"log": claimed}),
+        new.runtime.wall_ms(),
+    )  # fmt: skip
+    deleted: list[str] = []
+    delete = ctx.store.delete
+
+    def recorded(key: str) -> None:
+        deleted.append(key)
+        delete(key)
+
+    monkeypatch.setattr(ctx.store, "delete", recorded)
+    assert collect_kafka(ctx, audit) == len(superseded) - 1 + 1  # objects, and the upload
+    monkeypatch.setattr(ctx.store, "delete", delete)
+    assert set(deleted) == superseded - {claimed}
+    copy = [k for k in deleted if first.segment_id in k]
+    assert copy[0] == marker and set(copy[1:]) == set(first.keys.values())  # marker first
+    left = {o.key for o in store.list()}
+    assert claimed in left and foreign in left and not (superseded - {claimed}) & left
+    assert all(u.upload_id != upload_id for u in store.list_multipart_uploads())
+    # the kept copies are untouched: every offset reads back once
+    got = [(r.offset, r.value) for r in new.kafka(SETTINGS).read("orders", 0, from_offset=0)]
+    assert got == want
+    after = new.orphans(min_age_seconds=0)
+    assert reasons(after) == {
+        foreign: ("kafka-unclaimed-segment", False),
+        claimed: ("kafka-abandoned-copy", True),  # a claim with min-age 0: its own rules
+    }
+    assert new.gc(min_age_seconds=0).removed
+    assert reasons(new.orphans(min_age_seconds=0)) == {foreign: ("kafka-unclaimed-segment", False)}
+    assert foreign in {o.key for o in store.list()}
