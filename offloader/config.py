@@ -64,6 +64,9 @@ class OffloadSettings:
     key_ring: str | None = None
     transform_chunk_size: int = 1 * MiB
     chunk_cache_bytes: int = 0
+    #: GCS and Azure: a plain data object of at most this many bytes is sent in one request
+    #: (framed whole in memory, then one PUT) in place of their multipart emulation; 0 = never
+    one_request_upload_max: int = 64 * MiB
 
     def __post_init__(self) -> None:
         if self.enforce_min_block_size:
@@ -84,6 +87,10 @@ class OffloadSettings:
             )
         if self.chunk_cache_bytes < 0:
             raise ConfigError("chunk cache size must not be negative")
+        if not 0 <= self.one_request_upload_max <= 256 * MiB:
+            raise ConfigError(
+                f"one_request_upload_max {self.one_request_upload_max} is not in 0..256M"
+            )
         if self.ledger_read_batch_entries < 1:
             raise ConfigError("ledger_read_batch_entries must be at least 1")
 

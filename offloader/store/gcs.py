@@ -210,6 +210,11 @@ class GCSObjectStore:
     def supports_conditional_put(self) -> bool:
         return True
 
+    @property
+    def prefers_one_request_upload(self) -> bool:
+        """One upload beats parts composed then deleted (module docstring)."""
+        return True
+
     def __repr__(self) -> str:
         return f"GCSObjectStore({self.url}, endpoint={self._api_base})"
 
