@@ -1,0 +1,119 @@
+"""The one-request upload of a plain data object (issue 39): on GCS and Azure a ledger within
+``one_request_upload_max`` is framed whole and sent in one PUT, not through the stores'
+multipart emulation. The object, its index and its metadata are byte for byte those of the
+multipart path; a failure at any step leaves nothing; past the limit the multipart path runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from formats.keys import data_key, index_key
+from offloader.config import MiB, OffloadSettings
+from offloader.errors import ConfigError, StoreUnavailable
+from offloader.ledgers.base import InMemoryLedger
+from offloader.offload.writer import offload_ledger, one_request
+from offloader.read.handle import ReadHandle
+from offloader.store.base import ObjectStore
+from offloader.store.faulty import FaultPlan, FaultyObjectStore
+from offloader.store.local import LocalObjectStore
+from tests.offload.conftest import assert_empty, cloud_store, new_uuid, settings_for
+
+BLOCK = 4096
+CLOUDS = [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)]
+
+
+def _ledger() -> InMemoryLedger:
+    """Three 4 KiB blocks of distinct entries."""
+    return InMemoryLedger(7, [bytes([i % 251]) * (900 + i) for i in range(11)])
+
+
+class _Counting(FaultyObjectStore):
+    """A FaultyObjectStore that passes on the store's preference for one request (the plain
+    wrapper does not, so the existing fault tests keep exercising the multipart path)."""
+
+    @property
+    def prefers_one_request_upload(self) -> bool:
+        return getattr(self.inner, "prefers_one_request_upload", False) is True
+
+
+@pytest.fixture(params=CLOUDS)
+def cloud(request: pytest.FixtureRequest) -> Any:
+    store = cloud_store(request.param, request)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_cloud_stores_prefer_one_request(cloud: ObjectStore) -> None:
+    settings = settings_for("gcs", BLOCK)
+    assert one_request(cloud, 3 * BLOCK, settings)
+    assert not one_request(cloud, settings.one_request_upload_max + 1, settings)
+    assert not one_request(cloud, 3 * BLOCK, settings.replace(one_request_upload_max=0))
+
+
+def test_s3_and_local_keep_multipart(tmp_path: Any) -> None:
+    store = LocalObjectStore(tmp_path / "objects")
+    assert not one_request(store, 3 * BLOCK, settings_for("local", BLOCK))
+
+
+def test_one_request_setting_is_checked() -> None:
+    assert OffloadSettings().one_request_upload_max == 64 * MiB
+    with pytest.raises(ConfigError, match="one_request_upload_max"):
+        OffloadSettings(one_request_upload_max=-1)
+    with pytest.raises(ConfigError, match="one_request_upload_max"):
+        OffloadSettings(one_request_upload_max=257 * MiB)
+
+
+def test_one_request_object_is_the_multipart_object(cloud: ObjectStore) -> None:
+    ledger = _ledger()
+    counting = _Counting(cloud, FaultPlan())
+    settings = settings_for("gcs", BLOCK, offload_concurrency=2)
+    one, multi = new_uuid(), new_uuid()
+    first = offload_ledger(ledger, counting, one, settings)
+    assert counting.calls.get("create_multipart_upload", 0) == 0
+    assert counting.calls.get("upload_part", 0) == 0
+    assert counting.calls["put"] == 2  # the data object, then the index
+    assert cloud.list_multipart_uploads() == []
+    second = offload_ledger(ledger, counting, multi, settings.replace(one_request_upload_max=0))
+    assert counting.calls["create_multipart_upload"] == 1
+    assert counting.calls["upload_part"] == 3
+    assert first.block_count == second.block_count == 3
+    assert first.block_crc32c == second.block_crc32c
+    lid = ledger.ledger_id
+    a, b = cloud.get(data_key(one, lid)), cloud.get(data_key(multi, lid))
+    assert a.data == b.data and a.size == first.data_size
+    assert dict(a.metadata) == dict(b.metadata) and a.metadata
+    assert cloud.get(index_key(one, lid)).data == cloud.get(index_key(multi, lid)).data
+    with ReadHandle.open(cloud, lid, one, settings) as handle:
+        got = [e.payload for e in handle.read(0, ledger.last_entry_id)]
+    assert got == ledger.read(0, ledger.last_entry_id)
+
+
+def test_past_the_limit_the_multipart_path_runs(cloud: ObjectStore) -> None:
+    counting = _Counting(cloud, FaultPlan())
+    settings = settings_for("gcs", BLOCK, one_request_upload_max=2 * BLOCK)
+    offload_ledger(_ledger(), counting, new_uuid(), settings)
+    assert counting.calls["upload_part"] == 3
+    assert counting.calls["put"] == 1  # the index only
+    assert cloud.list_multipart_uploads() == []
+
+
+def _timeout() -> StoreUnavailable:
+    return StoreUnavailable("injected: read timeout after bounded retries")
+
+
+@pytest.mark.parametrize(
+    ("on_call", "after"),
+    [(1, False), (1, True), (2, False), (2, True)],
+    ids=["data-put", "data-put-answer-lost", "index-put", "index-put-answer-lost"],
+)
+def test_a_failed_put_leaves_nothing(cloud: ObjectStore, on_call: int, after: bool) -> None:
+    faulty = _Counting(cloud, FaultPlan().fail("put", _timeout, on_call=on_call, after=after))
+    with pytest.raises(StoreUnavailable, match="injected"):
+        offload_ledger(_ledger(), faulty, new_uuid(), settings_for("gcs", BLOCK))
+    assert faulty.faults_fired == 1
+    assert faulty.calls.get("create_multipart_upload", 0) == 0
+    assert_empty(cloud)
