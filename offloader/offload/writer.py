@@ -1,12 +1,14 @@
 """The offload writer: one closed ledger -> a data object (multipart, parts 1..N) and an index.
 
-:func:`offload_ledger` runs one :class:`~offloader.offload.job.OffloadJob` with one of two
+:func:`offload_ledger` runs one :class:`~offloader.offload.job.OffloadJob` with one of three
 upload strategies: :class:`PlainUpload` (here) writes Pulsar's object, and
 :class:`~offloader.offload.transformed.TransformedUpload` the chunked one of a namespace with a
-transform policy (spec/transforms.md). The plain offload follows Pulsar's
-``BlobStoreManagedLedgerOffloader.offload`` (spec/object-keys.md §2) byte for byte, with three
-differences: parts are uploaded concurrently (a bounded window), each part carries its CRC32C,
-and nothing is left behind when anything fails. Steps:
+transform policy (spec/transforms.md); :class:`OneRequestUpload` (here) writes the same plain
+object in one PUT, on stores whose multipart upload is an emulation (GCS, Azure:
+``prefers_one_request_upload``) when it is at most ``one_request_upload_max`` bytes. The plain
+offload follows Pulsar's ``BlobStoreManagedLedgerOffloader.offload`` (spec/object-keys.md §2)
+byte for byte, with three differences: parts are uploaded concurrently (a bounded window), each
+part carries its CRC32C, and nothing is left behind when anything fails. Steps:
 
 1. entry lengths (``reader.entry_lengths()`` when the reader has it, else a pre-pass reading
    batches, with ``read_spans`` when the reader has it), then the block plan

@@ -8,15 +8,29 @@ the emulator without a service-account file, and more to the point its API has n
 listing of unfinished uploads and no user-chosen part objects, so abandoned uploads could not
 be found by gc. The SDK gives all of that and the generation preconditions.
 
-**Multipart by composing parts** (not the XML API's multipart upload): each part is a temporary
-object ``.uploads/p/<upload id>/<n>`` (see :mod:`offloader.store.staged`), and completion is one
-``compose`` (a tree of composes past GCS's 32 sources per call) into the target with the
-upload's metadata, then the parts are deleted. Why not the XML API's multipart upload: the SDK
-exposes it only through ``transfer_manager`` (a whole local file, not parts handed over one by
-one) with the part-level calls private, it has no call that lists unfinished XML uploads, and
-fake-gcs-server does not serve it (``POST /bucket/key?uploads`` answers 404 here); composition
-is public JSON-API surface, served by the emulator as by GCS. The upload's marker object makes
-it listable (``list_multipart_uploads``) so orphans and gc find uploads a crash abandoned.
+**One request first.** The store says ``prefers_one_request_upload``: the offload writer then
+sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) with one ``put``
+(:class:`~offloader.offload.writer.OneRequestUpload`): ``upload_from_string``, which for more
+than 8 MiB is the SDK's own resumable session sent in one PUT. That is one object write where
+parts cost a part object per block, a marker, a compose (a server-side copy of the whole
+object) and a delete per part; it is atomic (no object or the whole one after a crash). On
+fake-gcs-server (32 MiB, 8 MiB blocks, bench/results/2026-11-28-clouds-one-request.json) the
+PUT itself takes what the SDK's own upload of the same bytes takes; the offload around it adds
+the framing of the blocks (about 0.04 s of CPU per 32 MiB), which a single request cannot
+overlap with the send. A streamed body (the SDK's resumable upload in 8 or 16 MiB chunks, so
+blocks could be sent as they are framed) was measured and is slower on the emulator (0.75-1.1
+s vs 0.5 s for 32 MiB on a busy machine), so the object is framed whole, then sent.
+
+**Multipart by composing parts** (larger objects; not the XML API's multipart upload): each part
+is a temporary object ``.uploads/p/<upload id>/<n>`` (see :mod:`offloader.store.staged`), and
+completion is one ``compose`` (a tree of composes past GCS's 32 sources per call) into the
+target with the upload's metadata, then the parts are deleted. Why not the XML API's multipart
+upload: the SDK exposes it only through ``transfer_manager`` (a whole local file, not parts
+handed over one by one) with the part-level calls private, it has no call that lists unfinished
+XML uploads, and fake-gcs-server does not serve it (``POST /bucket/key?uploads`` answers 404
+here); composition is public JSON-API surface, served by the emulator as by GCS. The upload's
+marker object makes it listable (``list_multipart_uploads``) so orphans and gc find uploads a
+crash abandoned.
 
 **Preconditions.** ``if_none_match`` is ``ifGenerationMatch=0``; a streamed range that is
 reopened after a dropped connection pins the first answer's generation (``ifGenerationMatch``),

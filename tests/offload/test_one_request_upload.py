@@ -21,7 +21,10 @@ from offloader.store.local import LocalObjectStore
 from tests.offload.conftest import assert_empty, cloud_store, new_uuid, settings_for
 
 BLOCK = 4096
-CLOUDS = [pytest.param("gcs", marks=pytest.mark.gcs), pytest.param("azure", marks=pytest.mark.azure)]
+CLOUDS = [
+    pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("azure", marks=pytest.mark.azure),
+]
 
 
 def _ledger() -> InMemoryLedger:
