@@ -127,13 +127,20 @@ class OffloadJob:
         (a strategy that sends the data object in one request: :meth:`put_data`)."""
         return LedgerEntries(self.reader, self.lengths, self.settings.ledger_read_batch_entries)
 
-    def put_data(self, entries: LedgerEntries, body: bytes, metadata: dict[str, str]) -> None:
-        """The whole data object in one PUT (atomic: a crash before its answer leaves no
-        object, or the whole one), once every planned entry was read."""
+    def put_data(
+        self, entries: LedgerEntries, blocks: Sequence[memoryview], metadata: dict[str, str]
+    ) -> None:
+        """The whole data object, its blocks in order, in one PUT (atomic: a crash before its
+        answer leaves no object, or the whole one), once every planned entry was read. A
+        store with ``put_parts`` sends the blocks as they are; else they are joined."""
         self.check_all_read(entries)
         self.complete_attempted = True  # from here on the object may exist
         crash_point("writer.before_complete_upload")
-        self.store.put(self.dkey, body, metadata)
+        put_parts = getattr(self.store, "put_parts", None)
+        if callable(put_parts):
+            put_parts(self.dkey, blocks, metadata)
+        else:
+            self.store.put(self.dkey, b"".join(blocks), metadata)
         crash_point("writer.after_complete_upload")
         self.completed = True
 

@@ -335,8 +335,9 @@ class OneRequestUpload:
     Azurite checksums at a fraction of its Put Blob's speed), when the object is at most
     ``one_request_upload_max`` bytes. The blocks are framed as planned (same bytes, CRC32Cs,
     spans and zone maps as :class:`PlainUpload`), each into a buffer of its own size, then
-    joined once and PUT: peak memory twice the object (``2 x one_request_upload_max`` at
-    most), and nothing but the whole object can ever exist (no marker, no parts)."""
+    sent in one PUT (``put_parts``: GCS streams the blocks as they are; Azure's SDK needs
+    them joined): peak memory the object, twice it on Azure (``2 x one_request_upload_max``
+    at most), and nothing but the whole object can ever exist (no marker, no parts)."""
 
     def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
         settings, plans = job.settings, job.plans
@@ -362,9 +363,7 @@ class OneRequestUpload:
                 span_crcs.extend(spans)
             job.record_zone(block, plan)
             blocks.append(block)
-        body = b"".join(blocks)
-        blocks.clear()  # the joined copy is all that is kept
-        job.put_data(entries, body, metadata)
+        job.put_data(entries, blocks, metadata)
         if job.progress is not None:
             job.progress(job.total, job.total)
         return UploadedData(

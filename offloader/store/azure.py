@@ -385,6 +385,11 @@ class AzureObjectStore:
         except AzureError as exc:
             self._raise("put", key, exc)
 
+    def put_parts(self, key: str, parts: Sequence[Buffer], metadata: Mapping[str, str]) -> None:
+        """The whole object, the concatenation of ``parts``, as one Put Blob (the SDK sends
+        one request only from one ``bytes``: the parts are joined)."""
+        self.put(key, b"".join(parts), metadata)
+
     def get(self, key: str) -> GetResult:
         staged.check_user_key(key)
         try:

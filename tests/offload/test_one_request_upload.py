@@ -5,6 +5,7 @@ multipart path; a failure at any step leaves nothing; past the limit the multipa
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from offloader.errors import ConfigError, StoreUnavailable
 from offloader.ledgers.base import InMemoryLedger
 from offloader.offload.writer import offload_ledger, one_request
 from offloader.read.handle import ReadHandle
-from offloader.store.base import ObjectStore
+from offloader.store.base import Buffer, ObjectStore
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from offloader.store.local import LocalObjectStore
 from tests.offload.conftest import assert_empty, cloud_store, new_uuid, settings_for
@@ -39,6 +40,9 @@ class _Counting(FaultyObjectStore):
     @property
     def prefers_one_request_upload(self) -> bool:
         return getattr(self.inner, "prefers_one_request_upload", False) is True
+
+    def put_parts(self, key: str, parts: Sequence[Buffer], metadata: Mapping[str, str]) -> None:
+        self._call("put_parts", key, parts, metadata)
 
 
 @pytest.fixture(params=CLOUDS)
@@ -78,7 +82,8 @@ def test_one_request_object_is_the_multipart_object(cloud: ObjectStore) -> None:
     first = offload_ledger(ledger, counting, one, settings)
     assert counting.calls.get("create_multipart_upload", 0) == 0
     assert counting.calls.get("upload_part", 0) == 0
-    assert counting.calls["put"] == 2  # the data object, then the index
+    assert counting.calls["put_parts"] == 1  # the data object: its blocks in one request
+    assert counting.calls["put"] == 1  # the index
     assert cloud.list_multipart_uploads() == []
     second = offload_ledger(ledger, counting, multi, settings.replace(one_request_upload_max=0))
     assert counting.calls["create_multipart_upload"] == 1
@@ -100,6 +105,7 @@ def test_past_the_limit_the_multipart_path_runs(cloud: ObjectStore) -> None:
     settings = settings_for("gcs", BLOCK, one_request_upload_max=2 * BLOCK)
     offload_ledger(_ledger(), counting, new_uuid(), settings)
     assert counting.calls["upload_part"] == 3
+    assert counting.calls.get("put_parts", 0) == 0
     assert counting.calls["put"] == 1  # the index only
     assert cloud.list_multipart_uploads() == []
 
@@ -109,14 +115,27 @@ def _timeout() -> StoreUnavailable:
 
 
 @pytest.mark.parametrize(
-    ("on_call", "after"),
-    [(1, False), (1, True), (2, False), (2, True)],
+    ("method", "after"),
+    [("put_parts", False), ("put_parts", True), ("put", False), ("put", True)],
     ids=["data-put", "data-put-answer-lost", "index-put", "index-put-answer-lost"],
 )
-def test_a_failed_put_leaves_nothing(cloud: ObjectStore, on_call: int, after: bool) -> None:
-    faulty = _Counting(cloud, FaultPlan().fail("put", _timeout, on_call=on_call, after=after))
+def test_a_failed_put_leaves_nothing(cloud: ObjectStore, method: str, after: bool) -> None:
+    faulty = _Counting(cloud, FaultPlan().fail(method, _timeout, on_call=1, after=after))
     with pytest.raises(StoreUnavailable, match="injected"):
         offload_ledger(_ledger(), faulty, new_uuid(), settings_for("gcs", BLOCK))
     assert faulty.faults_fired == 1
     assert faulty.calls.get("create_multipart_upload", 0) == 0
     assert_empty(cloud)
+
+
+def test_put_parts_is_the_joined_put(cloud: ObjectStore) -> None:
+    """``put_parts`` stores the concatenation of its parts with its metadata, as ``put``
+    stores the joined bytes (views of several buffers, of any sizes)."""
+    parts = [b"a" * 1000, memoryview(bytearray(b"bc" * 300_000)), memoryview(b"xyz")[1:], b"!"]
+    put_parts = getattr(cloud, "put_parts")  # noqa: B009 - not part of the ObjectStore Protocol
+    put_parts("k/parts", parts, {"Role": "data", "x": "1"})
+    cloud.put("k/joined", b"".join(parts), {"Role": "data", "x": "1"})
+    a, b = cloud.get("k/parts"), cloud.get("k/joined")
+    assert a.data == b.data == b"".join(parts)
+    assert dict(a.metadata) == dict(b.metadata) == {"role": "data", "x": "1"}
+    assert [o.key for o in cloud.list("k/")] == ["k/joined", "k/parts"]
