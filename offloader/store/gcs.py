@@ -84,7 +84,7 @@ from offloader.store.base import (
     UploadedPart,
 )
 from offloader.store.keycheck import key_prefix
-from offloader.store.parts import check_part_number, ordered_parts
+from offloader.store.parts import PartsBody, check_part_number, ordered_parts
 from offloader.store.ranges import Body, ResumingRangeReader
 
 __all__ = ["GCSObjectStore"]
@@ -121,21 +121,6 @@ def _lower(metadata: Mapping[str, str] | None) -> dict[str, str]:
 
 def _bytes(data: Buffer) -> bytes:
     return data if isinstance(data, bytes) else bytes(data)
-
-
-class _Parts:
-    """A request body of known length made of buffers sent one after the other (requests
-    sends an iterable with a length as it is, with that Content-Length: no joined copy)."""
-
-    def __init__(self, views: Sequence[memoryview], total: int) -> None:
-        self._views = views
-        self._total = total
-
-    def __len__(self) -> int:
-        return self._total
-
-    def __iter__(self) -> Iterator[memoryview]:
-        return iter(self._views)
 
 
 class _MediaBody:
@@ -365,10 +350,10 @@ class GCSObjectStore:
         them: a resumable session of the object's size (the SDK's call; metadata and CRC32C in
         it, so GCS checks the bytes), then one PUT of the session streaming the parts."""
         staged.check_user_key(key)
-        views = [memoryview(p).cast("B") for p in parts]
-        total = sum(v.nbytes for v in views)
+        body = PartsBody(parts)
+        total = len(body)
         crc = 0
-        for view in views:
+        for view in body.views:
             crc = crc32c_lib.crc32c(view, crc)
         blob = self._blob(self._prefix + key)
         blob.metadata = _lower(metadata)
@@ -380,7 +365,7 @@ class GCSObjectStore:
             )
             response: requests.Response = self._client._http.put(
                 url,
-                data=_Parts(views, total),
+                data=body,
                 headers={"Content-Length": str(total)},
                 timeout=self._timeout,
             )

@@ -133,9 +133,22 @@ def test_put_parts_is_the_joined_put(cloud: ObjectStore) -> None:
     stores the joined bytes (views of several buffers, of any sizes)."""
     parts = [b"a" * 1000, memoryview(bytearray(b"bc" * 300_000)), memoryview(b"xyz")[1:], b"!"]
     put_parts = getattr(cloud, "put_parts")  # noqa: B009 - not part of the ObjectStore Protocol
-    put_parts("k/parts", parts, {"Role": "data", "x": "1"})
-    cloud.put("k/joined", b"".join(parts), {"Role": "data", "x": "1"})
+    metadata = {"Role": "data", "x": "1", "Mixed-Case": "v w"}
+    put_parts("k/parts", parts, metadata)
+    cloud.put("k/joined", b"".join(parts), metadata)
     a, b = cloud.get("k/parts"), cloud.get("k/joined")
     assert a.data == b.data == b"".join(parts)
-    assert dict(a.metadata) == dict(b.metadata) == {"role": "data", "x": "1"}
+    assert dict(a.metadata) == dict(b.metadata) == {"role": "data", "x": "1", "mixed-case": "v w"}
     assert [o.key for o in cloud.list("k/")] == ["k/joined", "k/parts"]
+
+
+@pytest.mark.azure
+def test_azure_streams_through_the_sdk_put_blob_operation(request: pytest.FixtureRequest) -> None:
+    """The SDK operation ``put_parts`` streams through exists in the installed SDK (else it
+    would fall back to a joined ``upload_blob``, correct but slower)."""
+    store = cloud_store("azure", request)
+    try:
+        blob = store._container.get_blob_client("x")  # type: ignore[attr-defined]
+        assert callable(blob._client.block_blob.upload)
+    finally:
+        store.close()
