@@ -17,7 +17,8 @@ For each emulator (fake-gcs-server, Azurite):
   Goal: ratio >= 0.9.
 * ``random_gets``: store GETs per random single-entry read (ours) vs 1.0. Goal: 1.0.
 
-The variants take turns, ``--repeat`` times; the median run of each is reported, with the
+The variants take turns, ``--repeat`` times (each baseline's object deleted after it, untimed,
+so that the emulators' memory does not grow round after round); the median run of each is reported, with the
 client process's CPU seconds of that run beside it (``ours_cpu_s``, ``baseline_cpu_s``; the
 emulators run in their own processes and are not counted).
 
@@ -145,8 +146,13 @@ def _measure(name: str, size: int, block: int, repeat: int) -> None:
                 return sum(1 for _ in handle.read(0, handle.last_add_confirmed))
 
         for _ in range(repeat):
-            _timed(lambda: upload(f"raw-{time.time_ns()}", whole), raw_up)
-            _timed(lambda: blocks(f"blocks-{time.time_ns()}", whole, block), raw_blocks)
+            raw_key, blocks_key = f"raw-{time.time_ns()}", f"blocks-{time.time_ns()}"
+            _timed(lambda: upload(raw_key, whole), raw_up)
+            _timed(lambda: blocks(blocks_key, whole, block), raw_blocks)
+            # the baselines' objects go at once (untimed): an in-memory emulator that keeps
+            # every round's copies slows down (garbage collection) whichever variant runs next
+            store.delete(raw_key)
+            store.delete(blocks_key)
             store.delete(data_key(BENCH_UUID, BENCH_LEDGER))  # the previous run's objects
             store.delete(index_key(BENCH_UUID, BENCH_LEDGER))
             result = _timed(lambda: offload_ledger(ledger, store, BENCH_UUID, settings), ours_up)
