@@ -18,9 +18,9 @@ For each emulator (fake-gcs-server, Azurite):
 * ``random_gets``: store GETs per random single-entry read (ours) vs 1.0. Goal: 1.0.
 
 The variants take turns, ``--repeat`` times (each baseline's object deleted after it, untimed,
-so that the emulators' memory does not grow round after round); the median run of each is reported, with the
-client process's CPU seconds of that run beside it (``ours_cpu_s``, ``baseline_cpu_s``; the
-emulators run in their own processes and are not counted).
+so that the emulators' memory does not grow round after round); the median run of each is
+reported, with the client process's CPU seconds of that run beside it (``ours_cpu_s``,
+``baseline_cpu_s``; the emulators run in their own processes and are not counted).
 
     python -m bench clouds [--size 32M] [--block 8M] [--repeat 3] [--clouds gcs,azure]
 """
@@ -147,8 +147,8 @@ def _measure(name: str, size: int, block: int, repeat: int) -> None:
 
         for _ in range(repeat):
             raw_key, blocks_key = f"raw-{time.time_ns()}", f"blocks-{time.time_ns()}"
-            _timed(lambda: upload(raw_key, whole), raw_up)
-            _timed(lambda: blocks(blocks_key, whole, block), raw_blocks)
+            _timed(lambda k=raw_key: upload(k, whole), raw_up)  # type: ignore[misc]
+            _timed(lambda k=blocks_key: blocks(k, whole, block), raw_blocks)  # type: ignore[misc]
             # the baselines' objects go at once (untimed): an in-memory emulator that keeps
             # every round's copies slows down (garbage collection) whichever variant runs next
             store.delete(raw_key)
