@@ -64,9 +64,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("broker", "offload_deletion_lag"): "Delete the local copy of an offloaded ledger this "
     "long after its offload, when its namespace sets no deletion lag (`-1`: never).",
     ("broker", "one_request_upload_max"): "On `gs://` and `az://` stores: a ledger's data "
-    "object of at most this size is sent in one request (framed whole in memory, up to twice "
-    "this size) in place of parts composed (GCS) or blocks staged (Azure); `0`: always in "
-    "parts (at most `256M`).",
+    "object of at most this size is sent in one request (framed whole in memory first) in "
+    "place of parts composed (GCS) or blocks staged (Azure); `0`: always in parts (at most "
+    "`256M`).",
     ("broker", "orphan_min_age"): "Objects younger than this are never treated as orphans "
     "(they may belong to a running offload).",
     ("broker", "cluster_lease"): "On a shared metadata store: how long a `service run`'s "

@@ -4,7 +4,7 @@ Defaults are Pulsar's (``ServiceConfiguration`` and the offloader's driver setti
 an offload holds at most ``offload_concurrency`` block buffers (uploading, or being filled while
 the others upload), so peak buffer memory is ``offload_concurrency * max_block_size`` (plus
 about 70 MB of interpreter and client). On GCS and Azure a data object of at most
-``one_request_upload_max`` bytes is framed whole and sent in one request: up to twice that.
+``one_request_upload_max`` bytes is framed whole and sent in one request: up to that much.
 A ReadHandle reads a short window with one ranged GET; with ``read_ahead``, a long one (a bulk
 read) is one streamed GET read ``read_buffer_size`` bytes at a time, at most 8 chunks ahead of
 the caller; without it, ranged GETs of ``read_buffer_size`` bytes grow to 8 buffers on a

@@ -335,9 +335,10 @@ class OneRequestUpload:
     Azurite checksums at a fraction of its Put Blob's speed), when the object is at most
     ``one_request_upload_max`` bytes. The blocks are framed as planned (same bytes, CRC32Cs,
     spans and zone maps as :class:`PlainUpload`), each into a buffer of its own size, then
-    sent in one PUT (``put_parts``: GCS streams the blocks as they are; Azure's SDK needs
-    them joined): peak memory the object, twice it on Azure (``2 x one_request_upload_max``
-    at most), and nothing but the whole object can ever exist (no marker, no parts)."""
+    sent in one PUT whose body is the blocks one after the other (``put_parts`` of GCS and
+    Azure; a store without it gets them joined, for ``put``): peak memory the object
+    (``one_request_upload_max`` at most), and nothing but the whole object can ever exist
+    (no marker, no parts)."""
 
     def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
         settings, plans = job.settings, job.plans

@@ -9,22 +9,29 @@ lists uncommitted blocks, so abandoned uploads could not be found by gc. The SDK
 
 **One request first.** The store says ``prefers_one_request_upload``: the offload writer then
 sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) as one Put Blob
-(:class:`~offloader.offload.writer.OneRequestUpload`), the request ``upload_blob`` itself makes
-for that size (``max_single_put_size`` is raised to the setting). Measured on Azurite (32 MiB,
-8 MiB blocks, ``python -m bench clouds``, bench/results/2026-11-28-clouds-one-request.json):
-one Put Blob reaches 0.8-1.0 of the SDK's own upload of the same bytes, where staged blocks
-were 0.14-0.36. The cause is Azurite's, not the request's shape: its Put Block computes a CRC64
-of every block in JavaScript unless the request carries Content-MD5, while its Put Blob only
-takes an MD5 (native). One 32 MiB ``stage_block`` took 1.4-2.5 s, 0.8-1.0 s with Content-MD5,
-one 32 MiB ``upload_blob`` 0.3-0.7 s on the same busy machine; ``--inMemoryPersistence`` is
-already on. A Put Blob is atomic: a crash leaves no object or the whole one, so no marker.
+(:class:`~offloader.offload.writer.OneRequestUpload`, :meth:`AzureObjectStore.put_parts`), the
+request ``upload_blob`` itself makes for that size, its body the framed blocks one after the
+other: ``upload_blob`` sends one request only from one ``bytes`` (a joined copy), so the blocks
+go through the SDK's generated Put Blob operation that ``upload_blob`` ends in. Why not staged
+blocks: Azurite's Put Block computes a CRC64 of every block in JavaScript unless the request
+carries Content-MD5, while its Put Blob only takes an MD5 (native); one 32 MiB ``stage_block``
+took 1.4-2.5 s, 0.8-1.0 s with Content-MD5, one 32 MiB ``upload_blob`` 0.3-0.7 s on the same
+busy machine (``--inMemoryPersistence`` is already on; nothing in how we called it was the
+cause). A Put Blob is atomic: a crash leaves no object or the whole one, so no marker. Measured
+(32 MiB, 8 MiB blocks, ``python -m bench clouds``,
+bench/results/2026-11-28-clouds-one-request.json): 0.42-0.98 of ``upload_blob`` of the same
+bytes on a machine at load 15-28 on 2 cores (staged blocks: 0.14-0.36 before, 0.17-0.54 with
+Content-MD5); traced on a quieter moment, the offload took 0.10-0.14 s where ``upload_blob``
+took 0.08-0.13 s: its Put Blob as long as the SDK's, plus about 10 ms of framing and the index's
+own small Put Blob.
 
 **Multipart as Azure does it** (larger objects): each part (one Pulsar block) is one staged
 block of the target blob (``stage_block``, block id = the upload id and the part number), and
 completion is ``commit_block_list`` with the upload's metadata. Each block is sent with its
 Content-MD5 (``validate_content``: Azure checks it on arrival, as S3 and GCS check our parts'
 CRC32C; the MD5 costs ~1.2 ms of client CPU per MiB, and spares Azurite its CRC64: staged 32 MiB
-offloads went from 0.17 to 0.6 of the one-request baseline). Azure has no upload ids and no
+offloads went from 0.14-0.36 to 0.17-0.54 of the one-request baseline, the machine's load
+making most of the spread). Azure has no upload ids and no
 listing of unfinished uploads, so each upload also has a marker blob
 (:mod:`offloader.store.staged`); its abort deletes the marker and, when no committed blob and no
 other upload exist for the key, drops the uncommitted blocks (an empty block list committed then

@@ -9,17 +9,20 @@ listing of unfinished uploads and no user-chosen part objects, so abandoned uplo
 be found by gc. The SDK gives all of that and the generation preconditions.
 
 **One request first.** The store says ``prefers_one_request_upload``: the offload writer then
-sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) with one ``put``
-(:class:`~offloader.offload.writer.OneRequestUpload`): ``upload_from_string``, which for more
-than 8 MiB is the SDK's own resumable session sent in one PUT. That is one object write where
-parts cost a part object per block, a marker, a compose (a server-side copy of the whole
-object) and a delete per part; it is atomic (no object or the whole one after a crash). On
-fake-gcs-server (32 MiB, 8 MiB blocks, bench/results/2026-11-28-clouds-one-request.json) the
-PUT itself takes what the SDK's own upload of the same bytes takes; the offload around it adds
-the framing of the blocks (about 0.04 s of CPU per 32 MiB), which a single request cannot
-overlap with the send. A streamed body (the SDK's resumable upload in 8 or 16 MiB chunks, so
-blocks could be sent as they are framed) was measured and is slower on the emulator (0.75-1.1
-s vs 0.5 s for 32 MiB on a busy machine), so the object is framed whole, then sent.
+sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) in one request
+(:class:`~offloader.offload.writer.OneRequestUpload`, :meth:`GCSObjectStore.put_parts`): a
+resumable session opened by the SDK (``create_resumable_upload_session``, with the metadata and
+the object's CRC32C, which GCS checks) and one PUT of the session whose body is the framed
+blocks one after the other, never joined. That is what ``upload_from_string`` itself does for
+more than 8 MiB, minus a joined copy of the object; parts would cost a part object per block, a
+marker, a compose (a server-side copy of the whole object) and a delete per part. It is atomic:
+a session that did not get every byte leaves no object. Measured on fake-gcs-server (32 MiB, 8
+MiB blocks, ``python -m bench clouds`` three times,
+bench/results/2026-11-28-clouds-one-request.json): 0.71-2.83 of ``upload_from_string`` of the
+same bytes (median above 1), where parts composed were 0.52-1.33 and a joined ``put`` 0.58-1.06
+(the join was most of the offload's own time: client CPU 0.04 s, now 0.02 s per 32 MiB). The
+SDK's chunked resumable upload (8 or 16 MiB chunks, which could send blocks as they are framed)
+was measured too: slower on the emulator (0.75-1.1 s vs 0.5 s for 32 MiB).
 
 **Multipart by composing parts** (larger objects; not the XML API's multipart upload): each part
 is a temporary object ``.uploads/p/<upload id>/<n>`` (see :mod:`offloader.store.staged`), and
