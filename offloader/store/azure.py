@@ -587,4 +587,11 @@ def _total(props: Any) -> int:
 
 
 def _code(exc: AzureError) -> str:
-    return str(getattr(exc, "error_code", "") or "")
+    """The service's error code: the SDK's (its public calls set it), else the answer's
+    ``x-ms-error-code`` header (the generated Put Blob of ``put_parts`` does not set it)."""
+    code = getattr(exc, "error_code", "") or ""
+    if not code:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None) or {}
+        code = headers.get("x-ms-error-code", "") or ""
+    return str(code)
