@@ -6,6 +6,7 @@ multipart path; a failure at any step leaves nothing; past the limit the multipa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,11 +15,13 @@ from formats.keys import data_key, index_key
 from offloader.config import MiB, OffloadSettings
 from offloader.errors import ConfigError, StoreUnavailable
 from offloader.ledgers.base import InMemoryLedger
+from offloader.metrics.base import NullMetrics
 from offloader.offload.writer import offload_ledger, one_request
 from offloader.read.handle import ReadHandle
 from offloader.store.base import Buffer, ObjectStore
 from offloader.store.faulty import FaultPlan, FaultyObjectStore
 from offloader.store.local import LocalObjectStore
+from offloader.store.metered import MeteredObjectStore
 from tests.offload.conftest import assert_empty, cloud_store, new_uuid, settings_for
 
 BLOCK = 4096
@@ -152,3 +155,27 @@ def test_azure_streams_through_the_sdk_put_blob_operation(request: pytest.Fixtur
         assert callable(blob._client.block_blob.upload)
     finally:
         store.close()
+
+
+class _Recording(NullMetrics):
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+
+    def record_store_request(
+        self, backend: str, operation: str, outcome: str, seconds: float
+    ) -> None:
+        self.requests.append((operation, outcome))
+
+
+def test_the_metered_store_records_the_one_request_upload(
+    cloud: ObjectStore, tmp_path: Path
+) -> None:
+    """Behind the service's metrics wrapper the offload still goes in one request, and that
+    request is recorded as ``put_parts``."""
+    metrics = _Recording()
+    metered = MeteredObjectStore(cloud, metrics)
+    offload_ledger(_ledger(), metered, new_uuid(), settings_for("gcs", BLOCK))
+    operations = [op for op, outcome in metrics.requests if outcome == "success"]
+    assert operations == ["put_parts", "put"]
+    local = MeteredObjectStore(LocalObjectStore(tmp_path / "objects"), metrics)
+    assert not hasattr(local, "put_parts")  # only where the store has it
