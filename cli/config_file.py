@@ -101,7 +101,7 @@ _EXPORT_KEYS = {
     "endpoint_url",
 }
 _INT_KEYS = {"max_entries_per_ledger", "offload_concurrency"}
-_SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size"}
+_SIZE_KEYS = {"max_ledger_size", "max_block_size", "read_buffer_size", "one_request_upload_max"}
 _TIME_KEYS = {
     "min_rollover_time",
     "max_rollover_time",
@@ -351,7 +351,12 @@ def apply_broker_values(base: BrokerSettings, values: dict[str, Any]) -> BrokerS
     values = {key: value for key, value in values.items() if value is not None}
     offload_changes = {
         key: values[key]
-        for key in ("max_block_size", "read_buffer_size", "offload_concurrency")
+        for key in (
+            "max_block_size",
+            "read_buffer_size",
+            "offload_concurrency",
+            "one_request_upload_max",
+        )
         if key in values
     }
     broker_changes: dict[str, Any] = {}

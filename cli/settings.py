@@ -17,6 +17,7 @@ configured home needs no ``--store`` on every command::
     max_block_size = "64M"        # at least 5M for s3:// stores
     read_buffer_size = "1M"
     offload_concurrency = 4
+    one_request_upload_max = "64M"  # gs://, az://: a smaller data object is one request
     min_rollover_time = "10m"     # not above max_rollover_time
     max_rollover_time = "4h"
     offload_deletion_lag = "4h"   # broker default when a namespace sets none

@@ -28,6 +28,7 @@ BROKER_DEFAULTS: dict[str, Callable[[BrokerSettings], object]] = {
     "max_block_size": lambda b: b.offload.max_block_size,
     "read_buffer_size": lambda b: b.offload.read_buffer_size,
     "offload_concurrency": lambda b: b.offload.offload_concurrency,
+    "one_request_upload_max": lambda b: b.offload.one_request_upload_max,
     "min_rollover_time": lambda b: b.min_rollover_seconds,
     "max_rollover_time": lambda b: b.max_rollover_seconds,
     "offload_deletion_lag": lambda b: b.default_deletion_lag_ms // 1000,
@@ -62,6 +63,10 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("", "export"): "`[[export]]` tables: exports `service run` runs after each pass (below).",
     ("broker", "offload_deletion_lag"): "Delete the local copy of an offloaded ledger this "
     "long after its offload, when its namespace sets no deletion lag (`-1`: never).",
+    ("broker", "one_request_upload_max"): "On `gs://` and `az://` stores: a ledger's data "
+    "object of at most this size is sent in one request (framed whole in memory first) in "
+    "place of parts composed (GCS) or blocks staged (Azure); `0`: always in parts (at most "
+    "`256M`).",
     ("broker", "orphan_min_age"): "Objects younger than this are never treated as orphans "
     "(they may belong to a running offload).",
     ("broker", "cluster_lease"): "On a shared metadata store: how long a `service run`'s "

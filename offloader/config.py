@@ -3,7 +3,8 @@
 Defaults are Pulsar's (``ServiceConfiguration`` and the offloader's driver settings). Memory:
 an offload holds at most ``offload_concurrency`` block buffers (uploading, or being filled while
 the others upload), so peak buffer memory is ``offload_concurrency * max_block_size`` (plus
-about 70 MB of interpreter and client).
+about 70 MB of interpreter and client). On GCS and Azure a data object of at most
+``one_request_upload_max`` bytes is framed whole and sent in one request: up to that much.
 A ReadHandle reads a short window with one ranged GET; with ``read_ahead``, a long one (a bulk
 read) is one streamed GET read ``read_buffer_size`` bytes at a time, at most 8 chunks ahead of
 the caller; without it, ranged GETs of ``read_buffer_size`` bytes grow to 8 buffers on a
@@ -64,6 +65,9 @@ class OffloadSettings:
     key_ring: str | None = None
     transform_chunk_size: int = 1 * MiB
     chunk_cache_bytes: int = 0
+    #: GCS and Azure: a plain data object of at most this many bytes is sent in one request
+    #: (framed whole in memory, then one PUT) in place of their multipart emulation; 0 = never
+    one_request_upload_max: int = 64 * MiB
 
     def __post_init__(self) -> None:
         if self.enforce_min_block_size:
@@ -84,6 +88,10 @@ class OffloadSettings:
             )
         if self.chunk_cache_bytes < 0:
             raise ConfigError("chunk cache size must not be negative")
+        if not 0 <= self.one_request_upload_max <= 256 * MiB:
+            raise ConfigError(
+                f"one_request_upload_max {self.one_request_upload_max} is not in 0..256M"
+            )
         if self.ledger_read_batch_entries < 1:
             raise ConfigError("ledger_read_batch_entries must be at least 1")
 

@@ -122,6 +122,36 @@ class OffloadJob:
         entries = LedgerEntries(self.reader, self.lengths, self.settings.ledger_read_batch_entries)
         return self.upload_id, entries
 
+    def read_entries(self) -> LedgerEntries:
+        """The reader of the ledger's entries in the planned batches, with no multipart upload
+        (a strategy that sends the data object in one request: :meth:`put_data`)."""
+        return LedgerEntries(self.reader, self.lengths, self.settings.ledger_read_batch_entries)
+
+    def put_data(
+        self, entries: LedgerEntries, blocks: Sequence[memoryview], metadata: dict[str, str]
+    ) -> None:
+        """The whole data object, its blocks in order, in one PUT (atomic: a crash before its
+        answer leaves no object, or the whole one), once every planned entry was read. A
+        store with ``put_parts`` sends the blocks as they are; else they are joined."""
+        self.check_all_read(entries)
+        self.complete_attempted = True  # from here on the object may exist
+        crash_point("writer.before_complete_upload")
+        put_parts = getattr(self.store, "put_parts", None)
+        if callable(put_parts):
+            put_parts(self.dkey, blocks, metadata)
+        else:
+            self.store.put(self.dkey, b"".join(blocks), metadata)
+        crash_point("writer.after_complete_upload")
+        self.completed = True
+
+    def check_all_read(self, entries: LedgerEntries) -> None:
+        """Every planned entry was read (else the ledger changed under us)."""
+        if entries.next_id != len(self.lengths):
+            raise IndexInconsistentError(
+                f"ledger {self.reader.ledger_id}: {entries.next_id} entries read, "
+                f"{len(self.lengths)} planned"
+            )
+
     def complete_upload(
         self, upload_id: str, entries: LedgerEntries, parts: list[UploadedPart]
     ) -> None:
@@ -130,11 +160,7 @@ class OffloadJob:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
             self.pool = None
-        if entries.next_id != len(self.lengths):
-            raise IndexInconsistentError(
-                f"ledger {self.reader.ledger_id}: {entries.next_id} entries read, "
-                f"{len(self.lengths)} planned"
-            )
+        self.check_all_read(entries)
         parts.sort(key=lambda p: p.part_number)
         self.complete_attempted = True  # from here on the object may exist
         crash_point("writer.before_complete_upload")

@@ -1,12 +1,14 @@
 """The offload writer: one closed ledger -> a data object (multipart, parts 1..N) and an index.
 
-:func:`offload_ledger` runs one :class:`~offloader.offload.job.OffloadJob` with one of two
+:func:`offload_ledger` runs one :class:`~offloader.offload.job.OffloadJob` with one of three
 upload strategies: :class:`PlainUpload` (here) writes Pulsar's object, and
 :class:`~offloader.offload.transformed.TransformedUpload` the chunked one of a namespace with a
-transform policy (spec/transforms.md). The plain offload follows Pulsar's
-``BlobStoreManagedLedgerOffloader.offload`` (spec/object-keys.md §2) byte for byte, with three
-differences: parts are uploaded concurrently (a bounded window), each part carries its CRC32C,
-and nothing is left behind when anything fails. Steps:
+transform policy (spec/transforms.md); :class:`OneRequestUpload` (here) writes the same plain
+object in one PUT, on stores whose multipart upload is an emulation (GCS, Azure:
+``prefers_one_request_upload``) when it is at most ``one_request_upload_max`` bytes. The plain
+offload follows Pulsar's ``BlobStoreManagedLedgerOffloader.offload`` (spec/object-keys.md §2)
+byte for byte, with three differences: parts are uploaded concurrently (a bounded window), each
+part carries its CRC32C, and nothing is left behind when anything fails. Steps:
 
 1. entry lengths (``reader.entry_lengths()`` when the reader has it, else a pre-pass reading
    batches, with ``read_spans`` when the reader has it), then the block plan
@@ -69,7 +71,7 @@ from offloader.offload.job import OffloadJob, ProgressCallback, UploadedData, Up
 from offloader.offload.transformed import TransformedUpload, WriteTransform
 from offloader.store.base import ObjectStore, UploadedPart
 
-__all__ = ["OffloadResult", "PlainUpload", "offload_ledger"]
+__all__ = ["OffloadResult", "OneRequestUpload", "PlainUpload", "offload_ledger", "one_request"]
 
 log = get_logger(__name__)
 
@@ -134,7 +136,13 @@ def offload_ledger(
         concurrency=settings.offload_concurrency,
     )
     job = OffloadJob(reader, store, uuid, settings, lengths, plans, progress)
-    strategy: UploadStrategy = PlainUpload() if transform is None else TransformedUpload(transform)
+    strategy: UploadStrategy
+    if transform is not None:
+        strategy = TransformedUpload(transform)
+    elif one_request(store, total, settings):
+        strategy = OneRequestUpload()
+    else:
+        strategy = PlainUpload()
     try:
         data = strategy.upload(job, managed_ledger_name)
         index_size = job.put_index(data, managed_ledger_name)
@@ -174,6 +182,14 @@ def offload_ledger(
         mb_per_s=round(total / 1e6 / elapsed, 1),  # of the ledger's bytes, however stored
     )
     return result
+
+
+def one_request(store: ObjectStore, total: int, settings: OffloadSettings) -> bool:
+    """Whether a plain data object of ``total`` bytes goes to ``store`` in one request: the
+    store says it prefers that to its multipart emulation (GCS and Azure:
+    ``prefers_one_request_upload``) and ``total`` is within ``one_request_upload_max``."""
+    prefers = getattr(store, "prefers_one_request_upload", False) is True
+    return prefers and 0 < total <= settings.one_request_upload_max
 
 
 def _upload(
@@ -309,4 +325,51 @@ class PlainUpload:
             entries=entries,
             stored_size=total,
             span_crc32c=[c for p in plans for c in span_crcs_of_part[p.part_number]],
+        )
+
+
+class OneRequestUpload:
+    """The :class:`~offloader.offload.job.UploadStrategy` of a plain data object sent in one
+    PUT: for stores whose multipart upload is an emulation that costs more than the bytes
+    (GCS: parts composed by a server-side copy, then deleted; Azure: staged blocks, which
+    Azurite checksums at a fraction of its Put Blob's speed), when the object is at most
+    ``one_request_upload_max`` bytes. The blocks are framed as planned (same bytes, CRC32Cs,
+    spans and zone maps as :class:`PlainUpload`), each into a buffer of its own size, then
+    sent in one PUT whose body is the blocks one after the other (``put_parts`` of GCS and
+    Azure; a store without it gets them joined, for ``put``): peak memory the object
+    (``one_request_upload_max`` at most), and nothing but the whole object can ever exist
+    (no marker, no parts)."""
+
+    def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
+        settings, plans = job.settings, job.plans
+        metadata = object_user_metadata(
+            ROLE_DATA,
+            managed_ledger_name=managed_ledger_name,
+            software_version=settings.software_version,
+        )
+        entries = job.read_entries()
+        cuts = _span_cuts(job)
+        blocks: list[memoryview] = []
+        block_crcs: list[int] = []
+        span_crcs: list[int] = []
+        for n, plan in enumerate(plans):
+            writer = BlockWriter(plan.size)
+            summer = SpanSummer(_span_bounds(plan, cuts[n]))
+            block = writer.write_block_batches(
+                plan.first_entry_id, entries.batches(plan.entry_count), plan.size, summer
+            )
+            crc, spans = summer.finish(block)
+            block_crcs.append(crc)
+            if cuts[n]:
+                span_crcs.extend(spans)
+            job.record_zone(block, plan)
+            blocks.append(block)
+        job.put_data(entries, blocks, metadata)
+        if job.progress is not None:
+            job.progress(job.total, job.total)
+        return UploadedData(
+            block_crc32c=block_crcs,
+            entries=entries,
+            stored_size=job.total,
+            span_crc32c=span_crcs,
         )

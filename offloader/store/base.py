@@ -6,6 +6,11 @@ contract suite in ``tests/contract/test_object_store_contract.py``. Backends rai
 from :mod:`offloader.errors` (``ObjectNotFound``, ``UploadNotFound``, ``PreconditionFailed``,
 ``StoreUnavailable``, ``AccessDenied``, ``InvalidStoreKey``, ``StoreError``).
 
+Two optional members, outside the Protocol, are read with ``getattr`` by the offload writer:
+``prefers_one_request_upload`` (True on GCS and Azure, whose multipart upload is an emulation)
+and ``put_parts(key, parts, metadata)`` (the whole object from its parts in one request, never
+joined); see :class:`offloader.offload.writer.OneRequestUpload`.
+
 Keys are ``/``-separated relative paths, checked alike by every backend
 (:func:`offloader.store.keycheck.check_key`): no empty key or segment, no ``.``/``..``
 segment, no leading ``/``, no backslash or control character (``InvalidStoreKey``).

@@ -38,7 +38,9 @@ from offloader.store.ranges import WrappedRangeReader
 
 __all__ = ["METHODS", "Call", "Fault", "FaultPlan", "FaultyObjectStore"]
 
-#: the ObjectStore methods a fault can target (the properties are never counted)
+#: the ObjectStore methods a fault can target (the properties are never counted);
+#: ``put_parts`` is the optional one-request upload of GCS and Azure, which this wrapper does
+#: not forward (a test subclass that forwards it can target it)
 METHODS = frozenset(
     {
         "create_multipart_upload",
@@ -47,6 +49,7 @@ METHODS = frozenset(
         "abort_multipart_upload",
         "list_multipart_uploads",
         "put",
+        "put_parts",
         "get",
         "get_range",
         "open_range",

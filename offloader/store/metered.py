@@ -83,8 +83,19 @@ class MeteredObjectStore:
         self.metrics.record_store_request(self.backend, operation, outcome_of(exc), seconds)
 
     def __getattr__(self, name: str) -> object:
-        # backend extras some callers look for (the local store's list_temporaries)
-        return getattr(self.inner, name)
+        # backend extras some callers look for (the local store's list_temporaries; GCS's and
+        # Azure's one-request upload, whose put_parts is a request and recorded as one)
+        extra = getattr(self.inner, name)
+        if name == "put_parts" and callable(extra):
+            put_parts = extra
+
+            def metered_put_parts(
+                key: str, parts: Sequence[Buffer], metadata: Mapping[str, str]
+            ) -> None:
+                self._call("put_parts", lambda: put_parts(key, parts, metadata))
+
+            return metered_put_parts
+        return extra
 
     @property
     def url(self) -> str:

@@ -2,17 +2,20 @@
 completion is given, written once: a part number inside the store's range, and a completion
 list that is not empty, has no number twice, and is put in part-number order.
 
+:class:`PartsBody` is the request body of a whole object sent in one request from its parts
+(``put_parts`` of GCS and Azure): the parts one after the other, with the total length.
+
 Pure: no SDK; each backend keeps only what its service does with the ordered parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from offloader.errors import StoreError
-from offloader.store.base import UploadedPart
+from offloader.store.base import Buffer, UploadedPart
 
-__all__ = ["check_part_number", "ordered_parts"]
+__all__ = ["PartsBody", "check_part_number", "ordered_parts"]
 
 
 def check_part_number(part_number: int, limit: int = 10000) -> None:
@@ -30,3 +33,24 @@ def ordered_parts(parts: Sequence[UploadedPart], shown: str) -> list[UploadedPar
     if len(set(numbers)) != len(numbers):
         raise StoreError(f"complete {shown}: duplicate part numbers {numbers}")
     return ordered
+
+
+class PartsBody:
+    """A request body of known length made of buffers sent one after the other: an HTTP
+    client (requests, under both cloud SDKs) sends an iterable with a length as it is, with
+    that Content-Length, so the parts are never joined into one copy. Iterable again (a
+    retried request sends it whole again)."""
+
+    def __init__(self, parts: Sequence[Buffer]) -> None:
+        self._views = [memoryview(p).cast("B") for p in parts]
+        self._total = sum(v.nbytes for v in self._views)
+
+    @property
+    def views(self) -> list[memoryview]:
+        return self._views
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return iter(self._views)
