@@ -1,7 +1,7 @@
 """A real Pulsar cluster's metadata read from ZooKeeper, and the orphan audit of its bucket.
 
 ``python -m bench pulsar_cluster [--topics N] [--ledgers L] [--objects M] [--stores file,s3]
-[--placement shared,split] [--repeat R] [--fill prefill,put]``
+[--placement shared,split] [--repeat R] [--fill prefill,put] [--s3-server moto,rgw]``
 
 * ``pulsar_cluster.list_topics``: every topic's ``ManagedLedgerInfo`` of a cluster of N topics
   (L ledgers each, offloaded, the node values LZ4-compressed as a broker with
@@ -22,7 +22,8 @@
   ``--repeat`` rounds is one row (best of 3 inside a round). ``--fill prefill`` (the default)
   has moto's process write the objects into its own backend before it serves
   (``bench/moto_process.py``), so only the measured listing and audit go over HTTP; ``--fill
-  put`` PUTs them (about 7 ms an object on moto).
+  put`` PUTs them (about 7 ms an object on moto). ``--s3-server rgw`` runs the same case on
+  Ceph's radosgw (filled by PUT on 32 threads); its rows are ``...orphan_audit.s3.rgw...``.
 
 The ZooKeeper is the throwaway server of the tests (``devservers/zookeeper.py``); skipped
 with a note where it cannot run.
@@ -205,8 +206,8 @@ def _s3_keys(pairs: dict[str, list[tuple[int, str]]], objects: int) -> tuple[lis
 _META = {"s3managedledgeroffloaderformatversion": "1"}
 
 
-def _fill_s3(endpoint: S3Endpoint, bucket: str, keys: list[str]) -> None:
-    """The keys put over HTTP on 16 threads (``--fill put``: ~7 ms per PUT on moto)."""
+def _fill_s3(endpoint: S3Endpoint, bucket: str, keys: list[str], threads: int = 16) -> None:
+    """The keys put over HTTP on ``threads`` threads (``--fill put``: ~7 ms per PUT on moto)."""
     from concurrent.futures import ThreadPoolExecutor
 
     client = endpoint.client()
@@ -214,31 +215,44 @@ def _fill_s3(endpoint: S3Endpoint, bucket: str, keys: list[str]) -> None:
     def put(key: str) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=b"x", Metadata=_META)
 
-    with ThreadPoolExecutor(16) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         list(pool.map(put, keys))
 
 
 @contextmanager
-def _filled_moto(
-    pairs: dict[str, list[tuple[int, str]]], objects: int, fill: str
-) -> Iterator[tuple[S3Endpoint, int, str, int, int, float]]:
-    """moto in its own process with the bucket filled: ``prefill`` (the child writes the
-    objects into its own backend before it serves) or ``put`` (PUT over HTTP). Yields the
-    endpoint, its pid, the bucket, the objects, the orphans and the fill's seconds."""
+def _filled_s3(
+    server: str, pairs: dict[str, list[tuple[int, str]]], objects: int, fill: str
+) -> Iterator[tuple[S3Endpoint, tuple[int, ...], str, int, int, float, str]]:
+    """The S3 server (``moto`` in its own process, or ``rgw``: Ceph's radosgw, moto when it
+    cannot start) with the bucket filled. moto: ``prefill`` (the child writes the objects into
+    its own backend before it serves) or ``put`` (PUT over HTTP); RGW is always filled by PUT
+    (32 threads). Yields the endpoint, the server's pids, the bucket, the objects, the
+    orphans, the fill's seconds and what the server was."""
     from bench.common import moto_process
+    from bench.common import server as s3_server
     from bench.moto_process import Prefill, moto_child
 
     keys, orphans = _s3_keys(pairs, objects)
     started = time.perf_counter()
+    if server == "rgw":
+        with s3_server("rgw") as srv:
+            bucket = srv.endpoint.new_bucket()
+            _fill_s3(srv.endpoint, bucket, keys, threads=32)
+            what = "Ceph RGW" if srv.name == "rgw" else f"moto (own process; {srv.note})"
+            took = time.perf_counter() - started
+            yield srv.endpoint, srv.pids, bucket, len(keys), orphans, took, what
+        return
+    what = "moto (own process)"
     if fill == "prefill":
         bucket = f"t-{uuid.uuid4().hex[:20]}"
         with moto_child(Prefill(bucket, [(k, 1) for k in keys], _META)) as (endpoint, pid):
-            yield endpoint, pid, bucket, len(keys), orphans, time.perf_counter() - started
+            took = time.perf_counter() - started
+            yield endpoint, (pid,), bucket, len(keys), orphans, took, what
         return
     with moto_process() as (endpoint, pid):
         bucket = endpoint.new_bucket()
         _fill_s3(endpoint, bucket, keys)
-        yield endpoint, pid, bucket, len(keys), orphans, time.perf_counter() - started
+        yield endpoint, (pid,), bucket, len(keys), orphans, time.perf_counter() - started, what
 
 
 def _bare_s3(client: object, bucket: str) -> int:
@@ -264,17 +278,19 @@ def _audit_s3(
     placements: list[object],
     repeat: int,
     fill: str,
+    server: str,
 ) -> None:
     from bench.placement import _pin_process, placed
     from offloader.offload.cluster_orphans import audit_cluster_bucket
     from offloader.pulsar_cluster import open_cluster_source
     from offloader.store import open_store
 
-    with _filled_moto(pairs, objects, fill) as (endpoint, pid, bucket, written, orphans, fill_s):
+    filled = _filled_s3(server, pairs, objects, fill)
+    with filled as (endpoint, pids, bucket, written, orphans, fill_s, what):
         client = endpoint.client()
         os.environ.update(endpoint.env())  # the store's credentials, as the CLI takes them
         store = open_store(f"s3://{bucket}", endpoint_url=endpoint.url, region=endpoint.region)
-        servers = [pid] + ([zk_pid] if zk_pid is not None else [])
+        servers = [*pids] + ([zk_pid] if zk_pid is not None else [])
         everything = sorted(os.sched_getaffinity(0))
         for place in placements:
             with placed(servers, place) as cpus:  # type: ignore[arg-type]
@@ -301,7 +317,8 @@ def _audit_s3(
                                 found = len(audit.objects)  # type: ignore[attr-defined]
                         assert listed == written and found == orphans, (listed, found, orphans)
                         report(
-                            f"pulsar_cluster.orphan_audit.s3{place.suffix}",  # type: ignore[attr-defined]
+                            f"pulsar_cluster.orphan_audit.s3{'.rgw' if server == 'rgw' else ''}"
+                            f"{place.suffix}",  # type: ignore[attr-defined]
                             best_audit[0],
                             best_list[0],
                             "s",
@@ -313,8 +330,8 @@ def _audit_s3(
                             topics=len(pairs),
                             round=round_ + 1,
                             placement=place.name,  # type: ignore[attr-defined]
-                            server="moto (own process)",
-                            fill=fill,
+                            server=what,
+                            fill=fill if server == "moto" else "put",
                             fill_s=round(fill_s, 1),
                             baseline_what="a bare boto3 list_objects_v2 pass over the same keys",
                             goal_ratio=1.5,
@@ -339,6 +356,13 @@ def main(argv: list[str]) -> int:
         default="prefill",
         help="how the S3 bucket is filled: prefill (moto's process writes the objects into its "
         "own backend before it serves; default) or put (PUT over HTTP, ~7 ms per object)",
+    )
+    parser.add_argument(
+        "--s3-server",
+        choices=("moto", "rgw"),
+        default="moto",
+        help="the S3 server of the s3 case: moto (own process; default) or rgw (Ceph's "
+        "radosgw, filled by PUT on 32 threads; moto when it cannot start)",
     )
     add_run_arguments(parser)
     args = parser.parse_args(argv)
@@ -395,6 +419,7 @@ def main(argv: list[str]) -> int:
                     placements,  # type: ignore[arg-type]
                     args.repeat,
                     args.fill,
+                    args.s3_server,
                 )
         finally:
             client.stop()
