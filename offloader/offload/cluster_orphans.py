@@ -270,9 +270,9 @@ def audit_cluster_bucket(
     unlisted: dict[tuple[str, int], str] = {}  # pair -> the key whose HEAD tells its reason
     found: list[tuple[ObjectInfo, int | None, ObjectKey, str | None]] = []
     pairs, referenced = refs.pairs, refs.keys
+    audit.listed_objects = len(listed)
+    audit.listed_bytes = sum(info.size for info in listed)
     for info in listed:
-        audit.listed_objects += 1
-        audit.listed_bytes += info.size
         if info.key in referenced:
             continue
         try:
