@@ -8,8 +8,9 @@ translated into the caller's error pair (``error``: an ACL refusal, a server err
 ``unavailable``: no server answers, the session broke). Nothing here writes to ZooKeeper.
 
 Many unwatched reads go out as ZooKeeper's ``multiRead`` (opcode 22, servers 3.6 and later;
-Pulsar's own metadata store batches its reads the same way): :data:`BATCH` ``getData``
-operations in one request, each answered on its own (a missing node or an ACL refusal is that
+Pulsar's own metadata store batches its reads the same way): up to :data:`BATCH` ``getData``
+operations in one request (fewer when the values are large: :data:`BATCH_BYTES`), each
+answered on its own (a missing node or an ACL refusal is that
 node's result, not the batch's). kazoo's cost is per request (a wake-up of its connection
 thread, a select, a queue entry, a result object, a condition wait), so this costs a fraction
 of one pipelined ``get`` per node. A server older than 3.6 would drop the connection on the
@@ -45,9 +46,15 @@ from offloader.zk.address import ZkAddress
 
 #: pipelined reads in flight at once (bounded, so 100,000 nodes do not queue 100,000 requests)
 WINDOW = 512
-#: ``getData`` operations in one ``multiRead`` request, and such requests in flight at once
+#: ``getData`` operations in one ``multiRead`` request (at most), and such requests in flight
 BATCH = 128
 BATCH_WINDOW = 4
+#: the first requests' size, before any value's size is known
+FIRST_BATCH = 4
+#: the bytes one ``multiRead`` answer aims at: each batch holds as many nodes as the values
+#: read so far say fit (large managed ledgers, up to the node limit each, go a few at a time,
+#: so neither the server nor this process builds a huge answer)
+BATCH_BYTES = 1 << 20
 #: the first ZooKeeper version that has ``multiRead``
 MULTI_READ_SINCE = (3, 6)
 
@@ -263,13 +270,16 @@ class ZkReader:
         return self._multi_read
 
     def _get_batched(self, paths: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
-        """:meth:`get_many` without watches: :data:`BATCH` paths per ``multiRead``,
+        """:meth:`get_many` without watches: up to :data:`BATCH` paths per ``multiRead`` (as
+        many as :data:`BATCH_BYTES` holds at the mean size of the values read so far),
         :data:`BATCH_WINDOW` requests in flight."""
         pending: deque[tuple[list[str], Any]] = deque()
         names = iter(paths)
+        size = FIRST_BATCH
+        read_bytes = read_values = 0
 
         def send() -> bool:
-            batch = [p for _, p in zip(range(BATCH), names, strict=False)]
+            batch = [p for _, p in zip(range(size), names, strict=False)]
             if batch:
                 result = self._client.handler.async_result()
                 self._client._call(_MultiRead(batch), result)  # as kazoo's own *_async do
@@ -285,6 +295,9 @@ class ZkReader:
                 values = result.get()
             except Exception as exc:
                 raise self.translate(exc, batch[0]) from None
+            read_values += len(values)
+            read_bytes += sum(len(v) for v in values if isinstance(v, bytes))
+            size = max(1, min(BATCH, BATCH_BYTES * read_values // max(read_bytes, 1)))
             for path, value in zip(batch, values, strict=True):
                 if isinstance(value, bytes):
                     yield path, value

@@ -44,13 +44,27 @@ def _single(reader: ZkReader, paths: list[str]) -> list[tuple[str, bytes | None]
     return [(p, reader.get(p)) for p in paths]
 
 
+@pytest.fixture()
+def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of nodes in each multiRead request sent (the real request, recorded)."""
+    sizes: list[int] = []
+
+    class Recorded(zk_reader._MultiRead):
+        def __init__(self, paths: list[str]) -> None:
+            sizes.append(len(paths))
+            super().__init__(paths)
+
+    monkeypatch.setattr(zk_reader, "_MultiRead", Recorded)
+    return sizes
+
+
 def test_the_fixture_server_has_multi_read(reader: ZkReader) -> None:
     # else the tests below would compare the pipelined path with itself
     assert reader.multi_read()
 
 
 def test_batched_reads_equal_one_get_per_node(
-    reader: ZkReader, zk_admin: KazooClient, root: str
+    reader: ZkReader, zk_admin: KazooClient, root: str, batch_sizes: list[int]
 ) -> None:
     n = zk_reader.BATCH * (zk_reader.BATCH_WINDOW + 2) + 7  # more than the window holds
     txn = []
@@ -71,6 +85,23 @@ def test_batched_reads_equal_one_get_per_node(
     assert got == _single(reader, paths)
     assert [p for p, _ in got] == paths
     assert sum(v is None for _, v in got) == 3
+    assert sum(batch_sizes) == len(paths)
+    assert batch_sizes[0] == zk_reader.FIRST_BATCH and max(batch_sizes) == zk_reader.BATCH
+
+
+def test_large_values_go_a_few_at_a_time(
+    reader: ZkReader, zk_admin: KazooClient, root: str, batch_sizes: list[int]
+) -> None:
+    value = bytes(range(256)) * 800  # 200 KiB: about five fit in BATCH_BYTES
+    for i in range(40):
+        zk_admin.create(f"{root}/big{i:02d}", value[i:] + bytes([i]))
+    paths = [f"{root}/big{i:02d}" for i in range(40)]
+    got = list(reader.get_many(paths))
+    assert got == _single(reader, paths)
+    assert sum(batch_sizes) == 40
+    assert batch_sizes[: zk_reader.BATCH_WINDOW] == [zk_reader.FIRST_BATCH] * 4
+    fit = zk_reader.BATCH_BYTES // len(value)
+    assert 1 <= max(batch_sizes[zk_reader.BATCH_WINDOW :]) <= fit + 1
 
 
 def test_no_paths_reads_nothing(reader: ZkReader) -> None:
