@@ -104,6 +104,19 @@ def test_large_values_go_a_few_at_a_time(
     assert 1 <= max(batch_sizes[zk_reader.BATCH_WINDOW :]) <= fit + 1
 
 
+def test_a_server_without_multi_read_gets_one_node_per_request(
+    reader: ZkReader, zk_admin: KazooClient, root: str, batch_sizes: list[int]
+) -> None:
+    """As against a server older than 3.6 (or without ``srvr``): pipelined gets, the same
+    values."""
+    for i in range(20):
+        zk_admin.create(f"{root}/n{i}", bytes([i]) * i)
+    paths = [f"{root}/n{i}" for i in range(20)] + [f"{root}/missing"]
+    reader._multi_read = False  # what multi_read() decides for such a server
+    assert list(reader.get_many(paths)) == _single(reader, paths)
+    assert batch_sizes == []
+
+
 def test_no_paths_reads_nothing(reader: ZkReader) -> None:
     assert list(reader.get_many([])) == []
 
