@@ -1,7 +1,7 @@
 """A real Pulsar cluster's metadata read from ZooKeeper, and the orphan audit of its bucket.
 
 ``python -m bench pulsar_cluster [--topics N] [--ledgers L] [--objects M] [--stores file,s3]
-[--placement shared,split] [--repeat R]``
+[--placement shared,split] [--repeat R] [--fill prefill,put] [--s3-server moto,rgw]``
 
 * ``pulsar_cluster.list_topics``: every topic's ``ManagedLedgerInfo`` of a cluster of N topics
   (L ledgers each, offloaded, the node values LZ4-compressed as a broker with
@@ -19,7 +19,11 @@
   boto3 ``list_objects_v2`` pass over the same keys. ``--placement split`` pins moto and
   ZooKeeper to the upper half of the CPUs and this process to the lower half (a stand-in for
   servers on other machines, ``bench/placement.py``); its rows end in ``.split``. Each of
-  ``--repeat`` rounds is one row (best of 3 inside a round).
+  ``--repeat`` rounds is one row (best of 3 inside a round). ``--fill prefill`` (the default)
+  has moto's process write the objects into its own backend before it serves
+  (``bench/moto_process.py``), so only the measured listing and audit go over HTTP; ``--fill
+  put`` PUTs them (about 7 ms an object on moto). ``--s3-server rgw`` runs the same case on
+  Ceph's radosgw (filled by PUT on 32 threads); its rows are ``...orphan_audit.s3.rgw...``.
 
 The ZooKeeper is the throwaway server of the tests (``devservers/zookeeper.py``); skipped
 with a note where it cannot run.
@@ -32,11 +36,13 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from unittest import mock
 
 from bench import note, report
 from bench.placement import add_run_arguments, parse_placements
+from devservers.endpoint import S3Endpoint
 
 ROOT = "/bench/managed-ledgers"
 
@@ -182,16 +188,10 @@ def _audit(url: str, pairs: dict[str, list[tuple[int, str]]], objects: int) -> N
     )
 
 
-def _fill_s3(
-    endpoint: object, bucket: str, pairs: dict[str, list[tuple[int, str]]], objects: int
-) -> tuple[int, int]:
-    """``objects`` objects in the bucket (as :func:`_fill`), put on 16 threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def _s3_keys(pairs: dict[str, list[tuple[int, str]]], objects: int) -> tuple[list[str], int]:
+    """The keys of the S3 bucket (as :func:`_fill`: data and index objects, 1% orphans)."""
     from formats.keys import data_key, index_key
 
-    client = endpoint.client()  # type: ignore[attr-defined]
-    meta = {"s3managedledgeroffloaderformatversion": "1"}
     orphans = max(1, objects // 100)
     keys: list[str] = []
     for lid, uid in (p for ps in pairs.values() for p in ps):
@@ -199,13 +199,60 @@ def _fill_s3(
             break
         keys += [data_key(uid, lid), index_key(uid, lid)]
     keys += [data_key(str(uuid.uuid4()), 10_000_000 + n) for n in range(orphans)]
+    return keys, orphans
+
+
+#: the user metadata of every object of the fill
+_META = {"s3managedledgeroffloaderformatversion": "1"}
+
+
+def _fill_s3(endpoint: S3Endpoint, bucket: str, keys: list[str], threads: int = 16) -> None:
+    """The keys put over HTTP on ``threads`` threads (``--fill put``: ~7 ms per PUT on moto)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = endpoint.client()
 
     def put(key: str) -> None:
-        client.put_object(Bucket=bucket, Key=key, Body=b"x", Metadata=meta)
+        client.put_object(Bucket=bucket, Key=key, Body=b"x", Metadata=_META)
 
-    with ThreadPoolExecutor(16) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         list(pool.map(put, keys))
-    return len(keys), orphans
+
+
+@contextmanager
+def _filled_s3(
+    server: str, pairs: dict[str, list[tuple[int, str]]], objects: int, fill: str
+) -> Iterator[tuple[S3Endpoint, tuple[int, ...], str, int, int, float, str]]:
+    """The S3 server (``moto`` in its own process, or ``rgw``: Ceph's radosgw, moto when it
+    cannot start) with the bucket filled. moto: ``prefill`` (the child writes the objects into
+    its own backend before it serves) or ``put`` (PUT over HTTP); RGW is always filled by PUT
+    (32 threads). Yields the endpoint, the server's pids, the bucket, the objects, the
+    orphans, the fill's seconds and what the server was."""
+    from bench.common import moto_process
+    from bench.common import server as s3_server
+    from bench.moto_process import Prefill, moto_child
+
+    keys, orphans = _s3_keys(pairs, objects)
+    started = time.perf_counter()
+    if server == "rgw":
+        with s3_server("rgw") as srv:
+            bucket = srv.endpoint.new_bucket()
+            _fill_s3(srv.endpoint, bucket, keys, threads=32)
+            what = "Ceph RGW" if srv.name == "rgw" else f"moto (own process; {srv.note})"
+            took = time.perf_counter() - started
+            yield srv.endpoint, srv.pids, bucket, len(keys), orphans, took, what
+        return
+    what = "moto (own process)"
+    if fill == "prefill":
+        bucket = f"t-{uuid.uuid4().hex[:20]}"
+        with moto_child(Prefill(bucket, [(k, 1) for k in keys], _META)) as (endpoint, pid):
+            took = time.perf_counter() - started
+            yield endpoint, (pid,), bucket, len(keys), orphans, took, what
+        return
+    with moto_process() as (endpoint, pid):
+        bucket = endpoint.new_bucket()
+        _fill_s3(endpoint, bucket, keys)
+        yield endpoint, (pid,), bucket, len(keys), orphans, time.perf_counter() - started, what
 
 
 def _bare_s3(client: object, bucket: str) -> int:
@@ -230,22 +277,20 @@ def _audit_s3(
     objects: int,
     placements: list[object],
     repeat: int,
+    fill: str,
+    server: str,
 ) -> None:
-    from bench.common import moto_process
     from bench.placement import _pin_process, placed
     from offloader.offload.cluster_orphans import audit_cluster_bucket
     from offloader.pulsar_cluster import open_cluster_source
     from offloader.store import open_store
 
-    with moto_process() as (endpoint, pid):
-        bucket = endpoint.new_bucket()
-        started = time.perf_counter()
-        written, orphans = _fill_s3(endpoint, bucket, pairs, objects)
-        fill_s = time.perf_counter() - started
+    filled = _filled_s3(server, pairs, objects, fill)
+    with filled as (endpoint, pids, bucket, written, orphans, fill_s, what):
         client = endpoint.client()
         os.environ.update(endpoint.env())  # the store's credentials, as the CLI takes them
         store = open_store(f"s3://{bucket}", endpoint_url=endpoint.url, region=endpoint.region)
-        servers = [pid] + ([zk_pid] if zk_pid is not None else [])
+        servers = [*pids] + ([zk_pid] if zk_pid is not None else [])
         everything = sorted(os.sched_getaffinity(0))
         for place in placements:
             with placed(servers, place) as cpus:  # type: ignore[arg-type]
@@ -272,7 +317,8 @@ def _audit_s3(
                                 found = len(audit.objects)  # type: ignore[attr-defined]
                         assert listed == written and found == orphans, (listed, found, orphans)
                         report(
-                            f"pulsar_cluster.orphan_audit.s3{place.suffix}",  # type: ignore[attr-defined]
+                            f"pulsar_cluster.orphan_audit.s3{'.rgw' if server == 'rgw' else ''}"
+                            f"{place.suffix}",  # type: ignore[attr-defined]
                             best_audit[0],
                             best_list[0],
                             "s",
@@ -284,7 +330,8 @@ def _audit_s3(
                             topics=len(pairs),
                             round=round_ + 1,
                             placement=place.name,  # type: ignore[attr-defined]
-                            server="moto (own process)",
+                            server=what,
+                            fill=fill if server == "moto" else "put",
                             fill_s=round(fill_s, 1),
                             baseline_what="a bare boto3 list_objects_v2 pass over the same keys",
                             goal_ratio=1.5,
@@ -302,6 +349,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--objects", type=int, default=100_000, help="objects audited (100000)")
     parser.add_argument(
         "--stores", default="file,s3", help="audit cases: file (a local store), s3 (moto)"
+    )
+    parser.add_argument(
+        "--fill",
+        choices=("prefill", "put"),
+        default="prefill",
+        help="how the S3 bucket is filled: prefill (moto's process writes the objects into its "
+        "own backend before it serves; default) or put (PUT over HTTP, ~7 ms per object)",
+    )
+    parser.add_argument(
+        "--s3-server",
+        choices=("moto", "rgw"),
+        default="moto",
+        help="the S3 server of the s3 case: moto (own process; default) or rgw (Ceph's "
+        "radosgw, filled by PUT on 32 threads; moto when it cannot start)",
     )
     add_run_arguments(parser)
     args = parser.parse_args(argv)
@@ -357,6 +418,8 @@ def main(argv: list[str]) -> int:
                     args.objects,
                     placements,  # type: ignore[arg-type]
                     args.repeat,
+                    args.fill,
+                    args.s3_server,
                 )
         finally:
             client.stop()

@@ -25,6 +25,11 @@ the header is recognised without guessing. Old clusters wrote the message in pro
 format; as Pulsar does, a value that is not binary protobuf is read as text before it is
 refused. Every refusal is a :class:`~formats.errors.ManagedLedgerInfoError`.
 
+:func:`ledger_refs` gives only what an orphan audit needs of a value (per ledger: its id, its
+offload's UUID, complete or not, the offload segments' UUIDs) as plain tuples, without building
+the dataclasses: equal to :func:`ledger_refs_of` of :func:`decode_managed_ledger_info`, with the
+same errors.
+
 :func:`encode_managed_ledger_info` writes a value as a broker does (fields in number order,
 optionally compressed): the test fixtures write nodes with it.
 """
@@ -211,6 +216,67 @@ def _decode_fast(data: bytes | bytearray | memoryview, limit: int) -> ManagedLed
         terminated,
         props,
     )
+
+
+#: what an orphan audit needs of one ledger: ``(ledger id, its offload context's UUID or None,
+#: complete, the UUIDs of the context's offload segments)``; a ledger with no offload context
+#: is ``(id, None, False, ())``
+LedgerRef = tuple[int, str | None, bool, tuple[str, ...]]
+
+
+def ledger_refs(
+    data: bytes | bytearray | memoryview, *, limit: int = DEFAULT_LIMIT
+) -> list[LedgerRef]:
+    """Each ledger of the ``ManagedLedgerInfo`` in ``data`` as a :data:`LedgerRef`, in order:
+    ``ledger_refs_of(decode_managed_ledger_info(data))`` (the same values, the same errors),
+    straight from the C twin's tuples when it is built."""
+    if _C_VALUES is not None:
+        try:
+            return _refs_fast(data, limit)
+        except Exception:  # the pure twin decides, with its typed error
+            pass
+    return ledger_refs_of(decode_managed_ledger_info_pure(data, limit=limit))
+
+
+def ledger_refs_of(info: ManagedLedgerInfo) -> list[LedgerRef]:
+    """:func:`ledger_refs` of a decoded value."""
+    out: list[LedgerRef] = []
+    for li in info.ledgers:
+        c = li.offload_context
+        if c is None:
+            out.append((li.ledger_id, None, False, ()))
+            continue
+        segments = tuple(u for u in (s.uuid for s in c.segments) if u is not None)
+        out.append((li.ledger_id, c.uuid, c.complete, segments))
+    return out
+
+
+def _refs_fast(data: bytes | bytearray | memoryview, limit: int) -> list[LedgerRef]:
+    assert _C_VALUES is not None
+    body: bytes | bytearray | memoryview = data
+    if len(data) >= 2 and data[0] == 0x47 and data[1] == 0x78:
+        body = _decompressed(memoryview(data), limit)
+    out: list[LedgerRef] = []
+    for lid, _entries, _size, _ts, ctx, _props in _C_VALUES(body)[0]:
+        if ctx is None:
+            out.append((lid, None, False, ()))
+            continue
+        msb, lsb, complete, _deleted, _when, driver, segments = ctx
+        if driver is not None:
+            _driver_of(driver)  # checked as the full decode checks it (cached by its bytes)
+        uid = None if msb is None and lsb is None else java_uuid(msb or 0, lsb or 0)
+        seg_uuids: tuple[str, ...] = ()
+        if segments:
+            for s in segments:
+                if s[6] is not None:
+                    _driver_of(s[6])
+            seg_uuids = tuple(
+                java_uuid(s[0] or 0, s[1] or 0)
+                for s in segments
+                if s[0] is not None or s[1] is not None
+            )
+        out.append((lid, uid, complete, seg_uuids))
+    return out
 
 
 def _context(values: tuple[Any, ...]) -> OffloadContext:

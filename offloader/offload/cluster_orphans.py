@@ -48,7 +48,7 @@ from offloader.errors import (
 )
 from offloader.logs import get_logger
 from offloader.naming import TopicName
-from offloader.pulsar_cluster.base import ClusterTopic, PulsarClusterSource
+from offloader.pulsar_cluster.base import ClusterLedgerRefs, PulsarClusterSource
 from offloader.store import ObjectStore
 from offloader.store.base import ObjectInfo
 
@@ -158,35 +158,29 @@ def read_references(source: PulsarClusterSource) -> _References:
         for namespace in source.namespaces(tenant):
             namespaces.add(namespace)
             names.extend(source.topics(namespace))
-    return _references(source.managed_ledgers(names), namespaces)
+    return _references(source.ledger_refs(names), namespaces)
 
 
-def _references(cluster_topics: Iterable[ClusterTopic], namespaces: set[str]) -> _References:
+def _references(cluster_refs: Iterable[ClusterLedgerRefs], namespaces: set[str]) -> _References:
     pairs: set[tuple[str, int]] = set()
     running: set[tuple[str, int]] = set()
     owner: dict[int, str] = {}
     ml_topics: dict[str, str] = {}
     count = 0
-    for ct in cluster_topics:
+    for topic, path, ledgers in cluster_refs:
         count += 1
-        ml = _managed_ledger_name(ct.path)
-        ml_topics[ml] = ct.topic
-        for li in ct.info.ledgers:
-            owner[li.ledger_id] = ml
-            context = li.offload_context
-            if context is None:
-                continue
-            uid = context.uuid
+        ml = _managed_ledger_name(path)
+        ml_topics[ml] = topic
+        for lid, uid, complete, segments in ledgers:
+            owner[lid] = ml
             if uid is not None:
-                pairs.add((uid, li.ledger_id))
-                if not context.complete:
-                    running.add((uid, li.ledger_id))
-            for segment in context.segments:
-                sid = segment.uuid
-                if sid is not None:
-                    pairs.add((sid, li.ledger_id))
-                    if not context.complete:
-                        running.add((sid, li.ledger_id))
+                pairs.add((uid, lid))
+                if not complete:
+                    running.add((uid, lid))
+            for sid in segments:
+                pairs.add((sid, lid))
+                if not complete:
+                    running.add((sid, lid))
     return _References(
         frozenset(pairs),
         owner,
@@ -219,7 +213,7 @@ def _reread(
             except Exception:
                 continue
         topics.append(topic)
-    return _references(source.managed_ledgers(topics), set(refs.namespaces))
+    return _references(source.ledger_refs(topics), set(refs.namespaces))
 
 
 def _ms(when: datetime | None) -> int | None:
@@ -276,9 +270,9 @@ def audit_cluster_bucket(
     unlisted: dict[tuple[str, int], str] = {}  # pair -> the key whose HEAD tells its reason
     found: list[tuple[ObjectInfo, int | None, ObjectKey, str | None]] = []
     pairs, referenced = refs.pairs, refs.keys
+    audit.listed_objects = len(listed)
+    audit.listed_bytes = sum(info.size for info in listed)
     for info in listed:
-        audit.listed_objects += 1
-        audit.listed_bytes += info.size
         if info.key in referenced:
             continue
         try:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from formats.pulsar.managed_ledger_info import LedgerInfo, ManagedLedgerInfo
+from formats.pulsar.managed_ledger_info import LedgerInfo, LedgerRef, ManagedLedgerInfo
 from offloader.errors import ConfigError, InvalidName, NotFound
 from offloader.naming import TopicName
 from offloader.selection import TopicSelection
@@ -41,6 +41,16 @@ class ClusterTopic:
     @property
     def not_offloaded(self) -> tuple[LedgerInfo, ...]:
         return tuple(li for li in self.info.ledgers if not li.offloaded)
+
+
+class ClusterLedgerRefs(NamedTuple):
+    """One managed ledger as an orphan audit reads it: its topic name, node path, and per
+    ledger only ``(ledger id, UUID, complete, segment UUIDs)`` (:data:`LedgerRef`), equal to
+    ``ledger_refs_of`` of the :class:`ClusterTopic`'s value."""
+
+    topic: str
+    path: str
+    ledgers: list[LedgerRef]
 
 
 class PulsarClusterSource(Protocol):
@@ -68,6 +78,11 @@ class PulsarClusterSource(Protocol):
     def managed_ledgers(self, topics: Sequence[str]) -> list[ClusterTopic]:
         """Many topics' managed ledgers at once (pipelined reads), in the order given; a topic
         without a node is left out."""
+        ...
+
+    def ledger_refs(self, topics: Sequence[str]) -> list[ClusterLedgerRefs]:
+        """:meth:`managed_ledgers` as the orphan audit needs it (no dataclass per ledger): the
+        same topics, paths, ledgers and errors."""
         ...
 
     def close(self) -> None: ...

@@ -17,11 +17,15 @@ from collections.abc import Sequence
 from urllib.parse import unquote_plus
 
 from formats.errors import ManagedLedgerInfoError
-from formats.pulsar.managed_ledger_info import decode_managed_ledger_info
+from formats.pulsar.managed_ledger_info import decode_managed_ledger_info, ledger_refs
 from offloader.errors import NotFound, PulsarMetadataError, PulsarMetadataUnavailable
 from offloader.logs import get_logger
 from offloader.naming import TopicName
-from offloader.pulsar_cluster.base import MANAGED_LEDGERS_ROOT, ClusterTopic
+from offloader.pulsar_cluster.base import (
+    MANAGED_LEDGERS_ROOT,
+    ClusterLedgerRefs,
+    ClusterTopic,
+)
 from offloader.pulsar_cluster.url import MetadataUrl
 from offloader.zk.address import ZkAddress
 from offloader.zk.reader import ZkReader
@@ -135,3 +139,16 @@ class ZooKeeperSource:
             for path, data in self._zk.get_many(paths)
             if data is not None
         ]
+
+    def ledger_refs(self, topics: Sequence[str]) -> list[ClusterLedgerRefs]:
+        paths = {self._path(t): t for t in topics}
+        out = []
+        for path, data in self._zk.get_many(paths):
+            if data is None:
+                continue
+            try:
+                ledgers = ledger_refs(data)
+            except ManagedLedgerInfoError as exc:
+                raise ManagedLedgerInfoError(f"{self.location}: {path}: {exc}") from None
+            out.append(ClusterLedgerRefs(self._canonical(paths[path]), path, ledgers))
+        return out

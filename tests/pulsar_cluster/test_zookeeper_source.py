@@ -12,7 +12,7 @@ from devservers.postgres import free_port
 from devservers.zookeeper import ZkServer
 from formats.errors import ManagedLedgerInfoError
 from formats.pulsar import compression
-from formats.pulsar.managed_ledger_info import ManagedLedgerInfo
+from formats.pulsar.managed_ledger_info import ManagedLedgerInfo, ledger_refs_of
 from offloader.errors import (
     ConfigError,
     NotFound,
@@ -94,6 +94,13 @@ def test_listing_tenants_namespaces_and_topics(zk_server: ZkServer, cluster: Clu
         many = source.managed_ledgers([*partitions, "t1/ns2/done", "t1/ns2/gone"])
         assert [c.info.ledgers[0].ledger_id for c in many] == [10, 11, 12, 4]
         assert many[-1].info.terminated_position == (4, 9)
+        # the audit's view of the same nodes: the same topics, paths and ledgers
+        refs = source.ledger_refs([*partitions, "t1/ns2/done", "t1/ns2/gone", "with space ü"])
+        assert refs == [
+            (c.topic, c.path, ledger_refs_of(c.info))
+            for c in source.managed_ledgers([*partitions, "t1/ns2/done", "with space ü"])
+        ]
+        assert refs[3].ledgers == [(4, U1, True, ())]
         assert source.managed_ledger("with space ü").info.ledgers[0].ledger_id == 2
         with pytest.raises(NotFound, match="t1/ns2/gone"):
             source.managed_ledger("t1/ns2/gone")
@@ -112,6 +119,9 @@ def test_a_node_that_is_not_a_managed_ledger_info_names_its_path(
     message = str(info.value)
     assert "/managed-ledgers/public/default/persistent/bad" in message
     assert "\n" not in message
+    with pytest.raises(ManagedLedgerInfoError) as refs_error:
+        open_cluster_source(_url(zk_server, cluster)).ledger_refs(["bad"])
+    assert str(refs_error.value) == message
 
 
 def test_an_unreachable_zookeeper_is_unavailable() -> None:
