@@ -16,7 +16,7 @@ from offloader.ledgers.base import InMemoryLedger
 from offloader.offload.writer import offload_ledger
 from offloader.read.handle import ReadHandle
 from offloader.read.prefetch import ChunkPool, RangePrefetcher
-from offloader.read.ranged_stream import PREFETCH_DEPTH, POOL_SPARE, RangedStream
+from offloader.read.ranged_stream import POOL_SPARE, PREFETCH_DEPTH, RangedStream
 from offloader.store.base import ObjectStore
 from offloader.store.local import LocalObjectStore
 from offloader.store.ranges import ResumingRangeReader
