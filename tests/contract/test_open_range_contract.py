@@ -32,6 +32,27 @@ def test_open_range_streams_the_bytes(store: ObjectStore) -> None:
     reader.close()  # idempotent
 
 
+def test_open_range_readinto_gives_the_same_bytes(store: ObjectStore) -> None:
+    """``readinto``, where a backend's reader offers it (the read-ahead's reused buffers),
+    fills the caller's buffer with exactly the bytes ``read`` would return."""
+    data = payload(300_000, seed=15)
+    store.put("obj", data, {})
+    reader = store.open_range("obj", 7, 290_000)
+    into = getattr(reader, "readinto", None)
+    if into is None:
+        reader.close()
+        return  # optional: the read-ahead then reads with read()
+    buf = memoryview(bytearray(50_000))
+    out = bytearray()
+    assert reader.read(1000) == data[7:1007]  # mixed with read()
+    while got := into(buf):
+        assert 0 < got <= len(buf)
+        out += buf[:got]
+    assert bytes(out) == data[1007:290_000]
+    assert into(buf) == 0
+    reader.close()
+
+
 def test_open_range_is_clipped_at_the_object_end(store: ObjectStore) -> None:
     data = payload(5000, seed=6)
     store.put("obj", data, {})
