@@ -102,6 +102,28 @@ def test_s3_resume_refuses_a_replaced_object(s3_endpoint: S3Endpoint, s3_bucket:
     store.close()
 
 
+def test_s3_readinto_resumes_a_dropped_body_on_the_same_object(
+    s3_endpoint: S3Endpoint, s3_bucket: str
+) -> None:
+    """``readinto`` (straight from the socket) resumes like ``read``: from its position, on
+    the same object version only."""
+    store = make_s3_store(s3_endpoint, s3_bucket)
+    data = payload(3 * 1024 * 1024, seed=18)
+    store.put("obj", data, {})
+    reader = store.open_range("obj", 0, len(data))
+    buf = memoryview(bytearray(1000))
+    assert reader.readinto(buf) == 1000 and bytes(buf) == data[:1000]  # type: ignore[attr-defined]
+    _drop_connection(reader)
+    got = reader.readinto(buf)  # type: ignore[attr-defined]
+    assert bytes(buf[:got]) == data[1000 : 1000 + got] and got > 0
+    store.put("obj", payload(len(data), seed=19), {})
+    _drop_connection(reader)
+    with pytest.raises(PreconditionFailed):
+        reader.readinto(buf)  # type: ignore[attr-defined]
+    reader.close()
+    store.close()
+
+
 def test_s3_resume_is_bounded(s3_endpoint: S3Endpoint, s3_bucket: str) -> None:
     """Every resume fails (the endpoint is gone): the read gives up with a typed error after
     the configured attempts, it does not loop."""
