@@ -1,10 +1,10 @@
 """RangePrefetcher: one streamed ranged GET read ahead of its consumer on a background thread.
 
 A sequential scan through a :class:`~offloader.read.ranged_stream.RangedStream` reads its window
-(up to a whole data object) as **one** ranged GET (:meth:`ObjectStore.open_range`) whose body
-a background thread reads ``chunk`` bytes at a time (``read_buffer_size``, 1 MiB) into a
-bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* while chunk
-*k + 1* comes off the socket (the socket read releases the GIL), and S3's per-request cost
+(up to a whole data object) as **one** ranged GET (:meth:`ObjectStore.open_range`) whose body a
+background thread reads ``chunk`` bytes at a time (a RangedStream's: two ``read_buffer_size``, 2
+MiB) into a bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* while
+chunk *k + 1* comes off the socket (the socket read releases the GIL), and S3's per-request cost
 (about 2 ms of client CPU per GET here) is paid once per window instead of once per buffer.
 
 Given the offsets where checksummed regions begin and end (``crc_boundaries``: the ReadHandle
@@ -20,7 +20,7 @@ its own), the thread reads each chunk straight into a reused buffer (the reader'
 buffer is reused only once nothing but the pool refers to it (no view of it, no batch cut
 from it, no queued chunk is left), so a chunk's bytes never change while anyone can see
 them. Reused buffers are why a long scan takes a few page faults instead of one per page
-read: fresh 1 MiB buffers freed on another thread go back to the allocator, which gives
+read: fresh chunk buffers freed on another thread go back to the allocator, which gives
 them back to the kernel, and every chunk faults its pages in again. Without a pool (or from
 a reader without ``readinto``), each chunk is new ``bytes``.
 
