@@ -20,7 +20,7 @@ of ``buffer_size`` bytes; a sequential streak (each fetch starting where the pre
 ended) doubles the fetch size up to ``max_fetch``, and any jump resets it. Memory per stream:
 the buffer plus at most ``PREFETCH_DEPTH x STREAM_CHUNK_BUFFERS x buffer_size`` read ahead
 (8 MiB; or one ``max_fetch``), in at most ``PREFETCH_DEPTH + POOL_SPARE`` pooled chunk buffers
-while the caller keeps no batch.
+while the caller keeps no batch; the pool is kept for the next window until :meth:`close`.
 
 Every GET checks that the object's real size equals the length the index promised, which
 catches a truncated or replaced data object. The stream can also checksum a contiguous run of
