@@ -35,7 +35,8 @@ T = TypeVar("T")
 #: (buf, at, limit, first_id, last_id, base, learn_next, learn_interval, learned)
 #: -> (batch, stop index, next id, learn_next)
 Cut = Callable[
-    [bytes, int, int, int, int, int, int, int, list[tuple[int, int]]], tuple[T, int, int, int]
+    [bytes | memoryview, int, int, int, int, int, int, int, list[tuple[int, int]]],
+    tuple[T, int, int, int],
 ]
 
 
@@ -47,7 +48,7 @@ def cut_entries(entry_type: type[Any]) -> Cut[Iterator[Any]]:
     keeps nothing makes no allocation per entry but its id."""
 
     def cut(
-        buf: bytes, at: int, limit: int, first_id: int, *rest: Any
+        buf: bytes | memoryview, at: int, limit: int, first_id: int, *rest: Any
     ) -> tuple[Iterator[Any], int, int, int]:
         # rest: last_id, base, learn_next, learn_interval, learned
         starts, lengths, count, stop, learn_next = span_entries(buf, at, limit, first_id, *rest)
@@ -60,12 +61,14 @@ def cut_entries(entry_type: type[Any]) -> Cut[Iterator[Any]]:
 
 def _walk_cut(
     walk: Callable[..., tuple[bytes, bytes, int, int, int]],
-    make: Callable[[int, int, bytes, bytes, bytes], T],
+    make: Callable[[int, int, bytes, bytes, bytes | memoryview], T],
 ) -> Cut[T]:
     """A cut from a walk (:data:`pack_entries` or :data:`span_entries`: one pass, C when
     built) and what makes its batch from (first id, count, its two outputs, the buffer)."""
 
-    def cut(buf: bytes, at: int, limit: int, first_id: int, *rest: Any) -> tuple[T, int, int, int]:
+    def cut(
+        buf: bytes | memoryview, at: int, limit: int, first_id: int, *rest: Any
+    ) -> tuple[T, int, int, int]:
         # rest: last_id, base, learn_next, learn_interval, learned
         a, b, count, stop, learn_next = walk(buf, at, limit, first_id, *rest)
         return make(first_id, count, a, b, buf), stop, first_id + count, learn_next
@@ -73,7 +76,9 @@ def _walk_cut(
     return cut
 
 
-def _span_entries(first: int, count: int, starts: bytes, lengths: bytes, buf: bytes) -> SpanEntries:
+def _span_entries(
+    first: int, count: int, starts: bytes, lengths: bytes, buf: bytes | memoryview
+) -> SpanEntries:
     return SpanEntries(first, EntrySpans(buf, array("q", starts), array("q", lengths)))
 
 

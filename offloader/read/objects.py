@@ -282,6 +282,8 @@ def _fetch_chunks(
     try:
         while not ahead.exhausted:
             chunk = ahead.take()
+            if not isinstance(chunk, bytes):  # pragma: no cover - no pool here: always bytes
+                chunk = bytes(chunk)
             if size == 0:  # the first GET's response: the data object's format version
                 check_data_version(ahead.object_metadata, key, f"offloaded ledger {ref.ledger_id}")
             size += len(chunk)

@@ -1,10 +1,10 @@
 """RangePrefetcher: one streamed ranged GET read ahead of its consumer on a background thread.
 
 A sequential scan through a :class:`~offloader.read.ranged_stream.RangedStream` reads its window
-(up to a whole data object) as **one** ranged GET (:meth:`ObjectStore.open_range`) whose body
-a background thread reads ``chunk`` bytes at a time (``read_buffer_size``, 1 MiB) into a
-bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* while chunk
-*k + 1* comes off the socket (the socket read releases the GIL), and S3's per-request cost
+(up to a whole data object) as **one** ranged GET (:meth:`ObjectStore.open_range`) whose body a
+background thread reads ``chunk`` bytes at a time (a RangedStream's: two ``read_buffer_size``, 2
+MiB) into a bounded queue, at most ``depth`` chunks ahead. The consumer parses chunk *k* while
+chunk *k + 1* comes off the socket (the socket read releases the GIL), and S3's per-request cost
 (about 2 ms of client CPU per GET here) is paid once per window instead of once per buffer.
 
 Given the offsets where checksummed regions begin and end (``crc_boundaries``: the ReadHandle
@@ -14,7 +14,18 @@ in that core's cache (``crc32c`` releases the GIL, so this overlaps the consumer
 :meth:`region_crc` hands the result to the consumer; a region's state is recorded before the
 chunk that reaches it is queued, so it is there once the consumer has taken that chunk.
 
-Memory is bounded by ``depth x chunk``. The thread ends at the range's end, on the first
+With a :class:`ChunkPool` (the :class:`~offloader.read.ranged_stream.RangedStream` passes
+its own), the thread reads each chunk straight into a reused buffer (the reader's
+``readinto``: on S3 from the socket with no copy) and hands out a read-only view of it; a
+buffer is reused only once nothing but the pool refers to it (no view of it, no batch cut
+from it, no queued chunk is left), so a chunk's bytes never change while anyone can see
+them. Reused buffers are why a long scan takes a few page faults instead of one per page
+read: fresh chunk buffers freed on another thread go back to the allocator, which gives
+them back to the kernel, and every chunk faults its pages in again. Without a pool (or from
+a reader without ``readinto``), each chunk is new ``bytes``.
+
+Memory is bounded by ``depth x chunk`` (with a pool: by the pool's buffers, plus those the
+consumer still holds). The thread ends at the range's end, on the first
 error (handed to the consumer, which raises it from :meth:`take`), or soon after
 :meth:`close` (it checks between chunks, and a blocked hand-over gives up within 50 ms); a
 body read can block for at most the store's read timeout times its attempts.
@@ -24,20 +35,53 @@ from __future__ import annotations
 
 import bisect
 import queue
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from formats.extension import crc32c
 from offloader.errors import ReadError
 from offloader.store.base import ObjectStore, RangeReader
 
-__all__ = ["RangePrefetcher"]
+__all__ = ["ChunkPool", "RangePrefetcher"]
 
 _END = object()
 #: seconds between the thread's checks for close() while the queue is full
 _PUT_POLL = 0.05
 #: seconds between the consumer's checks that the thread is alive while it waits
 _TAKE_POLL = 1.0
+
+
+class ChunkPool:
+    """Buffers of ``size`` bytes for the chunks of one reader's prefetchers, reused once free.
+
+    A buffer is free when the pool holds the only reference to it: every view of it, every
+    batch cut from it and every queued chunk holds one (a memoryview holds its buffer
+    alive), so a buffer is never written while any of those exists. At most ``keep``
+    buffers are kept; when all are in use a new one is made (and dropped after use)."""
+
+    def __init__(self, size: int, keep: int) -> None:
+        self.size = max(1, size)
+        self._keep = max(1, keep)
+        self._bufs: list[bytearray] = []
+        #: several prefetch threads may take from one pool (one closing, the next starting)
+        self._lock = threading.Lock()
+        #: buffers made (the pool's and the extra ones), for tests and benchmarks
+        self.made = 0
+
+    def take(self) -> bytearray:
+        """A free buffer (the pool's first free one, else a new one)."""
+        with self._lock:
+            bufs = self._bufs
+            for i in range(len(bufs)):
+                # two references: the pool's list and getrefcount's argument
+                if sys.getrefcount(bufs[i]) <= 2:
+                    return bufs[i]
+            buf = bytearray(self.size)
+            self.made += 1
+            if len(bufs) < self._keep:
+                bufs.append(buf)
+            return buf
 
 
 class RangePrefetcher:
@@ -53,7 +97,10 @@ class RangePrefetcher:
         chunk: int,
         depth: int,
         crc_boundaries: Sequence[int] = (),
+        pool: ChunkPool | None = None,
     ) -> None:
+        """``pool``: reuse its buffers for the chunks (see :class:`ChunkPool`; each chunk is
+        then a read-only memoryview of ``pool.size`` bytes at most)."""
         self.start = start
         self.end = end
         #: object offset of the first byte of the next chunk :meth:`take` returns
@@ -65,6 +112,7 @@ class RangePrefetcher:
         self._store = store
         self._key = key
         self._chunk = max(1, chunk)
+        self._pool = pool if pool is not None and pool.size >= self._chunk else None
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         # region checksums: sorted boundaries, the region being summed (its start offset, or
@@ -81,7 +129,7 @@ class RangePrefetcher:
     def exhausted(self) -> bool:
         return self.next_offset >= self.end
 
-    def take(self) -> bytes:
+    def take(self) -> bytes | memoryview:
         """The next chunk (blocks until it has arrived); the thread's error, if it failed."""
         if self.exhausted:
             raise ReadError(f"prefetch of [{self.start}, {self.end}) is exhausted")
@@ -95,7 +143,7 @@ class RangePrefetcher:
         if isinstance(item, BaseException):
             self.next_offset = self.end  # nothing more will come
             raise item
-        if item is _END or not isinstance(item, bytes):
+        if item is _END or not isinstance(item, bytes | memoryview):
             self.next_offset = self.end
             raise ReadError(f"prefetch of [{self.start}, {self.end}) ended early")
         self.next_offset += len(item)
@@ -144,8 +192,14 @@ class RangePrefetcher:
             self.object_metadata = reader.metadata
             offset = self.start
             left = min(self.end, reader.size) - offset
+            into: Callable[[memoryview], int] | None = getattr(reader, "readinto", None)
+            pool = self._pool
             while left > 0 and not self._stop.is_set():
-                data = reader.read(min(self._chunk, left))
+                data: bytes | memoryview
+                if pool is not None and into is not None:
+                    data = self._fill(pool.take(), into, min(self._chunk, left))
+                else:
+                    data = reader.read(min(self._chunk, left))
                 if not data:
                     break
                 if self._bounds:
@@ -153,6 +207,7 @@ class RangePrefetcher:
                 offset += len(data)
                 left -= len(data)
                 self._put(data)
+                del data  # the chunk is the consumer's now: no reference left here
             self._put(_END)
         except BaseException as exc:  # handed to the consumer, raised there
             self._put(exc)
@@ -160,7 +215,18 @@ class RangePrefetcher:
             if reader is not None:
                 reader.close()
 
-    def _checksum(self, data: bytes, offset: int) -> None:
+    def _fill(self, buf: bytearray, into: Callable[[memoryview], int], n: int) -> memoryview:
+        """``n`` bytes read into ``buf`` (fewer only at the body's end), as a read-only view."""
+        view = memoryview(buf)
+        got = 0
+        while got < n and not self._stop.is_set():
+            step = into(view[got:n])
+            if not step:
+                break
+            got += step
+        return view[:got].toreadonly()
+
+    def _checksum(self, data: bytes | memoryview, offset: int) -> None:
         """Fold ``data`` (object bytes from ``offset``) into the running region CRC32Cs."""
         bounds = self._bounds
         end = offset + len(data)

@@ -9,15 +9,18 @@ the stream fetches in one of two ways:
 * a window of at most ``single_get_max`` bytes from the position (a single entry, a short
   read) is fetched with one ranged GET;
 * a longer one, with ``read_ahead``, is **streamed**: one ranged GET for the rest of the
-  window, its body read ``buffer_size`` bytes (1 MiB) at a time by a
-  :class:`~offloader.read.prefetch.RangePrefetcher` thread, at most ``PREFETCH_DEPTH`` chunks ahead
-  of the caller, so the caller's parsing overlaps the transfer and S3's per-request cost is
-  paid once per window. A seek elsewhere drops the stream (its read-ahead is discarded).
+  window, its body read ``STREAM_CHUNK_BUFFERS x buffer_size`` bytes (2 MiB) at a time, into
+  a few reused buffers, by a :class:`~offloader.read.prefetch.RangePrefetcher` thread, at most
+  ``PREFETCH_DEPTH`` chunks ahead of the caller, so the caller's parsing overlaps the transfer
+  and S3's per-request cost is paid once per window. A seek elsewhere drops the stream (its
+  read-ahead is discarded).
 
 Without ``read_ahead`` (and when emulating Pulsar), long windows are fetched with ranged GETs
 of ``buffer_size`` bytes; a sequential streak (each fetch starting where the previous one
 ended) doubles the fetch size up to ``max_fetch``, and any jump resets it. Memory per stream:
-the buffer plus at most ``PREFETCH_DEPTH x buffer_size`` read ahead (or one ``max_fetch``).
+the buffer plus at most ``PREFETCH_DEPTH x STREAM_CHUNK_BUFFERS x buffer_size`` read ahead
+(8 MiB; or one ``max_fetch``), in at most ``PREFETCH_DEPTH + POOL_SPARE`` pooled chunk buffers
+while the caller keeps no batch; the pool is kept for the next window until :meth:`close`.
 
 Every GET checks that the object's real size equals the length the index promised, which
 catches a truncated or replaced data object. The stream can also checksum a contiguous run of
@@ -40,13 +43,25 @@ from formats.errors import IndexInconsistentError, TruncatedError
 from formats.extension import crc32c
 from offloader.errors import AccessDenied, ObjectNotFound, StoreError, StoreUnavailable
 from offloader.read.objects import check_data_version
-from offloader.read.prefetch import RangePrefetcher
+from offloader.read.prefetch import ChunkPool, RangePrefetcher
 from offloader.store.base import ObjectStore
 
-#: chunks of ``buffer_size`` bytes a streamed window reads ahead of the caller
-PREFETCH_DEPTH = 8
+#: a streamed window's body is read in chunks of STREAM_CHUNK_BUFFERS x ``buffer_size``
+#: bytes (2 MiB with the default 1 MiB): each chunk costs a hand-over between the threads,
+#: a pass of the caller's cut loop and a queue round trip, so fewer, larger ones cost less
+#: CPU per byte (measured: 10-15% of a 1 KiB-entry scan's) for the same read-ahead memory
+STREAM_CHUNK_BUFFERS = 2
+#: chunks a streamed window reads ahead of the caller (4 x 2 MiB: the 8 MiB of read-ahead
+#: eight 1 MiB chunks gave)
+PREFETCH_DEPTH = 4
 #: a fetch larger than this is not copied to join it to the bytes left over before it
 JOIN_MAX = 64 * 1024
+#: buffers a stream's chunk pool keeps beyond the read-ahead (the caller's current buffer,
+#: the one being filled, a joined one)
+POOL_SPARE = 3
+
+#: bytes, or a read-only view of a pooled chunk buffer
+Chunk = bytes | memoryview
 
 
 class RangedStream:
@@ -72,13 +87,14 @@ class RangedStream:
         self._key = key
         self._length = object_length
         self._buffer_size = buffer_size
+        self._stream_chunk = STREAM_CHUNK_BUFFERS * buffer_size
         self._read_ahead = read_ahead
         self._single_get_max = 4 * buffer_size if single_get_max is None else single_get_max
         self._what = description or key
         self._max_fetch = max(buffer_size, 8 * buffer_size if max_fetch is None else max_fetch)
         self._fetch = buffer_size
         self._last_fetch_end = -1
-        self._buf = b""
+        self._buf: Chunk = b""
         self._buf_start = 0
         self._pos = 0
         self._window_end = object_length
@@ -90,7 +106,9 @@ class RangedStream:
         self._gets = 0
         #: a fetch whose first bytes were joined to the previous buffer's last ones:
         #: (object offset, bytes), the buffer at the next refill
-        self._following: tuple[int, bytes] | None = None
+        self._following: tuple[int, Chunk] | None = None
+        #: the streamed windows' chunk buffers, reused across windows (made at the first)
+        self._pool: ChunkPool | None = None
         self._crc_bounds = tuple(sorted(set(crc_boundaries)))
         self._crc_on = False
         self._crc_start = 0
@@ -150,11 +168,12 @@ class RangedStream:
 
     def view(self, need: int) -> memoryview:
         """The buffered bytes from the position, at least ``need`` of them (fetching if
-        needed). The view stays valid after later calls (buffers are immutable bytes)."""
+        needed). The view stays valid after later calls (buffers are bytes, or read-only
+        views of pooled chunks, which are not reused while anything refers to them)."""
         buf, at = self.buffer(need)
         return memoryview(buf)[at:]
 
-    def buffer(self, need: int) -> tuple[bytes, int]:
+    def buffer(self, need: int) -> tuple[Chunk, int]:
         """Like :meth:`view`, as ``(buffer, index of the position in it)``: slicing the bytes
         directly is the cheapest way to cut many small payloads out of a range."""
         if need > self._length - self._pos:
@@ -264,14 +283,14 @@ class RangedStream:
                 self._buf = f_buf
                 self._buf_start = f_start
                 return
-        remainder = b""
+        remainder: Chunk = b""
         if self.buffered():
             remainder = self._buf[self._pos - self._buf_start :]
         start = self._pos + len(remainder)
         want_end = self._pos + need
         span_end = self._window_end if self._window_end > start else self._length
         span_end = max(span_end, want_end)
-        chunks: list[bytes] = [remainder] if remainder else []
+        chunks: list[Chunk] = [remainder] if remainder else []
         pos = start  # the object offset after the last chunk
         if following is not None and following[0] <= start < following[0] + len(following[1]):
             # a second refill before the joined buffer was consumed (a header, then its
@@ -297,7 +316,7 @@ class RangedStream:
             # the bytes left over plus a large fetch: join only what is needed now (a few
             # bytes), and switch to the fetch itself at the next refill, instead of copying it
             head = want_end - start
-            self._buf = remainder + chunks[1][:head] if head > 0 else remainder
+            self._buf = b"".join((remainder, chunks[1][:head])) if head > 0 else remainder
             self._following = (start, chunks[1])
         else:
             self._buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -305,7 +324,7 @@ class RangedStream:
         self._last_fetch_end = pos
 
     def _fetch_with_gets(
-        self, chunks: list[bytes], start: int, want_end: int, span_end: int
+        self, chunks: list[Chunk], start: int, want_end: int, span_end: int
     ) -> int:
         """Ranged GETs from ``start`` to at least ``want_end`` (appended to ``chunks``);
         returns the end offset fetched."""
@@ -339,18 +358,21 @@ class RangedStream:
         if not self._read_ahead or self._closed or span_end - start <= self._single_get_max:
             return None
         self._gets += 1
+        if self._pool is None:
+            self._pool = ChunkPool(self._stream_chunk, PREFETCH_DEPTH + POOL_SPARE)
         self._prefetch = RangePrefetcher(
             self._store,
             self._key,
             start,
             span_end,
-            chunk=self._buffer_size,
+            chunk=self._stream_chunk,
             depth=PREFETCH_DEPTH,
             crc_boundaries=self._crc_bounds,
+            pool=self._pool,
         )
         return self._prefetch
 
-    def _take(self, prefetch: RangePrefetcher) -> bytes:
+    def _take(self, prefetch: RangePrefetcher) -> Chunk:
         start = prefetch.next_offset
         try:
             data = prefetch.take()
@@ -429,3 +451,4 @@ class RangedStream:
         self._finished_prefetch = None
         self._following = None
         self._buf = b""
+        self._pool = None

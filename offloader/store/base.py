@@ -47,7 +47,13 @@ class GetResult:
 
 
 class RangeReader(Protocol):
-    """The body of one ranged GET, read as it arrives (:meth:`ObjectStore.open_range`)."""
+    """The body of one ranged GET, read as it arrives (:meth:`ObjectStore.open_range`).
+
+    A reader may also offer ``readinto(buf: memoryview) -> int`` (up to ``len(buf)`` bytes
+    into ``buf``, 0 once the range is consumed, the same retries and errors as :meth:`read`):
+    the local store's and :class:`~offloader.store.ranges.ResumingRangeReader` (S3, GCS,
+    Azure) do, S3's from the socket with no copy. The read-ahead thread uses it when present
+    to fill reused buffers (:class:`~offloader.read.prefetch.ChunkPool`)."""
 
     @property
     def size(self) -> int:

@@ -221,6 +221,26 @@ class _LocalRangeReader:
         self._left -= len(data)
         return data
 
+    def readinto(self, buf: memoryview) -> int:
+        """Like :meth:`read`, into ``buf`` (up to ``len(buf)`` bytes; 0 once consumed)."""
+        n = min(len(buf), self._left)
+        if n <= 0:
+            return 0
+        into = getattr(self._f, "readinto", None)
+        try:
+            if into is not None:
+                got = int(into(buf[:n]) or 0)
+            else:
+                data = self._f.read(n)
+                got = len(data)
+                buf[:got] = data
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"open_range: read failed ({exc})") from exc
+        if not got:
+            raise StoreError(f"open_range: the object ended {self._left} bytes early")
+        self._left -= got
+        return got
+
     def close(self) -> None:
         self._left = 0
         with suppress(OSError):

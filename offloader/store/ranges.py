@@ -140,6 +140,51 @@ class ResumingRangeReader:
             self._pos += len(data)
             return data
 
+    def readinto(self, buf: memoryview) -> int:
+        """Like :meth:`read`, into ``buf`` (up to ``len(buf)`` bytes; 0 once the range is
+        consumed): the body's own ``readinto`` when it has one (no copy), else its ``read``
+        and one copy. The same resumption after a transport failure."""
+        if not len(buf) or self._pos >= self._end:
+            return 0
+        n = min(len(buf), self._end - self._pos)
+        target = buf[:n]
+        failures = 0
+        while True:
+            try:
+                body = self._body
+                if body is None:
+                    body = self._reopen()
+                into = getattr(body, "readinto", None)
+                if into is not None:
+                    got = int(into(target))
+                else:
+                    data = body.read(n)
+                    if len(data) > n:
+                        raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
+                    got = len(data)
+                    target[:got] = data
+                if not got:
+                    raise StoreUnavailable(
+                        f"{self._what}: the body ended at offset {self._pos}, before {self._end}"
+                    )
+            except StoreUnavailable as exc:
+                self._drop_body()
+                failures += 1
+                if failures >= self._attempts:
+                    raise StoreUnavailable(
+                        f"{exc} (gave up after {failures} attempts at offset {self._pos})"
+                    ) from exc
+                log.debug(
+                    "ranged read interrupted, resuming",
+                    what=self._what,
+                    offset=self._pos,
+                    attempt=failures,
+                    error=str(exc),
+                )
+                continue
+            self._pos += got
+            return got
+
     def _reopen(self) -> Body:
         body, size = self._opener(self._pos)
         if size != self._size:

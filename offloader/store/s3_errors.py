@@ -8,6 +8,7 @@ credentials never are.
 from __future__ import annotations
 
 import contextlib
+import http.client
 from typing import Any
 
 from botocore.exceptions import (
@@ -74,6 +75,45 @@ class S3Body:
                 f"{self._where}: body read failed ({type(exc).__name__})"
             ) from exc
         return data
+
+    def readinto(self, buf: memoryview) -> int:
+        """Read up to ``len(buf)`` bytes straight into ``buf``; 0 at the body's end.
+
+        The bytes go from the socket into ``buf`` with no copy on the way: through the
+        ``http.client`` response under botocore's and urllib3's wrappers (whose own
+        ``readinto`` reads into a new buffer and copies it), when the body is one with no
+        content decoding, else through :meth:`read` and one copy. Reading this way skips
+        urllib3's accounting, so the connection is closed with the body, not pooled (one
+        connection per streamed range); the caller counts the bytes against the range."""
+        fp = self._direct_fp()
+        if fp is None:
+            data = self.read(len(buf))
+            buf[: len(data)] = data
+            return len(data)
+        try:
+            n: int = fp.readinto(buf)
+        except (*TRANSPORT_ERRORS, OSError, http.client.HTTPException) as exc:
+            raise StoreUnavailable(
+                f"{self._where}: body read failed ({type(exc).__name__})"
+            ) from exc
+        return n
+
+    def _direct_fp(self) -> Any:
+        """The ``http.client`` response under the body, when reading it directly returns
+        exactly the bytes :meth:`read` would (nothing to skip, nothing buffered above it,
+        no decoder); else None."""
+        if self._skip:
+            return None
+        raw = getattr(self._body, "_raw_stream", None)
+        fp = getattr(raw, "_fp", None)
+        if not isinstance(fp, http.client.HTTPResponse):
+            return None
+        if getattr(raw, "_decoder", None) is not None or getattr(raw, "decode_content", True):
+            return None
+        pending = getattr(raw, "_decoded_buffer", None)
+        if pending is not None and len(pending):
+            return None
+        return fp
 
     def close(self) -> None:
         with contextlib.suppress(BotoCoreError, OSError):

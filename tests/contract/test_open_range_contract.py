@@ -32,6 +32,27 @@ def test_open_range_streams_the_bytes(store: ObjectStore) -> None:
     reader.close()  # idempotent
 
 
+def test_open_range_readinto_gives_the_same_bytes(store: ObjectStore) -> None:
+    """``readinto``, where a backend's reader offers it (the read-ahead's reused buffers),
+    fills the caller's buffer with exactly the bytes ``read`` would return."""
+    data = payload(300_000, seed=15)
+    store.put("obj", data, {})
+    reader = store.open_range("obj", 7, 290_000)
+    into = getattr(reader, "readinto", None)
+    if into is None:
+        reader.close()
+        return  # optional: the read-ahead then reads with read()
+    buf = memoryview(bytearray(50_000))
+    out = bytearray()
+    assert reader.read(1000) == data[7:1007]  # mixed with read()
+    while got := into(buf):
+        assert 0 < got <= len(buf)
+        out += buf[:got]
+    assert bytes(out) == data[1007:290_000]
+    assert into(buf) == 0
+    reader.close()
+
+
 def test_open_range_is_clipped_at_the_object_end(store: ObjectStore) -> None:
     data = payload(5000, seed=6)
     store.put("obj", data, {})
@@ -77,6 +98,28 @@ def test_s3_resume_refuses_a_replaced_object(s3_endpoint: S3Endpoint, s3_bucket:
     _drop_connection(reader)
     with pytest.raises(PreconditionFailed):
         reader.read(1000)
+    reader.close()
+    store.close()
+
+
+def test_s3_readinto_resumes_a_dropped_body_on_the_same_object(
+    s3_endpoint: S3Endpoint, s3_bucket: str
+) -> None:
+    """``readinto`` (straight from the socket) resumes like ``read``: from its position, on
+    the same object version only."""
+    store = make_s3_store(s3_endpoint, s3_bucket)
+    data = payload(3 * 1024 * 1024, seed=18)
+    store.put("obj", data, {})
+    reader = store.open_range("obj", 0, len(data))
+    buf = memoryview(bytearray(1000))
+    assert reader.readinto(buf) == 1000 and bytes(buf) == data[:1000]  # type: ignore[attr-defined]
+    _drop_connection(reader)
+    got = reader.readinto(buf)  # type: ignore[attr-defined]
+    assert bytes(buf[:got]) == data[1000 : 1000 + got] and got > 0
+    store.put("obj", payload(len(data), seed=19), {})
+    _drop_connection(reader)
+    with pytest.raises(PreconditionFailed):
+        reader.readinto(buf)  # type: ignore[attr-defined]
     reader.close()
     store.close()
 
