@@ -136,6 +136,21 @@ def test_an_offloader_and_its_kafka_tier_load_no_pulsar_or_export_part(tmp_path:
     assert _loaded(body, NOT_ON_KAFKA_UPLOAD) == []
 
 
+def test_a_kafka_upload_through_the_facade_loads_no_pulsar_or_export_part(tmp_path: Path) -> None:
+    from tests.kafka.logdir import write_log_dir
+
+    logs = tmp_path / "logs"
+    write_log_dir(logs)
+    body = (
+        "from pathlib import Path\n"
+        "from offloader.api import KafkaSettings, Offloader\n"
+        f"with Offloader.from_settings({str(tmp_path / 'home')!r}) as off:\n"
+        f"    report = off.kafka(KafkaSettings()).upload(Path({str(logs)!r}))\n"
+        "assert report.ok and report.of('uploaded'), report"
+    )
+    assert _loaded(body, NOT_ON_KAFKA_UPLOAD) == []
+
+
 def test_an_offloader_and_its_kafka_tier_do_not_load_rich(tmp_path: Path) -> None:
     body = (
         "from offloader.api import KafkaSettings, Offloader\n"
