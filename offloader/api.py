@@ -17,6 +17,7 @@ administration, the cluster and the service); this module holds the topics' meth
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,19 +43,7 @@ from offloader.errors import (
     OffloaderError,
     VerificationError,
 )
-from offloader.export.iceberg import IcebergTopicReport
-from offloader.export.iceberg_manage import (
-    ExpireReport,
-    IcebergOrphanReport,
-    IcebergResetReport,
-    IcebergStatus,
-)
-from offloader.export.iceberg_target import IcebergTarget
-from offloader.export.manage import ExportStatus, ResetReport
-from offloader.export.run import TopicExportReport
-from offloader.export.settings import ExportJob, ExportSpec, parse_time_ms
 from offloader.facade import AdminFacade, ExportFacade, build_runtime
-from offloader.facade.cluster import ClusterGcReport, PulsarCluster
 from offloader.kafka.settings import KafkaSettings
 from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
@@ -64,32 +53,90 @@ from offloader.logs import get_logger
 from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
 from offloader.metrics import Metrics, MetricsAddress, parse_metrics_addr
-from offloader.offload.cluster_orphans import (
-    S3_STANDARD_PRICE,
-    ClusterAudit,
-    ClusterOrphan,
-    ClusterUpload,
-    is_deletable,
-    monthly_cost,
-)
 from offloader.offload.rekey import RekeyOutcome
 from offloader.policies import (
     TopicPolicies,
     TransformPolicy,
 )
-from offloader.pulsar_cluster import ClusterTopic
-from offloader.read.cluster import ClusterLedger, offloaded_ledgers
-from offloader.read.tiered import read_entries_from
 from offloader.read.transformed import decode_named_object
-from offloader.rebuild import RebuildItem, RebuildReport
 from offloader.selection import TOPICS_HELP, TOPICS_METAVAR, TopicSelection
-from offloader.service import TickWork, after_rollover
-from offloader.topics import tasks as topic_tasks
-from offloader.topics.managed_ledger import ManagedLedger
-from offloader.topics.messages import MessageOptions, MessageRecord, decode_records, encode_values
 
 if TYPE_CHECKING:
+    # loaded on first use (module __getattr__ below): the exports, the Pulsar cluster view,
+    # rebuild and the Pulsar topics' paths are not what a Kafka upload's process needs
+    from offloader.export.iceberg import IcebergTopicReport
+    from offloader.export.iceberg_manage import (
+        ExpireReport,
+        IcebergOrphanReport,
+        IcebergResetReport,
+        IcebergStatus,
+    )
+    from offloader.export.iceberg_target import IcebergTarget
+    from offloader.export.manage import ExportStatus, ResetReport
+    from offloader.export.run import TopicExportReport
+    from offloader.export.settings import ExportJob, ExportSpec, parse_time_ms
+    from offloader.facade.cluster import ClusterGcReport, PulsarCluster
     from offloader.metrics.prometheus import MetricsServer
+    from offloader.offload.cluster_orphans import (
+        S3_STANDARD_PRICE,
+        ClusterAudit,
+        ClusterOrphan,
+        ClusterUpload,
+        is_deletable,
+        monthly_cost,
+    )
+    from offloader.pulsar_cluster import ClusterTopic
+    from offloader.read.cluster import ClusterLedger, offloaded_ledgers
+    from offloader.rebuild import RebuildItem, RebuildReport
+    from offloader.service import TickWork
+    from offloader.topics.managed_ledger import ManagedLedger
+    from offloader.topics.messages import MessageOptions, MessageRecord
+
+#: the public names loaded on first use, and the module each comes from (PEP 562)
+_LAZY = {
+    "IcebergTopicReport": "offloader.export.iceberg",
+    "ExpireReport": "offloader.export.iceberg_manage",
+    "IcebergOrphanReport": "offloader.export.iceberg_manage",
+    "IcebergResetReport": "offloader.export.iceberg_manage",
+    "IcebergStatus": "offloader.export.iceberg_manage",
+    "IcebergTarget": "offloader.export.iceberg_target",
+    "ExportStatus": "offloader.export.manage",
+    "ResetReport": "offloader.export.manage",
+    "TopicExportReport": "offloader.export.run",
+    "ExportJob": "offloader.export.settings",
+    "ExportSpec": "offloader.export.settings",
+    "parse_time_ms": "offloader.export.settings",
+    "ClusterGcReport": "offloader.facade.cluster",
+    "PulsarCluster": "offloader.facade.cluster",
+    "S3_STANDARD_PRICE": "offloader.offload.cluster_orphans",
+    "ClusterAudit": "offloader.offload.cluster_orphans",
+    "ClusterOrphan": "offloader.offload.cluster_orphans",
+    "ClusterUpload": "offloader.offload.cluster_orphans",
+    "is_deletable": "offloader.offload.cluster_orphans",
+    "monthly_cost": "offloader.offload.cluster_orphans",
+    "ClusterTopic": "offloader.pulsar_cluster",
+    "ClusterLedger": "offloader.read.cluster",
+    "offloaded_ledgers": "offloader.read.cluster",
+    "RebuildItem": "offloader.rebuild",
+    "RebuildReport": "offloader.rebuild",
+    "MessageOptions": "offloader.topics.messages",
+    "MessageRecord": "offloader.topics.messages",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The names in ``_LAZY``: imported on first access, then cached in this module."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "S3_STANDARD_PRICE",
@@ -243,6 +290,8 @@ class Offloader(AdminFacade, ExportFacade):
         )
 
     def _after_rollover(self, ml: ManagedLedger) -> TickWork:
+        from offloader.service import TickWork, after_rollover
+
         work = TickWork()
         try:
             after_rollover(ml, work, self._rt.now_ms())
@@ -287,6 +336,8 @@ class Offloader(AdminFacade, ExportFacade):
     ) -> OffloadTrigger:
         """Pulsar's offload-prefix (exactly one of ``position`` / ``size_threshold``), run in
         the foreground; OffloadInProgress if another process is offloading the topic."""
+        from offloader.topics import tasks as topic_tasks
+
         if (position is None) == (size_threshold is None):
             raise ConfigError("give exactly one of position or size_threshold")
         ml = self._ml(topic)
@@ -309,6 +360,8 @@ class Offloader(AdminFacade, ExportFacade):
     def offload_status(self, topic: str) -> TopicOffloadStatus:
         """The status of the topic's last offload run; one whose process died while running
         is reported as ERROR (see :func:`offloader.topics.tasks.offload_status`)."""
+        from offloader.topics import tasks as topic_tasks
+
         return topic_tasks.offload_status(self._ml(topic))
 
     def read(
@@ -319,6 +372,8 @@ class Offloader(AdminFacade, ExportFacade):
         the topic does not have (:class:`EntryOutOfRange`), raises here, before any read."""
         ml = self._ml(topic)
         begin = None if start is None else (start.ledger_id, start.entry_id)
+        from offloader.read.tiered import read_entries_from
+
         entries = read_entries_from(ml, begin, count)
         return (EntryRecord(ml.name, *entry) for entry in entries)
 
@@ -332,6 +387,8 @@ class Offloader(AdminFacade, ExportFacade):
     ) -> tuple[ProduceResult, int]:
         """Append ``values`` as Pulsar-format messages (``options``: batch size, compression,
         key, properties); returns the produce result and the number of messages written."""
+        from offloader.topics.messages import MessageOptions, encode_values
+
         counter = [0]
         opts = options or MessageOptions()
         entries = encode_values(values, opts, self._rt.now_ms, counter)
@@ -348,6 +405,8 @@ class Offloader(AdminFacade, ExportFacade):
         """The topic's entries decoded as Pulsar messages (batches split, chunks reassembled;
         encrypted ones flagged unless ``decrypt_key_pem`` opens them), at most ``count``.
         Entries that are not Pulsar messages raise a typed :class:`PulsarMessageError`."""
+        from offloader.topics.messages import decode_records
+
         entries = self.read(topic, start=start)
         name = self._ml(topic).name
         triples = ((e.ledger_id, e.entry_id, e.payload) for e in entries)
@@ -355,12 +414,16 @@ class Offloader(AdminFacade, ExportFacade):
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic, its local ledgers and its offloaded objects (nothing orphaned)."""
+        from offloader.topics import tasks as topic_tasks
+
         topic_tasks.delete_topic(self._ml(topic))
 
     def apply_deletion_lag(self, topic: str) -> list[int]:
         """Run the deletion lag for one topic now: the ledgers whose local copy was deleted.
         Raises :class:`VerificationError` (after handling the others) if a ledger's objects
         failed verification; its local copy is kept."""
+        from offloader.topics import tasks as topic_tasks
+
         deleted, problems = topic_tasks.delete_local_copies(self._ml(topic), self._rt.now_ms())
         if problems:
             ledger_id, problem = problems[0]
@@ -372,6 +435,8 @@ class Offloader(AdminFacade, ExportFacade):
 
     def apply_retention(self, topic: str) -> list[int]:
         """Run retention trimming for one topic now: the ledgers trimmed."""
+        from offloader.topics import tasks as topic_tasks
+
         return topic_tasks.trim_for_retention(self._ml(topic), self._rt.now_ms())
 
 

@@ -13,26 +13,24 @@ from offloader.api_types import (
     VerifyResult,
 )
 from offloader.facade.base import FacadeBase
-from offloader.kafka.orphans import KafkaAudit, audit_kafka, collect_kafka, is_kafka_key
-from offloader.kafka.report import orphan_report
 from offloader.keyring import KeyRing, key_ring_path
 from offloader.logs import get_logger
 from offloader.metadata.base import NamespaceRecord
 from offloader.naming import NamespaceName, TopicName
-from offloader.offload.orphans import Audit, collect_garbage, find_orphans
 from offloader.offload.rekey import RekeyOutcome, rekey_offloads
-from offloader.offload.verification import check_offload
 from offloader.policies import (
     TOPIC_POLICY_FIELDS,
     NamespacePolicies,
     TopicPolicies,
     TransformPolicy,
 )
-from offloader.rebuild import Rebuilder, RebuildReport, default_rebuilders, rebuild
 from offloader.selection import TopicSelection
 
 if TYPE_CHECKING:
-    pass
+    # verification, the orphan audit and rebuild load on first use (not on a Kafka upload)
+    from offloader.kafka.orphans import KafkaAudit
+    from offloader.offload.orphans import Audit
+    from offloader.rebuild import Rebuilder, RebuildReport
 
 
 log = get_logger(__name__)
@@ -168,6 +166,8 @@ class AdminFacade(FacadeBase):
                         )
                     continue
                 assert record.offload is not None
+                from offloader.offload.verification import check_offload
+
                 check = check_offload(
                     self._rt.store,
                     record,
@@ -190,6 +190,9 @@ class AdminFacade(FacadeBase):
         return results
 
     def _audit(self, min_age_seconds: int | None) -> tuple[Audit, KafkaAudit]:
+        from offloader.kafka.orphans import audit_kafka, is_kafka_key
+        from offloader.offload.orphans import find_orphans
+
         age = self._rt.broker.orphan_min_age_seconds if min_age_seconds is None else min_age_seconds
         audit = find_orphans(self._rt, max(age, 0) * 1000, foreign=is_kafka_key)
         kafka = self.kafka().ctx
@@ -227,6 +230,8 @@ class AdminFacade(FacadeBase):
         targets (``endpoint_url``/``region`` for ``s3://``) from their watermark records,
         ``iceberg://NS.TABLE`` tables (``catalog``/``warehouse``, else the home's defaults)
         read and reported."""
+        from offloader.rebuild import default_rebuilders, rebuild
+
         rebuilders: list[Rebuilder] = default_rebuilders(self.kafka().ctx.meta)
         if export_targets:
             from offloader.export.rebuild import ExportWatermarks
@@ -251,9 +256,15 @@ class AdminFacade(FacadeBase):
         )
 
     def orphans(self, *, min_age_seconds: int | None = None) -> OrphanReport:
+        from offloader.kafka.report import orphan_report
+
         return orphan_report(*self._audit(min_age_seconds), False)
 
     def gc(self, *, dry_run: bool = False, min_age_seconds: int | None = None) -> OrphanReport:
+        from offloader.kafka.orphans import collect_kafka
+        from offloader.kafka.report import orphan_report
+        from offloader.offload.orphans import collect_garbage
+
         audit, kafka = self._audit(min_age_seconds)
         removed = collect_garbage(self._rt, audit, dry_run=dry_run)
         if not dry_run:

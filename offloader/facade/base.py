@@ -17,11 +17,13 @@ from offloader.metadata import (
 )
 from offloader.naming import NamespaceName, TopicName
 from offloader.runtime import Runtime
-from offloader.service import ServiceState
-from offloader.topics.managed_ledger import ManagedLedger
 
 if TYPE_CHECKING:  # pyiceberg loads with the first Iceberg export, not with the facade
     from offloader.export.iceberg_catalog import CatalogPool
+
+    # Pulsar's topics and the service load on first use: a Kafka-only process never needs them
+    from offloader.service import ServiceState
+    from offloader.topics.managed_ledger import ManagedLedger
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -35,7 +37,8 @@ class FacadeBase:
         :class:`Runtime` by hand (for example around a
         :class:`~offloader.store.faulty.FaultyObjectStore`)."""
         self._rt = runtime
-        self._service = ServiceState()
+        #: what survives between service ticks (made by the first tick)
+        self._service: ServiceState | None = None
         self._closed = False
         self._kafka: KafkaTier | None = None
         self._exports: ExportMetadataStore | None = None
@@ -104,6 +107,8 @@ class FacadeBase:
         return dataclasses.replace(settings, **changes)
 
     def _ml(self, topic: str) -> ManagedLedger:
+        from offloader.topics.managed_ledger import ManagedLedger
+
         return ManagedLedger(self._rt, TopicName.parse(topic))
 
     def list_topics(self, namespace: str | None = None) -> list[str]:

@@ -14,37 +14,26 @@ from offloader.errors import (
     ExportError,
     OffloaderError,
 )
-from offloader.export.iceberg import IcebergTopicReport, run_iceberg_export
-from offloader.export.iceberg_manage import (
-    ExpireReport,
-    IcebergOrphanReport,
-    IcebergResetReport,
-    IcebergStatus,
-    clean_orphans,
-    expire_snapshots,
-    iceberg_status,
-    reset_iceberg,
-)
-from offloader.export.iceberg_target import IcebergTarget, resolve_target
-from offloader.export.manage import (
-    ExportStatus,
-    ResetReport,
-    export_status,
-    lag_time_ms,
-    parse_reset_point,
-    pulsar_lag,
-    reset_export,
-)
-from offloader.export.run import TopicExportReport, run_export
-from offloader.export.settings import ExportJob, ExportSpec, normalize_target
-from offloader.export.target import TargetSpec
 from offloader.facade.service import ServiceFacade
 from offloader.logs import get_logger
 from offloader.selection import TopicSelection
-from offloader.service import run as run_service_loop
 
 if TYPE_CHECKING:
+    from offloader.export.iceberg import IcebergTopicReport
     from offloader.export.iceberg_catalog import CatalogPool
+    from offloader.export.iceberg_manage import (
+        ExpireReport,
+        IcebergOrphanReport,
+        IcebergResetReport,
+        IcebergStatus,
+    )
+    from offloader.export.iceberg_target import IcebergTarget
+    from offloader.export.manage import (
+        ExportStatus,
+        ResetReport,
+    )
+    from offloader.export.run import TopicExportReport
+    from offloader.export.settings import ExportJob, ExportSpec
     from offloader.facade.cluster import PulsarCluster
     from offloader.spark.export_kafka import KafkaRunner
 
@@ -68,6 +57,8 @@ class ExportFacade(ServiceFacade):
     ) -> None:
         """The service loop; after each pass, the ``exports`` run (continuous mode: a failed
         export is logged and retried next pass, the loop carries on)."""
+        from offloader.service import run as run_service_loop
+
         stop = should_stop or (lambda: False)
         jobs = list(exports)
 
@@ -98,6 +89,8 @@ class ExportFacade(ServiceFacade):
     ) -> None:
         """Publish each topic's export lag (``offloader_export_lag_*``, spec/metrics.md) from
         the watermark the run committed, computed as ``export status`` computes it."""
+        from offloader.export.manage import lag_time_ms, pulsar_lag
+
         metrics = self._rt.metrics
         if not metrics.enabled:
             return
@@ -138,6 +131,7 @@ class ExportFacade(ServiceFacade):
         ``cluster``: the topics are a real Pulsar cluster's (:mod:`offloader.export.cluster`:
         its offloaded ledgers, the watermark keyed by the cluster and the topic; the
         watermarks are kept in this home's export metadata)."""
+        from offloader.export.run import run_export
         from offloader.spark.export_job import LocalRunner, SparkRunner
 
         _not_iceberg(spec.target, "export_iceberg_run")
@@ -278,6 +272,10 @@ class ExportFacade(ServiceFacade):
     ) -> ExportStatus:
         """The export's watermark, its committed files and its lag (entries and time); with
         ``cluster``, of that real Pulsar cluster's topic (one managed ledger)."""
+        from offloader.export.manage import export_status
+        from offloader.export.settings import normalize_target
+        from offloader.export.target import TargetSpec
+
         _not_iceberg(target, "export_iceberg_status")
         of_cluster = (
             None if cluster is None else (cluster.location, cluster.source.managed_ledger(topic))
@@ -310,6 +308,9 @@ class ExportFacade(ServiceFacade):
         exactly the files after it, so that the next run writes them again. ``cluster``: the
         metadata-store URL of the real Pulsar cluster whose topic this is
         (``--pulsar-metadata``; not connected to: the watermark is keyed by its location)."""
+        from offloader.export.manage import parse_reset_point, reset_export
+        from offloader.export.settings import normalize_target
+        from offloader.export.target import TargetSpec
         from offloader.pulsar_cluster import parse_metadata_url
 
         _not_iceberg(target, "export_iceberg_reset")
@@ -341,6 +342,7 @@ class ExportFacade(ServiceFacade):
         Iceberg commit that also carries the new watermarks. ``engine="local"``: the same
         tasks in this process, without Spark. ``kafka``: Kafka topics (their remote segments;
         a watermark per partition, ``kafka:<topic>:<partition>``)."""
+        from offloader.export.iceberg import run_iceberg_export
         from offloader.spark.iceberg_job import (
             IcebergKafkaRunner,
             IcebergLocalRunner,
@@ -390,6 +392,7 @@ class ExportFacade(ServiceFacade):
         spark: object | None,
         engine: str,
     ) -> list[IcebergTopicReport]:
+        from offloader.export.iceberg import run_iceberg_export
         from offloader.spark.iceberg_job import (
             IcebergClusterLocalRunner,
             IcebergClusterSparkRunner,
@@ -440,6 +443,8 @@ class ExportFacade(ServiceFacade):
     ) -> IcebergTarget:
         """The Iceberg table ``table`` (``iceberg://NS.TABLE`` or ``NS.TABLE``) with this
         home's defaults for the catalog and the warehouse."""
+        from offloader.export.iceberg_target import resolve_target
+
         return resolve_target(
             table,
             self._rt.home,
@@ -457,6 +462,8 @@ class ExportFacade(ServiceFacade):
         key ``kafka:<topic>:<partition>``; with ``cluster``, that real Pulsar cluster's topic
         (one managed ledger: its watermark keyed by the cluster, its lag from its
         ``ManagedLedgerInfo``)."""
+        from offloader.export.iceberg_manage import iceberg_status
+
         if cluster is not None:
             of = (cluster.location, cluster.source.managed_ledger(topic))
             return iceberg_status(self._rt.meta, target, topic, self._rt.now_ms(), cluster=of)
@@ -471,6 +478,7 @@ class ExportFacade(ServiceFacade):
         them again. ``cluster``: the metadata-store URL of the real Pulsar cluster whose topic
         this is (``--pulsar-metadata``; not connected to: the watermark is keyed by its
         location)."""
+        from offloader.export.iceberg_manage import reset_iceberg
         from offloader.pulsar_cluster import parse_metadata_url
 
         location = None if cluster is None else parse_metadata_url(cluster).canonical
@@ -481,6 +489,8 @@ class ExportFacade(ServiceFacade):
     ) -> ExpireReport:
         """Expire the table's snapshots older than the age given, keeping the newest
         ``retain_last`` and the current one (which carries the watermarks)."""
+        from offloader.export.iceberg_manage import expire_snapshots
+
         return expire_snapshots(target, older_than_seconds, retain_last)
 
     def export_clean_orphans(
@@ -488,11 +498,15 @@ class ExportFacade(ServiceFacade):
     ) -> IcebergOrphanReport:
         """Remove the files under the table's location that no kept snapshot or metadata
         version refers to, older than ``min_age_seconds``."""
+        from offloader.export.iceberg_manage import clean_orphans
+
         return clean_orphans(target, min_age_seconds, dry_run=dry_run)
 
 
 def _not_iceberg(target: str, instead: str) -> None:
     """Refuse an ``iceberg://`` target where a Parquet directory is meant."""
+    from offloader.export.settings import normalize_target
+
     if normalize_target(target).startswith("iceberg://"):
         raise ConfigError(f"{target} is an Iceberg table: use Offloader.{instead}")
 

@@ -20,8 +20,6 @@ from offloader.facade.base import FacadeBase
 from offloader.logs import get_logger
 from offloader.metadata.cluster_base import LEASE_KAFKA_RETENTION, BrokerRecord
 from offloader.naming import TopicName
-from offloader.service import TickWork, holds_lease
-from offloader.service import tick as service_tick
 
 if TYPE_CHECKING:
     pass
@@ -72,7 +70,12 @@ class ServiceFacade(FacadeBase):
     # --- background service ----------------------------------------------------------------
     def service_tick(self, *, should_stop: Callable[[], bool] | None = None) -> TickReport:
         """One pass: rollover by age, thresholds, deletion lag, retention, retries, orphans."""
+        from offloader.service import ServiceState
+        from offloader.service import tick as service_tick
+
         started = time.perf_counter()
+        if self._service is None:
+            self._service = ServiceState()
         work = service_tick(self._rt, self._service, should_stop)
         uploaded, deleted = self._kafka_pass(work.errors, should_stop or (lambda: False))
         ok = not (work.errors or work.offload_failures or work.verification_failures)
@@ -95,6 +98,8 @@ class ServiceFacade(FacadeBase):
     ) -> tuple[list[str], list[str]]:
         """The service's Kafka work: upload from each configured log directory, then remote
         retention. Problems go to ``errors``; the pass carries on."""
+        from offloader.service import TickWork, holds_lease
+
         uploaded: list[str] = []
         deleted: list[str] = []
         broker = self._rt.broker
