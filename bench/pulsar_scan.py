@@ -23,7 +23,9 @@ entry; zone maps in the index) to moto (or RGW with
   with each run's tree CPU split by role (``*_roles_cpu_s``: ``bench/cpu_roles.py``). The two
   scans and the two floors warm up, then take turns round after round (best of ``--repeat``
   each), so that each meets the JVM in the same state (its JIT warms up over a session's first
-  queries);
+  queries); beside them, the replay control (``replay_*``: the source's own batches of its
+  largest block replayed from memory, ``bench/pulsar_memory.py``), which splits the scan's
+  excess over the floor into what its batches cost Spark and what reading and decoding add;
 * memory (``pulsar_worker_memory``): what one task of each source holds at its peak, run in
   a child process the way a Python worker runs it (Python allocations by ``tracemalloc`` plus
   Arrow's memory pool), against the goal's bound: the block buffers (two blocks) plus one
@@ -169,11 +171,13 @@ def main(argv: list[str]) -> int:
         payload_bytes = scan_entries()  # warm the workers
         all_blocks, all_bytes = _planned(options, spark)
         messages_floor, entries_floor = _floors(spark, all_blocks, messages, args, payload_bytes)
+        replay = _replay(spark, options, all_blocks)
         queries = {
             "entries": scan_entries,
             "messages": scan_messages,
             "messages_floor": messages_floor,
             "entries_floor": entries_floor,
+            "messages_replay": replay,
         }
         for query in queries.values():
             query()  # warm: every worker builds its floor block once
@@ -251,7 +255,23 @@ def main(argv: list[str]) -> int:
 
         raw = _best(args.repeat, download)
         assert raw.value == data_bytes, (raw.value, data_bytes)
-        cpu_goal_row("pulsar_messages_cpu", ours, floors[0], raw, server=args.s3, rows=messages)
+        replayed = runs["messages_replay"]
+        cpu_goal_row(
+            "pulsar_messages_cpu",
+            ours,
+            floors[0],
+            raw,
+            server=args.s3,
+            rows=messages,
+            replay_tree_cpu_s=replayed.tree_cpu_s,
+            replay_roles_cpu_s=replayed.roles,
+            replay_s=round(replayed.seconds, 3),
+            replay_rows=replayed.value // args.message,
+            replay_is="pulsar-messages' own batches of its largest block, decoded once per "
+            "worker and replayed per partition (no store, no decoding): against the floor, "
+            "what the source's batches cost Spark; against the scan, what reading and "
+            "decoding add",
+        )
         entries = len_entries(messages, args.batch)
         cpu_goal_row("offloaded_ledger_cpu", base, floors[1], raw, server=args.s3, rows=entries)
     return 0
@@ -298,6 +318,24 @@ def _floors(
         return int(df.agg(F.sum(F.length("payload"))).collect()[0][0])
 
     return messages_floor, entries_floor
+
+
+def _replay(spark: Any, options: dict[str, str], blocks: int) -> Any:
+    """The control query over :mod:`bench.pulsar_memory`'s replay source: the same query over
+    ``pulsar-messages``' own batches held in memory (``blocks`` partitions)."""
+    from pyspark.sql import functions as F
+
+    from bench.pulsar_memory import REPLAY_NAME, ReplayMessagesSource
+
+    spark.dataSource.register(ReplayMessagesSource)
+
+    def messages_replay() -> int:
+        reader = spark.read.format(REPLAY_NAME).option("blocks", blocks)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return int(reader.load().agg(F.sum(F.length("value"))).collect()[0][0])
+
+    return messages_replay
 
 
 def _task_peak(reader: Any, task: Any) -> tuple[int, int]:
