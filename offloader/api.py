@@ -17,7 +17,6 @@ administration, the cluster and the service); this module holds the topics' meth
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +48,7 @@ from offloader.kafka.tier import KafkaTier
 from offloader.kafka.types import KafkaRecordRow, PartitionStatus, SegmentOutcome, UploadReport
 from offloader.kafka_cluster.identity import parse_kafka_metadata_url
 from offloader.keyring import KeyInfo, KeyRing, key_ring_path
+from offloader.lazy import lazy_attribute
 from offloader.logs import get_logger
 from offloader.metadata.base import TopicOffloadStatus
 from offloader.metadata.cluster_base import BrokerRecord
@@ -126,12 +126,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     """The names in ``_LAZY``: imported on first access, then cached in this module."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, name, globals())
 
 
 def __dir__() -> list[str]:

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "offloader.errors": 1,
     "offloader.units": 1,
     "offloader.logs": 1,
+    "offloader.lazy": 1,  # PEP 562 lazy re-exports of a package's names
     "offloader.crashpoints": 1,
     "offloader.config": 1,
     "offloader.location": 1,  # the parsed store URL and the S3 endpoint rule

@@ -17,8 +17,9 @@ May import: ``formats``, the value modules, ``store``, ``metadata``, ``ledgers``
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from offloader.lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from offloader.offload.commit import delete_ledger_objects, delete_objects, offload_one
@@ -53,10 +54,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(where), name)
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 __all__ = [

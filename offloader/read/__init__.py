@@ -14,8 +14,9 @@ protocol instead of importing the managed ledger).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from offloader.lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from offloader.read.handle import Entry, ReadHandle
@@ -41,10 +42,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(where), name)
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 __all__ = [

@@ -22,8 +22,9 @@ loaded on first use, so importing ``offloader.spark.plan`` does not import pyspa
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from offloader.lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from offloader.spark.rdd import DISCOVER, offloaded_rdd, plan, tasks_rdd
@@ -41,18 +42,15 @@ __all__ = [
 ]
 
 _WHERE = {
-    "DISCOVER": "rdd",
-    "offloaded_rdd": "rdd",
-    "plan": "rdd",
-    "tasks_rdd": "rdd",
-    "local_session": "session",
-    "propagate_aws_env": "session",
-    "register": "sources",
+    "DISCOVER": "offloader.spark.rdd",
+    "offloaded_rdd": "offloader.spark.rdd",
+    "plan": "offloader.spark.rdd",
+    "tasks_rdd": "offloader.spark.rdd",
+    "local_session": "offloader.spark.session",
+    "propagate_aws_env": "offloader.spark.session",
+    "register": "offloader.spark.sources",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'offloader.spark' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"offloader.spark.{module}"), name)
+    return lazy_attribute(__name__, _WHERE, name)
