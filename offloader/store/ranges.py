@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from offloader.errors import StoreError, StoreUnavailable
 from offloader.logs import get_logger
@@ -26,6 +26,8 @@ from offloader.logs import get_logger
 __all__ = ["Body", "Opener", "ResumingRangeReader", "WrappedRangeReader"]
 
 log = get_logger(__name__)
+
+_T = TypeVar("_T")
 
 
 class Body(Protocol):
@@ -109,36 +111,14 @@ class ResumingRangeReader:
         if n <= 0 or self._pos >= self._end:
             return b""
         n = min(n, self._end - self._pos)
-        failures = 0
-        while True:
-            try:
-                body = self._body
-                if body is None:
-                    body = self._reopen()
-                data = body.read(n)
-                if not data:
-                    raise StoreUnavailable(
-                        f"{self._what}: the body ended at offset {self._pos}, before {self._end}"
-                    )
-            except StoreUnavailable as exc:
-                self._drop_body()
-                failures += 1
-                if failures >= self._attempts:
-                    raise StoreUnavailable(
-                        f"{exc} (gave up after {failures} attempts at offset {self._pos})"
-                    ) from exc
-                log.debug(
-                    "ranged read interrupted, resuming",
-                    what=self._what,
-                    offset=self._pos,
-                    attempt=failures,
-                    error=str(exc),
-                )
-                continue
+
+        def take(body: Body) -> tuple[bytes, int]:
+            data = body.read(n)
             if len(data) > n:  # a body must not give more than asked: never pass extra bytes
                 raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
-            self._pos += len(data)
-            return data
+            return data, len(data)
+
+        return self._resuming(take)
 
     def readinto(self, buf: memoryview) -> int:
         """Like :meth:`read`, into ``buf`` (up to ``len(buf)`` bytes; 0 once the range is
@@ -148,21 +128,32 @@ class ResumingRangeReader:
             return 0
         n = min(len(buf), self._end - self._pos)
         target = buf[:n]
+
+        def fill(body: Body) -> tuple[int, int]:
+            into = getattr(body, "readinto", None)
+            if into is not None:
+                got = int(into(target))
+                return got, got
+            data = body.read(n)
+            if len(data) > n:
+                raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
+            target[: len(data)] = data
+            return len(data), len(data)
+
+        return self._resuming(fill)
+
+    def _resuming(self, step: Callable[[Body], tuple[_T, int]]) -> _T:
+        """``step(body)`` -> (its result, bytes it consumed), on the open body or a reopened
+        one: a transport failure (:class:`StoreUnavailable`, or a body that ends early) drops
+        the body and resumes from the first byte not yet returned, at most ``attempts`` times
+        in a row."""
         failures = 0
         while True:
             try:
                 body = self._body
                 if body is None:
                     body = self._reopen()
-                into = getattr(body, "readinto", None)
-                if into is not None:
-                    got = int(into(target))
-                else:
-                    data = body.read(n)
-                    if len(data) > n:
-                        raise StoreError(f"{self._what}: asked for {n} bytes, got {len(data)}")
-                    got = len(data)
-                    target[:got] = data
+                result, got = step(body)
                 if not got:
                     raise StoreUnavailable(
                         f"{self._what}: the body ended at offset {self._pos}, before {self._end}"
@@ -183,7 +174,7 @@ class ResumingRangeReader:
                 )
                 continue
             self._pos += got
-            return got
+            return result
 
     def _reopen(self) -> Body:
         body, size = self._opener(self._pos)
