@@ -12,7 +12,14 @@ sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) as one 
 (:class:`~offloader.offload.writer.OneRequestUpload`, :meth:`AzureObjectStore.put_parts`), the
 request ``upload_blob`` itself makes for that size, its body the framed blocks one after the
 other: ``upload_blob`` sends one request only from one ``bytes`` (a joined copy), so the blocks
-go through the SDK's generated Put Blob operation that ``upload_blob`` ends in. Why not staged
+go through the SDK's generated Put Blob operation that ``upload_blob`` ends in. On the wire
+(traced through http.client): the body goes with its Content-Length (no chunked encoding), each
+block in one ``sendall`` of its own memoryview (8 MiB blocks: 8 MiB pieces, no copy), and the
+offload makes two requests, the data's Put Blob then the index's, with no HEAD, existence,
+metadata or container check (an existing index is refused by ``If-None-Match: *`` on its own
+Put Blob). The blocks are framed on another thread while the first ones are sent (the parts
+given to :meth:`AzureObjectStore.put_parts` may be still being framed: :class:`PartsBody` takes
+each when the transport asks for it). Why not staged
 blocks: Azurite's Put Block computes a CRC64 of every block in JavaScript unless the request
 carries Content-MD5, while its Put Blob only takes an MD5 (native); one 32 MiB ``stage_block``
 took 1.4-2.5 s, 0.8-1.0 s with Content-MD5, one 32 MiB ``upload_blob`` 0.3-0.7 s on the same
