@@ -116,6 +116,11 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _ESCAPED = "ofx_"
 
 
+def _meta_headers(metadata: Mapping[str, str]) -> dict[str, str]:
+    """User metadata as the request headers Put Blob takes."""
+    return {f"x-ms-meta-{name}": value for name, value in encode_metadata(metadata).items()}
+
+
 def encode_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
     """Lower-cased names; a name that is no C# identifier is stored hex-escaped."""
     out = {}
@@ -388,12 +393,20 @@ class AzureObjectStore:
     ) -> None:
         staged.check_user_key(key)
         try:
-            self._container.upload_blob(
-                self._prefix + key,
-                _bytes(data),
-                metadata=encode_metadata(metadata),
-                overwrite=not if_none_match,
-            )
+            upload = self._put_blob(key)
+            if upload is None:
+                self._container.upload_blob(
+                    self._prefix + key,
+                    _bytes(data),
+                    metadata=encode_metadata(metadata),
+                    overwrite=not if_none_match,
+                )
+            else:  # the request upload_blob makes, without its option handling (~1-2 ms)
+                body = _bytes(data)
+                headers = _meta_headers(metadata)
+                if if_none_match:
+                    headers["If-None-Match"] = "*"
+                upload(body=body, content_length=len(body), headers=headers)
         except ResourceExistsError as exc:
             raise PreconditionFailed(f"put {self._show(key)}: the object exists") from exc
         except AzureError as exc:
@@ -408,18 +421,24 @@ class AzureObjectStore:
         with the parts as its body; where an SDK lacks it, the parts are joined for
         ``upload_blob``."""
         staged.check_user_key(key)
-        blob = self._container.get_blob_client(self._prefix + key)
-        operations = getattr(getattr(blob, "_client", None), "block_blob", None)
-        upload = getattr(operations, "upload", None)
-        if not callable(upload):
+        upload = self._put_blob(key)
+        if upload is None:
             self.put(key, b"".join(parts), metadata)
             return
         body = PartsBody(parts)
-        headers = {f"x-ms-meta-{name}": value for name, value in encode_metadata(metadata).items()}
+        headers = _meta_headers(metadata)
         try:
             upload(body=body, content_length=len(body), headers=headers)
         except AzureError as exc:
             self._raise("put", key, exc)
+
+    def _put_blob(self, key: str) -> Any:
+        """The SDK's generated Put Blob operation of ``key``'s blob (the call ``upload_blob``
+        ends in), or None where the installed SDK lacks it."""
+        blob = self._container.get_blob_client(self._prefix + key)
+        operations = getattr(getattr(blob, "_client", None), "block_blob", None)
+        upload = getattr(operations, "upload", None)
+        return upload if callable(upload) else None
 
     def get(self, key: str) -> GetResult:
         staged.check_user_key(key)
