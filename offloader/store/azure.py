@@ -26,11 +26,12 @@ took 1.4-2.5 s, 0.8-1.0 s with Content-MD5, one 32 MiB ``upload_blob`` 0.3-0.7 s
 busy machine (``--inMemoryPersistence`` is already on; nothing in how we called it was the
 cause). A Put Blob is atomic: a crash leaves no object or the whole one, so no marker. Measured
 (32 MiB, 8 MiB blocks, ``python -m bench clouds``,
-bench/results/2026-11-28-clouds-one-request.json): 0.42-0.98 of ``upload_blob`` of the same
-bytes on a machine at load 15-28 on 2 cores (staged blocks: 0.14-0.36 before, 0.17-0.54 with
-Content-MD5); traced on a quieter moment, the offload took 0.10-0.14 s where ``upload_blob``
-took 0.08-0.13 s: its Put Blob as long as the SDK's, plus about 10 ms of framing and the index's
-own small Put Blob.
+bench/results/2026-11-28-clouds-framing-overlap.json): 0.72-0.84 of ``upload_blob`` of the same
+bytes at load 5 on 2 cores (0.42-0.98 at load 15-28 before the framing overlapped the send);
+``put_parts`` of blocks already framed takes as long as ``upload_blob`` (73-90 ms vs 74-96 ms);
+the offload adds the framing's CPU (on 2 shared cores the framing thread slows the send about
+as much as it overlaps it) and the index object's own Put Blob (5-9 ms), which must follow the
+data's answer.
 
 **Multipart as Azure does it** (larger objects): each part (one Pulsar block) is one staged
 block of the target blob (``stage_block``, block id = the upload id and the part number), and
