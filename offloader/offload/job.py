@@ -106,6 +106,8 @@ class OffloadJob:
         self.index_refused = False
         #: the strategy's thread pool while it runs (drained by :meth:`clean_up`)
         self.pool: ThreadPoolExecutor | None = None
+        #: the index object (for which data, its body, its metadata), built ahead of its PUT
+        self.prepared_index: tuple[UploadedData, bytes, dict[str, str]] | None = None
         #: per-block zone maps while the entries look like Pulsar messages (None: not written)
         self.zones: list[BlockZone | None] | None = [] if settings.write_index_extension else None
 
@@ -128,12 +130,21 @@ class OffloadJob:
         return LedgerEntries(self.reader, self.lengths, self.settings.ledger_read_batch_entries)
 
     def put_data(
-        self, entries: LedgerEntries, blocks: Sequence[memoryview], metadata: dict[str, str]
+        self,
+        entries: LedgerEntries,
+        blocks: Sequence[memoryview],
+        metadata: dict[str, str],
+        *,
+        checked_by_body: bool = False,
     ) -> None:
         """The whole data object, its blocks in order, in one PUT (atomic: a crash before its
         answer leaves no object, or the whole one), once every planned entry was read. A
-        store with ``put_parts`` sends the blocks as they are; else they are joined."""
-        self.check_all_read(entries)
+        store with ``put_parts`` sends the blocks as they are; else they are joined.
+        ``checked_by_body``: ``blocks`` are still being framed, and the framing checks that
+        every planned entry was read before it hands over the last block (so the request's
+        body can never be complete, and the object can never exist, without that check)."""
+        if not checked_by_body:
+            self.check_all_read(entries)
         self.complete_attempted = True  # from here on the object may exist
         crash_point("writer.before_complete_upload")
         put_parts = getattr(self.store, "put_parts", None)
@@ -181,8 +192,32 @@ class OffloadJob:
         self.zones.append(zone)
 
     def put_index(self, data: UploadedData, managed_ledger_name: str | None) -> int:
-        """PUT the index object (``if_none_match``) for the data object ``data`` describes;
-        its size."""
+        """PUT the index object (``if_none_match``) for the data object ``data`` describes
+        (the one :meth:`prepare_index` built, when it was built while the data was sent); its
+        size. Only ever after the data object exists: a reader never sees an index without
+        its data."""
+        prepared = self.prepared_index
+        if prepared is None or prepared[0] is not data:
+            prepared = (data, *self.index_object(data, managed_ledger_name))
+        _, body, metadata = prepared
+        self.index_attempted = True
+        try:
+            self.store.put(self.ikey, body, metadata, if_none_match=True)
+            crash_point("writer.after_index_put")
+        except PreconditionFailed:
+            self.index_refused = True  # someone else's object: never delete it
+            raise
+        return len(body)
+
+    def prepare_index(self, data: UploadedData, managed_ledger_name: str | None) -> None:
+        """Build the index object of ``data`` now (while the data object is still being
+        sent or stored), for :meth:`put_index` to PUT once the data object exists."""
+        self.prepared_index = (data, *self.index_object(data, managed_ledger_name))
+
+    def index_object(
+        self, data: UploadedData, managed_ledger_name: str | None
+    ) -> tuple[bytes, dict[str, str]]:
+        """The index object's body and user metadata for the data object ``data`` describes."""
         settings = self.settings
         transform = data.section
         extension = None
@@ -210,14 +245,7 @@ class OffloadJob:
         )
         if transform is not None:
             metadata[FORMAT_VERSION_KEY] = CHUNKED_FORMAT_VERSION
-        self.index_attempted = True
-        try:
-            self.store.put(self.ikey, body, metadata, if_none_match=True)
-            crash_point("writer.after_index_put")
-        except PreconditionFailed:
-            self.index_refused = True  # someone else's object: never delete it
-            raise
-        return len(body)
+        return body, metadata
 
     def clean_up(self) -> None:
         """Remove everything this attempt created; log (never raise) failures."""

@@ -48,11 +48,13 @@ re-raised unchanged after the cleanup.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import overload
 
 from formats.block import BlockWriter, Buffer
 from formats.extension import fine_offsets_for
@@ -328,17 +330,77 @@ class PlainUpload:
         )
 
 
+class _FramingFailed(Exception):
+    """Raised into the HTTP transport, in place of a framing error, when a block it asks for
+    could not be framed: not an ``OSError``, so neither the HTTP client nor the SDK takes it
+    for a network error and retries; the writer then raises the framing error itself."""
+
+
+class FramedBlocks(Sequence[memoryview]):
+    """The data object's blocks while they are framed on another thread: a sequence of
+    ``len(plans)`` blocks whose total ``nbytes`` is known at once (the request's
+    Content-Length), each block handed over when it is framed (:class:`PartsBody` takes
+    them one by one as the transport sends them). A block kept stays available, so a retried
+    request sends the same bytes again."""
+
+    def __init__(self, sizes: Sequence[int]) -> None:
+        self.nbytes = sum(sizes)
+        self._blocks: list[Future[memoryview]] = [Future() for _ in sizes]
+        self.cancelled = threading.Event()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    @overload
+    def __getitem__(self, index: int) -> memoryview: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[memoryview]: ...
+
+    def __getitem__(self, index: int | slice) -> memoryview | Sequence[memoryview]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        try:
+            return self._blocks[index].result()
+        except BaseException as exc:
+            raise _FramingFailed(f"block {index} not framed: {type(exc).__name__}") from exc
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return (self[i] for i in range(len(self)))
+
+    def set_block(self, index: int, block: memoryview) -> None:
+        self._blocks[index].set_result(block)
+
+    def fail_from(self, index: int, exc: BaseException) -> None:
+        """Blocks ``index`` onwards will never be framed."""
+        for future in self._blocks[index:]:
+            if not future.done():
+                future.set_exception(exc)
+
+    def failure(self) -> BaseException | None:
+        """The framing's own error, if it failed (None while it goes on)."""
+        for future in self._blocks:
+            if future.done() and future.exception() is not None:
+                return future.exception()
+        return None
+
+
 class OneRequestUpload:
     """The :class:`~offloader.offload.job.UploadStrategy` of a plain data object sent in one
     PUT: for stores whose multipart upload is an emulation that costs more than the bytes
     (GCS: parts composed by a server-side copy, then deleted; Azure: staged blocks, which
     Azurite checksums at a fraction of its Put Blob's speed), when the object is at most
     ``one_request_upload_max`` bytes. The blocks are framed as planned (same bytes, CRC32Cs,
-    spans and zone maps as :class:`PlainUpload`), each into a buffer of its own size, then
-    sent in one PUT whose body is the blocks one after the other (``put_parts`` of GCS and
-    Azure; a store without it gets them joined, for ``put``): peak memory the object
-    (``one_request_upload_max`` at most), and nothing but the whole object can ever exist
-    (no marker, no parts)."""
+    spans and zone maps as :class:`PlainUpload`), each into a buffer of its own size, on a
+    thread of their own while the PUT is sent: its body is the blocks one after the other
+    (:class:`FramedBlocks`; ``put_parts`` of GCS and Azure; a store without it gets them
+    joined, for ``put``), so the request starts after the first block is framed, not after
+    the last one (Azure sends each block as it comes; GCS first sums every block's CRC32C).
+    The framing checks that every planned entry was read before it hands over the last
+    block, so the object can never exist without that check, then builds the index object
+    while the store is still storing the data (:meth:`OffloadJob.prepare_index`). Peak
+    memory the object (``one_request_upload_max`` at most), and nothing but the whole
+    object can ever exist (no marker, no parts)."""
 
     def upload(self, job: OffloadJob, managed_ledger_name: str | None) -> UploadedData:
         settings, plans = job.settings, job.plans
@@ -349,27 +411,56 @@ class OneRequestUpload:
         )
         entries = job.read_entries()
         cuts = _span_cuts(job)
-        blocks: list[memoryview] = []
+        framed = FramedBlocks([p.size for p in plans])
         block_crcs: list[int] = []
         span_crcs: list[int] = []
-        for n, plan in enumerate(plans):
-            writer = BlockWriter(plan.size)
-            summer = SpanSummer(_span_bounds(plan, cuts[n]))
-            block = writer.write_block_batches(
-                plan.first_entry_id, entries.batches(plan.entry_count), plan.size, summer
-            )
-            crc, spans = summer.finish(block)
-            block_crcs.append(crc)
-            if cuts[n]:
-                span_crcs.extend(spans)
-            job.record_zone(block, plan)
-            blocks.append(block)
-        job.put_data(entries, blocks, metadata)
+        uploaded: list[UploadedData] = []
+
+        def frame() -> None:
+            n = 0
+            try:
+                for n, plan in enumerate(plans):
+                    if framed.cancelled.is_set():
+                        raise OffloadError("offload abandoned: the data request failed")
+                    writer = BlockWriter(plan.size)
+                    summer = SpanSummer(_span_bounds(plan, cuts[n]))
+                    block = writer.write_block_batches(
+                        plan.first_entry_id, entries.batches(plan.entry_count), plan.size, summer
+                    )
+                    crc, spans = summer.finish(block)
+                    block_crcs.append(crc)
+                    if cuts[n]:
+                        span_crcs.extend(spans)
+                    job.record_zone(block, plan)
+                    if n == len(plans) - 1:
+                        job.check_all_read(entries)  # before the body can be complete
+                    framed.set_block(n, block)
+                data = UploadedData(
+                    block_crc32c=block_crcs,
+                    entries=entries,
+                    stored_size=job.total,
+                    span_crc32c=span_crcs,
+                )
+                uploaded.append(data)
+                job.prepare_index(data, managed_ledger_name)  # while the store stores the data
+            except BaseException as exc:
+                framed.fail_from(n, exc)
+                if not uploaded:
+                    raise
+
+        job.pool = pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-frame")
+        framing = pool.submit(frame)
+        try:
+            job.put_data(entries, framed, metadata, checked_by_body=True)
+        except BaseException as exc:
+            framed.cancelled.set()
+            failure = framed.failure()
+            if failure is not None and failure is not exc:
+                raise failure from None  # the framing's own error, not the aborted request's
+            raise
+        framing.result()
+        pool.shutdown(wait=True)
+        job.pool = None
         if job.progress is not None:
             job.progress(job.total, job.total)
-        return UploadedData(
-            block_crc32c=block_crcs,
-            entries=entries,
-            stored_size=job.total,
-            span_crc32c=span_crcs,
-        )
+        return uploaded[0]

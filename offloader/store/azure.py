@@ -12,18 +12,26 @@ sends a data object of at most ``one_request_upload_max`` bytes (64 MiB) as one 
 (:class:`~offloader.offload.writer.OneRequestUpload`, :meth:`AzureObjectStore.put_parts`), the
 request ``upload_blob`` itself makes for that size, its body the framed blocks one after the
 other: ``upload_blob`` sends one request only from one ``bytes`` (a joined copy), so the blocks
-go through the SDK's generated Put Blob operation that ``upload_blob`` ends in. Why not staged
+go through the SDK's generated Put Blob operation that ``upload_blob`` ends in. On the wire
+(traced through http.client): the body goes with its Content-Length (no chunked encoding), each
+block in one ``sendall`` of its own memoryview (8 MiB blocks: 8 MiB pieces, no copy), and the
+offload makes two requests, the data's Put Blob then the index's, with no HEAD, existence,
+metadata or container check (an existing index is refused by ``If-None-Match: *`` on its own
+Put Blob). The blocks are framed on another thread while the first ones are sent (the parts
+given to :meth:`AzureObjectStore.put_parts` may be still being framed: :class:`PartsBody` takes
+each when the transport asks for it). Why not staged
 blocks: Azurite's Put Block computes a CRC64 of every block in JavaScript unless the request
 carries Content-MD5, while its Put Blob only takes an MD5 (native); one 32 MiB ``stage_block``
 took 1.4-2.5 s, 0.8-1.0 s with Content-MD5, one 32 MiB ``upload_blob`` 0.3-0.7 s on the same
 busy machine (``--inMemoryPersistence`` is already on; nothing in how we called it was the
 cause). A Put Blob is atomic: a crash leaves no object or the whole one, so no marker. Measured
 (32 MiB, 8 MiB blocks, ``python -m bench clouds``,
-bench/results/2026-11-28-clouds-one-request.json): 0.42-0.98 of ``upload_blob`` of the same
-bytes on a machine at load 15-28 on 2 cores (staged blocks: 0.14-0.36 before, 0.17-0.54 with
-Content-MD5); traced on a quieter moment, the offload took 0.10-0.14 s where ``upload_blob``
-took 0.08-0.13 s: its Put Blob as long as the SDK's, plus about 10 ms of framing and the index's
-own small Put Blob.
+bench/results/2026-11-28-clouds-framing-overlap.json): 0.72-0.84 of ``upload_blob`` of the same
+bytes at load 5 on 2 cores (0.42-0.98 at load 15-28 before the framing overlapped the send);
+``put_parts`` of blocks already framed takes as long as ``upload_blob`` (73-90 ms vs 74-96 ms);
+the offload adds the framing's CPU (on 2 shared cores the framing thread slows the send about
+as much as it overlaps it) and the index object's own Put Blob (5-9 ms), which must follow the
+data's answer.
 
 **Multipart as Azure does it** (larger objects): each part (one Pulsar block) is one staged
 block of the target blob (``stage_block``, block id = the upload id and the part number), and
@@ -107,6 +115,11 @@ log = get_logger(__name__)
 _CONTAINER_NAME = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 _ESCAPED = "ofx_"
+
+
+def _meta_headers(metadata: Mapping[str, str]) -> dict[str, str]:
+    """User metadata as the request headers Put Blob takes."""
+    return {f"x-ms-meta-{name}": value for name, value in encode_metadata(metadata).items()}
 
 
 def encode_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
@@ -381,12 +394,20 @@ class AzureObjectStore:
     ) -> None:
         staged.check_user_key(key)
         try:
-            self._container.upload_blob(
-                self._prefix + key,
-                _bytes(data),
-                metadata=encode_metadata(metadata),
-                overwrite=not if_none_match,
-            )
+            upload = self._put_blob(key)
+            if upload is None:
+                self._container.upload_blob(
+                    self._prefix + key,
+                    _bytes(data),
+                    metadata=encode_metadata(metadata),
+                    overwrite=not if_none_match,
+                )
+            else:  # the request upload_blob makes, without its option handling (~1-2 ms)
+                body = _bytes(data)
+                headers = _meta_headers(metadata)
+                if if_none_match:
+                    headers["If-None-Match"] = "*"
+                upload(body=body, content_length=len(body), headers=headers)
         except ResourceExistsError as exc:
             raise PreconditionFailed(f"put {self._show(key)}: the object exists") from exc
         except AzureError as exc:
@@ -401,18 +422,24 @@ class AzureObjectStore:
         with the parts as its body; where an SDK lacks it, the parts are joined for
         ``upload_blob``."""
         staged.check_user_key(key)
-        blob = self._container.get_blob_client(self._prefix + key)
-        operations = getattr(getattr(blob, "_client", None), "block_blob", None)
-        upload = getattr(operations, "upload", None)
-        if not callable(upload):
+        upload = self._put_blob(key)
+        if upload is None:
             self.put(key, b"".join(parts), metadata)
             return
         body = PartsBody(parts)
-        headers = {f"x-ms-meta-{name}": value for name, value in encode_metadata(metadata).items()}
+        headers = _meta_headers(metadata)
         try:
             upload(body=body, content_length=len(body), headers=headers)
         except AzureError as exc:
             self._raise("put", key, exc)
+
+    def _put_blob(self, key: str) -> Any:
+        """The SDK's generated Put Blob operation of ``key``'s blob (the call ``upload_blob``
+        ends in), or None where the installed SDK lacks it."""
+        blob = self._container.get_blob_client(self._prefix + key)
+        operations = getattr(getattr(blob, "_client", None), "block_blob", None)
+        upload = getattr(operations, "upload", None)
+        return upload if callable(upload) else None
 
     def get(self, key: str) -> GetResult:
         staged.check_user_key(key)

@@ -38,19 +38,35 @@ def ordered_parts(parts: Sequence[UploadedPart], shown: str) -> list[UploadedPar
 class PartsBody:
     """A request body of known length made of buffers sent one after the other: an HTTP
     client (requests, under both cloud SDKs) sends an iterable with a length as it is, with
-    that Content-Length, so the parts are never joined into one copy. Iterable again (a
-    retried request sends it whole again)."""
+    that Content-Length, so the parts are never joined into one copy (traced on Azure: one
+    ``sendall`` per part, each the part's own memoryview, no chunked encoding). Iterable again
+    (a retried request sends it whole again).
+
+    ``parts`` whose total is known before they all exist (the offload writer's blocks, framed
+    on another thread while the first ones are sent) say so with an ``nbytes`` attribute: the
+    body then takes each part only when the transport asks for it."""
 
     def __init__(self, parts: Sequence[Buffer]) -> None:
-        self._views = [memoryview(p).cast("B") for p in parts]
-        self._total = sum(v.nbytes for v in self._views)
+        self._parts = parts
+        known = getattr(parts, "nbytes", None)
+        self._views: list[memoryview] | None = None
+        if isinstance(known, int):
+            self._total = known
+        else:
+            self._views = [memoryview(p).cast("B") for p in parts]
+            self._total = sum(v.nbytes for v in self._views)
 
     @property
     def views(self) -> list[memoryview]:
+        """Every part as a byte view (waits for all of them)."""
+        if self._views is None:
+            self._views = [memoryview(p).cast("B") for p in self._parts]
         return self._views
 
     def __len__(self) -> int:
         return self._total
 
     def __iter__(self) -> Iterator[memoryview]:
-        return iter(self._views)
+        if self._views is not None:
+            return iter(self._views)
+        return (memoryview(p).cast("B") for p in self._parts)
