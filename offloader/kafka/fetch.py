@@ -225,14 +225,15 @@ def _rows_from(
     start: _Start,
     count: int | None,
 ) -> Generator[list[KafkaRecordRow], None, int | None]:
-    """Records of the segment read from byte ``position``, a list per batch (see
-    :func:`_segment_rows`). Returns
-    the base offset of the first batch when it starts after ``anchor`` (the ``.index`` was
-    wrong: nothing was yielded, the caller starts over from byte 0), else None."""
+    """Records of the segment read from byte ``position``, a list per batch, ``count`` of them
+    at most (see :func:`_segment_rows`). Returns the base offset of the first batch when it
+    starts after ``anchor`` (the ``.index`` was wrong: nothing was yielded, the caller starts
+    over from byte 0), else None."""
     guard = BatchGuard(view.source, view.segment_base, view.end, view.record)
     first = position > 0
     window = _window(view, position, start, count)
     started = False
+    left = -1 if count is None else count  # rows still wanted (-1: no limit)
     while position < size:
         end = min(size, position + window)
         data = read(position, end)
@@ -256,6 +257,8 @@ def _rows_from(
                     if not start.record_ok(offset, timestamp):
                         continue
                     started = True
+                if len(rows) == left:
+                    break  # the count is reached
                 rows.append(
                     KafkaRecordRow(
                         topic,
@@ -271,6 +274,10 @@ def _rows_from(
                 )
             if rows:
                 yield rows
+                if left > 0:
+                    left -= len(rows)
+                    if left == 0:
+                        return None
         if consumed == 0:
             if end >= size:
                 if view.end is None:
