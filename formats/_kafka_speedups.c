@@ -10,7 +10,9 @@
  *   -> None | (offsets: list[int], timestamps: list[int], keys: list[bytes|None],
  *              values: list[bytes|None], headers: list[tuple[tuple[str, bytes|None], ...]])
  * Every record is checked; only those at offset ``lo`` or above, at most ``limit`` of them
- * (-1: all), are emitted.
+ * (-1: all), are emitted. With a row type (rows mode, arguments row_type, head, kind, tail):
+ * one list of rows instead, each untracked by the garbage collector when it can never be in a
+ * reference cycle (header tuples always are).
  *
  * A record is: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
  * keyLength varint | key | valueLength varint | value | headerCount varint |
