@@ -12,8 +12,7 @@
  * Every record is checked; only those at offset ``lo`` or above, at most ``limit`` of them
  * (-1: all), are emitted. With a row type (rows mode, arguments row_type, head, kind, tail):
  * one list of rows instead, each untracked by the garbage collector when it can never be in a
- * reference cycle (header tuples always are), and no collection of the cyclic GC starts while
- * they are made.
+ * reference cycle (header tuples always are).
  *
  * A record is: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
  * keyLength varint | key | valueLength varint | value | headerCount varint |
@@ -110,11 +109,6 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; untrack && i < ntail; i++)
             untrack = !PyObject_GC_IsTracked(PyTuple_GET_ITEM(tail, i));
     }
-    /* rows mode: no collection while the rows are made (their count still grows gen 0's);
-       one runs after the call if the count is still over the threshold, as Python 3.12+
-       defers collections to the eval loop. Rows freed before then never trigger one. The GIL
-       is held throughout: no other thread sees the switch. A caller's disabled GC stays so. */
-    int gc_was = rtype != NULL ? PyGC_Disable() : 0;
     long long emitted = 0;
     const unsigned char *p = (const unsigned char *)buf.buf;
     Py_ssize_t size = buf.len, pos = 0;
@@ -249,7 +243,6 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         result = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
     if (result == NULL) failed = 2;
 done:
-    if (gc_was) PyGC_Enable();
     for (int i = 0; i < 5; i++) Py_XDECREF(cols[i]);
     Py_XDECREF(empty);
     PyBuffer_Release(&buf);

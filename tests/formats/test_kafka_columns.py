@@ -138,39 +138,6 @@ def test_c_rows_are_untracked_by_the_gc_unless_they_could_hold_a_cycle() -> None
     assert all(gc.is_tracked(r) for r in loose)
 
 
-def test_no_collection_runs_while_the_c_loop_makes_rows() -> None:
-    """Thousands of rows made in one call start no collection of the cyclic GC (which, in a
-    process with a big heap, cost more than the rows); the GC's switch is as it was after,
-    on or off, also when the call fails."""
-    records = [NewRecord(i, None, b"v") for i in range(3000)]
-    payload = encode_batch(records, base_offset=0)[HEADER_SIZE:]
-    args = (payload, 0, 0, 2999, False, 2999, 3000, -(2**63), -1, Row, ("t", 0), 0, ("r",))
-    started: list[int] = []
-
-    def seen(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    threshold = gc.get_threshold()
-    gc.set_threshold(100)
-    gc.callbacks.append(seen)
-    try:
-        rows = C.decode_columns(*args)
-        assert len(rows) == 3000 and not started and gc.isenabled()
-        gc.disable()
-        assert len(C.decode_columns(*args)) == 3000 and not gc.isenabled()
-        gc.enable()
-        bad = (payload[:-1], *args[1:])
-        assert C.decode_columns(*bad) is None and gc.isenabled()  # refused: pure loop raises
-        with pytest.raises(TypeError):
-            C.decode_columns(*args[:9], Row, ["no tuple"], 0, ())
-        assert gc.isenabled()
-    finally:
-        gc.callbacks.remove(seen)
-        gc.set_threshold(*threshold)
-        gc.enable()
-
-
 @SETTINGS
 @given(
     st.lists(record, min_size=1, max_size=8),
