@@ -10,7 +10,9 @@
  *   -> None | (offsets: list[int], timestamps: list[int], keys: list[bytes|None],
  *              values: list[bytes|None], headers: list[tuple[tuple[str, bytes|None], ...]])
  * Every record is checked; only those at offset ``lo`` or above, at most ``limit`` of them
- * (-1: all), are emitted.
+ * (-1: all), are emitted. With a row type (rows mode, arguments row_type, head, kind, tail):
+ * one list of rows instead, each untracked by the garbage collector when it can never be in a
+ * reference cycle (header tuples always are).
  *
  * A record is: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
  * keyLength varint | key | valueLength varint | value | headerCount varint |
@@ -83,6 +85,7 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         return NULL;
     PyTypeObject *rtype = NULL;
     Py_ssize_t nhead = 0, ntail = 0;
+    int untrack = 0;
     if (row_type != Py_None) {
         if (!PyType_Check(row_type) ||
             !PyType_IsSubtype((PyTypeObject *)row_type, &PyTuple_Type) || head == NULL ||
@@ -95,6 +98,16 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
         rtype = (PyTypeObject *)row_type;
         nhead = PyTuple_GET_SIZE(head);
         ntail = PyTuple_GET_SIZE(tail);
+        /* rows are untracked by the garbage collector when nothing in them can ever refer
+           back to them: no instance dict, and head, kind and tail hold no tracked container
+           (the rest is ints, bytes, None and tuples of str and bytes made here). CPython
+           untracks such exact tuples itself at its next collection; doing it at birth spares
+           the collections that thousands of tracked rows would trigger and walk. */
+        untrack = rtype->tp_dictoffset == 0 && !PyObject_GC_IsTracked(kind);
+        for (Py_ssize_t i = 0; untrack && i < nhead; i++)
+            untrack = !PyObject_GC_IsTracked(PyTuple_GET_ITEM(head, i));
+        for (Py_ssize_t i = 0; untrack && i < ntail; i++)
+            untrack = !PyObject_GC_IsTracked(PyTuple_GET_ITEM(tail, i));
     }
     long long emitted = 0;
     const unsigned char *p = (const unsigned char *)buf.buf;
@@ -162,9 +175,11 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
                 PyObject *pair = PyTuple_Pack(2, hkey, hvalue);
                 Py_DECREF(hkey); Py_DECREF(hvalue);
                 if (pair == NULL) { failed = 2; break; }
+                PyObject_GC_UnTrack(pair); /* a str and bytes or None: never in a cycle */
                 PyTuple_SET_ITEM(headers, (Py_ssize_t)h, pair);
             }
             if (failed) { Py_DECREF(headers); Py_DECREF(key); Py_DECREF(value); goto done; }
+            PyObject_GC_UnTrack(headers); /* untracked pairs only */
         }
         if (pos != end || delta < 0 || delta > last_delta || delta <= previous) {
             Py_DECREF(headers); Py_DECREF(key); Py_DECREF(value); failed = 1; goto done;
@@ -207,6 +222,7 @@ static PyObject *decode_columns(PyObject *self, PyObject *args) {
                     Py_INCREF(item);
                     PyTuple_SET_ITEM(row, at_item++, item);
                 }
+                if (untrack) PyObject_GC_UnTrack(row);
                 bad = PyList_Append(cols[0], row);
                 Py_DECREF(row);
             }

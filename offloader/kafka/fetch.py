@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from formats.kafka.batch import BatchHeader, iter_batch_headers
@@ -167,9 +168,9 @@ def _segment_rows(
     start: _Start,
     count: int | None,
     metrics: Metrics = NO_METRICS,
-) -> Iterator[KafkaRecordRow]:
-    """Records of one segment from ``start`` on (the caller stops after its count); a remote
-    segment's reads are one fetch on ``metrics``."""
+) -> Iterator[list[KafkaRecordRow]]:
+    """Records of one segment from ``start`` on, a list per batch (the caller stops after its
+    count); a remote segment's reads are one fetch on ``metrics``."""
     read, close, local_size = view.open_reader()
     size = local_size if local_size >= 0 else view.size
     meter = None
@@ -223,14 +224,16 @@ def _rows_from(
     partition: int,
     start: _Start,
     count: int | None,
-) -> Generator[KafkaRecordRow, None, int | None]:
-    """Records of the segment read from byte ``position`` (see :func:`_segment_rows`). Returns
-    the base offset of the first batch when it starts after ``anchor`` (the ``.index`` was
-    wrong: nothing was yielded, the caller starts over from byte 0), else None."""
+) -> Generator[list[KafkaRecordRow], None, int | None]:
+    """Records of the segment read from byte ``position``, a list per batch, ``count`` of them
+    at most (see :func:`_segment_rows`). Returns the base offset of the first batch when it
+    starts after ``anchor`` (the ``.index`` was wrong: nothing was yielded, the caller starts
+    over from byte 0), else None."""
     guard = BatchGuard(view.source, view.segment_base, view.end, view.record)
     first = position > 0
     window = _window(view, position, start, count)
     started = False
+    left = -1 if count is None else count  # rows still wanted (-1: no limit)
     while position < size:
         end = min(size, position + window)
         data = read(position, end)
@@ -245,6 +248,7 @@ def _rows_from(
                 continue
             cols = batch_columns(data, header, source=view.source)
             kind = header.timestamp_type
+            rows: list[KafkaRecordRow] = []
             for i, offset in enumerate(cols.offsets):
                 if offset < view.base:
                     continue  # below a straddling copy's start: the copy before has it
@@ -253,17 +257,27 @@ def _rows_from(
                     if not start.record_ok(offset, timestamp):
                         continue
                     started = True
-                yield KafkaRecordRow(
-                    topic,
-                    partition,
-                    offset,
-                    timestamp,
-                    kind,
-                    cols.keys[i],
-                    cols.values[i],
-                    cols.headers[i],
-                    view.tier,
+                if len(rows) == left:
+                    break  # the count is reached
+                rows.append(
+                    KafkaRecordRow(
+                        topic,
+                        partition,
+                        offset,
+                        timestamp,
+                        kind,
+                        cols.keys[i],
+                        cols.values[i],
+                        cols.headers[i],
+                        view.tier,
+                    )
                 )
+            if rows:
+                yield rows
+                if left > 0:
+                    left -= len(rows)
+                    if left == 0:
+                        return None
         if consumed == 0:
             if end >= size:
                 if view.end is None:
@@ -322,18 +336,22 @@ def read_records(
     )
     if not remote and not local:
         raise ObjectNotFound(f"no {mode} segments of {topic}-{partition}")
-    return _generate(
-        ctx.store,
-        cache,
-        mode,
-        topic,
-        partition,
-        local,
-        remote,
-        from_offset,
-        from_timestamp,
-        count,
-        ctx.metrics,
+    # rows a batch at a time: the caller's loop over them runs in C (no generator resumed
+    # per row)
+    return chain.from_iterable(
+        _generate(
+            ctx.store,
+            cache,
+            mode,
+            topic,
+            partition,
+            local,
+            remote,
+            from_offset,
+            from_timestamp,
+            count,
+            ctx.metrics,
+        )
     )
 
 
@@ -349,7 +367,8 @@ def _generate(
     from_timestamp: int | None,
     count: int | None,
     metrics: Metrics = NO_METRICS,
-) -> Iterator[KafkaRecordRow]:
+) -> Iterator[list[KafkaRecordRow]]:
+    """The records :func:`read_records` returns, a list per batch (never empty)."""
     remaining = count
     cursor = 0 if from_offset is None else from_offset
     timestamp = from_timestamp
@@ -367,26 +386,20 @@ def _generate(
         start = _Start(None, timestamp) if timestamp is not None else _Start(cursor, None)
         last = None
         try:
-            if view.tier == "remote" and start.offset is not None:
-                # a batch's rows at a time (the count's at most: batch_columns' limit)
-                for chunk in _remote_rows(
-                    store, cache, view, topic, partition, start.offset, remaining, metrics
-                ):
-                    yield from chunk
-                    last = chunk[-1].offset
-                    if remaining is not None:
-                        remaining -= len(chunk)
-                        if remaining <= 0:
-                            return
-                rows: Iterator[KafkaRecordRow] = iter(())
-            else:
-                rows = _segment_rows(view, topic, partition, start, remaining, metrics)
-            for row in rows:
-                yield row
-                last = row.offset
+            chunks = (
+                # the count's rows at most (batch_rows' limit)
+                _remote_rows(store, cache, view, topic, partition, start.offset, remaining, metrics)
+                if view.tier == "remote" and start.offset is not None
+                else _segment_rows(view, topic, partition, start, remaining, metrics)
+            )
+            for chunk in chunks:
+                if remaining is not None and len(chunk) > remaining:
+                    chunk = chunk[:remaining]
+                yield chunk
+                last = chunk[-1].offset
                 if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
+                    remaining -= len(chunk)
+                    if remaining <= 0:
                         return
         except SegmentGone:
             # Kafka deleted the local segment before we opened it: use the other tier

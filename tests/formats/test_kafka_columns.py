@@ -5,6 +5,7 @@ public decoder raises the same typed error either way; and the columns are decod
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any, NamedTuple
 
@@ -110,6 +111,31 @@ def test_rows_mode_refuses_a_row_type_that_is_not_a_tuple() -> None:
     with pytest.raises(TypeError):
         C.decode_columns(*args, -1, -1, Row, ["not", "a tuple"], 0, ())
     assert C.decode_columns(*args, -1, -1, Row, (), 0, ()) == []  # no records: no rows
+
+
+def test_c_rows_are_untracked_by_the_gc_unless_they_could_hold_a_cycle() -> None:
+    """Rows of ints, bytes, str and header tuples can never be in a reference cycle: the C
+    loop leaves them (and their header tuples) out of the garbage collector's lists, which
+    would otherwise walk thousands per fetch; a row whose head holds a container (a list
+    that could later hold the row) stays tracked, and so does a row type with a ``__dict__``."""
+    records = [NewRecord(5, b"k", b"v", (("h", b"x"), ("i", None))), NewRecord(6, None, b"w")]
+    payload = encode_batch(records, base_offset=100)[HEADER_SIZE:]
+    args = (payload, 100, 5, 6, False, 1, 2, -(2**63), -1)
+    rows = C.decode_columns(*args, Row, ("t", 0), 0, ("remote",))
+    assert [r.offset for r in rows] == [100, 101] and rows[0].headers[1] == ("i", None)
+    assert not any(gc.is_tracked(r) for r in rows)
+    assert not gc.is_tracked(rows[0].headers) and not gc.is_tracked(rows[0].headers[0])
+    assert rows == decode_rows_py(*args, Row, ("t", 0), 0, ("remote",))
+    shared: list[Any] = []
+    held = C.decode_columns(*args, Row, ("t", shared), 0, ("remote",))
+    assert all(gc.is_tracked(r) for r in held)
+    shared.append(held)  # a cycle the collector must still find
+
+    class Loose(tuple):  # type: ignore[type-arg]  # instances have a __dict__
+        pass
+
+    loose = C.decode_columns(*args, Loose, ("t", 0), 0, ("remote",))
+    assert all(gc.is_tracked(r) for r in loose)
 
 
 @SETTINGS

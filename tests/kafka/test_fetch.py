@@ -137,6 +137,30 @@ def test_modes_cross_the_tier_boundary(
     assert only_remote == [r for r in expected if active - 30 <= r[0] < active]
 
 
+def test_local_reads_stop_at_the_count_inside_a_batch(
+    uploaded: tuple[KafkaTier, PartitionLayout, Path],
+) -> None:
+    """A local read hands rows over a batch at a time and stops at its count mid-batch: from
+    any offset, any count gives exactly the records from there (also by timestamp)."""
+    tier, layout, root = uploaded
+    expected = _expected(layout)
+    offsets = [r[0] for r in expected]
+    rng = random.Random(11)
+    for start in [0, *rng.sample(offsets, 15)]:
+        first = offsets.index(start)
+        for count in (1, 2, 7, 300):
+            got = tier.read(
+                "orders", 0, from_offset=start, count=count, log_dir=root, mode="kafka-only"
+            )
+            assert _rows(got) == expected[first : first + count], (start, count)
+        at = expected[first][1]
+        by_time = tier.read(
+            "orders", 0, from_timestamp=at, count=3, log_dir=root, mode="kafka-only"
+        )
+        want = next(i for i, r in enumerate(expected) if r[1] >= at)
+        assert _rows(by_time) == expected[want : want + 3], at
+
+
 def test_bad_requests(uploaded: tuple[KafkaTier, PartitionLayout, Path]) -> None:
     tier, _, _ = uploaded
     with pytest.raises(ConfigError):
