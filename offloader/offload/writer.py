@@ -28,7 +28,9 @@ part carries its CRC32C, and nothing is left behind when anything fails. Steps:
    as a buffer is free, while the other uploads go on. Peak buffer memory is therefore
    ``offload_concurrency x max_block_size`` (plus one batch of entries; the last, shorter
    block gets a buffer of its own size in place of a pooled one): 4 x 64 MiB with the
-   defaults;
+   defaults. When the upload succeeds the buffers go back to the process's pool
+   (:data:`~offloader.offload.block_buffers.BLOCK_BUFFERS`), and the next offload takes them
+   from there: only the first offload of a process pays the page faults;
 4. check that the entries read have the lengths that were planned (else the ledger changed
    under us: :class:`IndexInconsistentError`), complete the upload;
 5. build the index from the entries actually read (``length`` and ``lastEntryId`` computed from
