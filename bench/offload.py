@@ -12,7 +12,12 @@ RSS is its own (goal: <= concurrency x block size + 150 MB). The variants take t
 
     python -m bench offload [--size 512M] [--moto-size 512M] [--entries 1K,100K]
                             [--servers rgw,moto] [--concurrency 4] [--block 64M] [--repeat 3]
-                            [--placement shared,split]
+                            [--placement shared,split] [--ledgers 1]
+
+``--ledgers N`` offloads N ledgers one after another in each measured process, as a broker
+does (the raw baseline uploads N objects from its buffers): from the second on, the offload
+frames into the block buffers the first gave back (offloader/offload/block_buffers.py), so
+the rows show the steady state beside the first ledger's page faults.
 
 ``--placement split`` runs the S3 server and the measured process on separate CPUs (a stand-in
 for a server on other machines, see ``bench/placement.py``); its rows end in ``.split``.
@@ -24,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+import uuid as uuid_mod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -61,16 +67,26 @@ def _ours(spec: dict[str, Any]) -> dict[str, Any]:
         max_block_size=spec["block"], offload_concurrency=spec["concurrency"]
     )
     store = store_for(endpoint, spec["bucket"], settings)
+    ledgers = spec.get("ledgers", 1)
     ledger = ledger_for(spec["size"], spec["entry"])
+    uuids = [BENCH_UUID, *(str(uuid_mod.uuid4()) for _ in range(ledgers - 1))]
     cost = ClientCost()
     start = time.perf_counter()
-    result = offload_ledger(ledger, store, BENCH_UUID, settings)
+    # ledger after ledger in one process, as a broker offloads them: from the second on,
+    # the blocks are framed into the buffers the first one gave back
+    per_ledger, total_bytes = [], 0
+    for uuid in uuids:
+        began = time.perf_counter()
+        result = offload_ledger(ledger, store, uuid, settings)
+        per_ledger.append(round(time.perf_counter() - began, 4))
+        total_bytes += result.data_size
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,
-        "bytes": result.data_size,
+        "bytes": total_bytes,
         "rss_mb": peak_rss_mb(),
         "blocks": result.block_count,
+        "ledger_seconds": per_ledger,
         **cost.fields(),
     }
 
@@ -87,6 +103,31 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     bucket, key = spec["bucket"], f"raw-{time.time_ns()}"
     cost = ClientCost()
     start = time.perf_counter()
+    per_ledger = []
+    for n in range(spec.get("ledgers", 1)):
+        began = time.perf_counter()
+        _raw_object(client, bucket, f"{key}-{n}", buffers, sizes, concurrency)
+        per_ledger.append(round(time.perf_counter() - began, 4))
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "bytes": sum(sizes) * len(per_ledger),
+        "ledger_seconds": per_ledger,
+        "rss_mb": peak_rss_mb(),
+        "blocks": len(sizes),
+        **cost.fields(),
+    }
+
+
+def _raw_object(
+    client: Any,
+    bucket: str,
+    key: str,
+    buffers: list[bytearray],
+    sizes: list[int],
+    concurrency: int,
+) -> None:
+    """One object in parts of ``sizes``, sent from ``buffers`` on ``concurrency`` threads."""
     upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
 
     def put(number: int, size: int) -> dict[str, Any]:
@@ -102,14 +143,6 @@ def _raw(spec: dict[str, Any]) -> dict[str, Any]:
     client.complete_multipart_upload(
         Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
     )
-    seconds = time.perf_counter() - start
-    return {
-        "seconds": seconds,
-        "bytes": sum(sizes),
-        "rss_mb": peak_rss_mb(),
-        "blocks": len(sizes),
-        **cost.fields(),
-    }
 
 
 def _worker(spec: dict[str, Any]) -> None:
@@ -130,6 +163,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--servers", default="rgw,moto", help="columns: rgw,moto")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--block", default="64M", help="max block size (64M)")
+    parser.add_argument(
+        "--ledgers",
+        type=int,
+        default=1,
+        help="ledgers offloaded one after another in each measured process (1); the raw "
+        "baseline uploads as many objects; rows with more than one end in .xN",
+    )
     add_run_arguments(parser)
     args = parser.parse_args(argv)
     placements = parse_placements(args.placement)
@@ -147,6 +187,7 @@ def main(argv: list[str]) -> int:
                     "entry": entry,
                     "block": block,
                     "concurrency": args.concurrency,
+                    "ledgers": max(1, args.ledgers),
                 }
                 for place in placements:
                     with placed(srv.pids, place) as cpus:
@@ -172,10 +213,12 @@ def _measure_entry(
         after_each=cleanup,
     )
     raw, ours = runs["raw"], runs["ours"]
+    ledgers = spec.get("ledgers", 1)
+    ledgers_suffix = f".x{ledgers}" if ledgers > 1 else ""
     mb = ours["bytes"] / 1e6
     rss_goal = args.concurrency * block / 1e6 + RSS_SLACK_MB
     record = report(
-        f"offload.{srv.name}.{entry // 1024}KiB{place.suffix}",
+        f"offload.{srv.name}.{entry // 1024}KiB{place.suffix}{ledgers_suffix}",
         mb / ours["seconds"],
         raw["bytes"] / 1e6 / raw["seconds"],
         "MB/s",
@@ -201,6 +244,10 @@ def _measure_entry(
         baseline_client_cpu_s=raw["client_cpu_s"],
         client_faults=ours["client_faults"],
         baseline_client_faults=raw["client_faults"],
+        ledgers=ledgers,
+        # the median run's seconds per ledger (the first pays for fresh block buffers)
+        ledger_seconds=ours["ledger_seconds"],
+        baseline_ledger_seconds=raw["ledger_seconds"],
     )
     note(
         f"offload {srv.name} {entry}B entries {place.name}: {record['ours']:.1f} MB/s vs raw "

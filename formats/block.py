@@ -109,6 +109,17 @@ class BlockWriter:
         self._buf = buffer
         self._view = memoryview(self._buf)
 
+    def release(self) -> bytearray:
+        """Give up the buffer (to reuse it elsewhere): the writer's own view of it is
+        released and the writer keeps none of it (it writes nothing afterwards); views of
+        blocks it returned stay valid while their holders keep them."""
+        buf = self._buf
+        self._view.release()
+        self._buf = bytearray()
+        self._view = memoryview(self._buf)
+        self.max_block_size = 0
+        return buf
+
     def write_block(
         self, first_entry_id: int, payloads: Sequence[Buffer], block_size: int
     ) -> memoryview:

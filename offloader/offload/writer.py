@@ -28,7 +28,9 @@ part carries its CRC32C, and nothing is left behind when anything fails. Steps:
    as a buffer is free, while the other uploads go on. Peak buffer memory is therefore
    ``offload_concurrency x max_block_size`` (plus one batch of entries; the last, shorter
    block gets a buffer of its own size in place of a pooled one): 4 x 64 MiB with the
-   defaults;
+   defaults. When the upload succeeds the buffers go back to the process's pool
+   (:data:`~offloader.offload.block_buffers.BLOCK_BUFFERS`), and the next offload takes them
+   from there: only the first offload of a process pays the page faults;
 4. check that the entries read have the lengths that were planned (else the ledger changed
    under us: :class:`IndexInconsistentError`), complete the upload;
 5. build the index from the entries actually read (``length`` and ``lastEntryId`` computed from
@@ -68,6 +70,7 @@ from offloader.crashpoints import crash_point
 from offloader.errors import OffloaderError, OffloadError
 from offloader.ledgers.base import LedgerReader
 from offloader.logs import get_logger
+from offloader.offload.block_buffers import BLOCK_BUFFERS
 from offloader.offload.entry_batches import entry_lengths_of
 from offloader.offload.job import OffloadJob, ProgressCallback, UploadedData, UploadStrategy
 from offloader.offload.transformed import TransformedUpload, WriteTransform
@@ -255,7 +258,12 @@ class PlainUpload:
         # at most `window` pooled buffers; their zeroing (page faults: ~30 ms per 64 MiB) runs
         # on the pool's threads without the GIL while this thread frames the first blocks
         pooled_blocks = len(plans) - (plans[-1].size < buffer_size)
-        free: list[BlockWriter] = []
+        # buffers an earlier offload of this process gave back: no page faults at all
+        kept = BLOCK_BUFFERS.take(buffer_size, min(window, pooled_blocks))
+        #: every pooled writer of this upload, whose buffers go back to BLOCK_BUFFERS
+        pooled: list[BlockWriter] = [BlockWriter(buffer_size, buf) for buf in kept]
+        free: list[BlockWriter] = list(pooled)
+        del kept
         in_flight: dict[Future[tuple[UploadedPart, int, list[int]]], tuple[BlockWriter, int]] = {}
         parts: list[UploadedPart] = []
         crc_of_part: dict[int, int] = {}
@@ -265,7 +273,8 @@ class PlainUpload:
         done_bytes = 0
         job.pool = pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="offload-part")
         prepared = deque(
-            pool.submit(zeroed_bytearray, buffer_size) for _ in range(min(window, pooled_blocks))
+            pool.submit(zeroed_bytearray, buffer_size)
+            for _ in range(min(window, pooled_blocks) - len(pooled))
         )
 
         def harvest(block: bool) -> None:
@@ -299,7 +308,8 @@ class PlainUpload:
                 writer = BlockWriter(plan.size)
             else:
                 if not free and prepared:
-                    free.append(BlockWriter(buffer_size, prepared.popleft().result()))
+                    pooled.append(BlockWriter(buffer_size, prepared.popleft().result()))
+                    free.append(pooled[-1])
                 while not free:
                     harvest(block=True)
                 writer = free.pop()
@@ -322,6 +332,14 @@ class PlainUpload:
         while in_flight:
             harvest(block=True)
         job.complete_upload(upload_id, entries, parts)
+        # every part is sent: the buffers go back for the next offload of this process (one
+        # still referred to, by a store that kept it, is let go); after a failure they are
+        # not reused
+        del block, summer, writer, future
+        free.clear()
+        buffers = [w.release() for w in pooled]
+        pooled.clear()
+        BLOCK_BUFFERS.give(buffers, keep=window)
         return UploadedData(
             block_crc32c=[crc_of_part[plan.part_number] for plan in plans],
             entries=entries,
