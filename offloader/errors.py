@@ -274,6 +274,13 @@ class OffloadError(OffloaderError):
     """An offload attempt failed; nothing it wrote remains."""
 
 
+class FramingAborted(OffloadError):
+    """Raised into a store's HTTP transport, in place of the framing's own error, when a block
+    of a one-request body could not be framed: not an ``OSError``, so neither the HTTP client
+    nor the SDK takes it for a network error and retries; the writer then raises the framing's
+    own error."""
+
+
 class OffloadInProgress(OffloadError):
     """Another offload is already running for the topic (Pulsar: HTTP 409)."""
 

@@ -67,7 +67,7 @@ from formats.span_crc import SpanSummer, span_cuts
 from formats.wire import BLOCK_HEADER_LEN
 from offloader.config import OffloadSettings
 from offloader.crashpoints import crash_point
-from offloader.errors import OffloaderError, OffloadError
+from offloader.errors import FramingAborted, OffloaderError, OffloadError
 from offloader.ledgers.base import LedgerReader
 from offloader.logs import get_logger
 from offloader.offload.block_buffers import BLOCK_BUFFERS
@@ -348,12 +348,6 @@ class PlainUpload:
         )
 
 
-class _FramingFailed(Exception):
-    """Raised into the HTTP transport, in place of a framing error, when a block it asks for
-    could not be framed: not an ``OSError``, so neither the HTTP client nor the SDK takes it
-    for a network error and retries; the writer then raises the framing error itself."""
-
-
 class FramedBlocks(Sequence[memoryview]):
     """The data object's blocks while they are framed on another thread: a sequence of
     ``len(plans)`` blocks whose total ``nbytes`` is known at once (the request's
@@ -381,7 +375,7 @@ class FramedBlocks(Sequence[memoryview]):
         try:
             return self._blocks[index].result()
         except BaseException as exc:
-            raise _FramingFailed(f"block {index} not framed: {type(exc).__name__}") from exc
+            raise FramingAborted(f"block {index} not framed: {type(exc).__name__}") from exc
 
     def __iter__(self) -> Iterator[memoryview]:
         return (self[i] for i in range(len(self)))
