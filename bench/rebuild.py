@@ -48,12 +48,16 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import note, report
 from bench.common import moto_process, quiet_logs, raw_client
 from devservers.endpoint import S3Endpoint
+
+if TYPE_CHECKING:
+    from offloader.rebuild import RebuildReport
 
 TOPICS_OF = 100  # ledgers per topic in the rebuild benchmark
 
@@ -127,24 +131,53 @@ def _count_requests(off: Any) -> dict[str, int]:
     return counts
 
 
-def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
-    bucket = f"rebuild-{uuid.uuid4().hex[:12]}"
+@dataclass(frozen=True)
+class _DryRun:
+    """A filled bucket, its bare listing and the offloader's dry-run rebuild of it."""
+
+    bucket: str
+    keys: int
+    bare: float
+    bare_cpu: float
+    dry: RebuildReport
+    ours: float
+    ours_cpu: float
+    requests: dict[str, int]
+
+
+def _fill_and_dry_run(
+    endpoint: S3Endpoint,
+    tmp: Path,
+    what: str,
+    populate: Callable[[S3Endpoint, str, str, int], int],
+    count: int,
+    prefix: str,
+) -> _DryRun:
+    """A new bucket filled by ``populate`` under ``prefix``, listed bare (wall and CPU s), then
+    rebuilt as a dry run by a fresh home (wall and CPU s, and its S3 calls by name)."""
+    bucket = f"{what}-{uuid.uuid4().hex[:12]}"
     raw_client(endpoint).create_bucket(Bucket=bucket)
     started = time.perf_counter()
-    keys = _populate(endpoint, bucket, "r/", ledgers)
-    note(f"bench rebuild: {keys} objects written in {time.perf_counter() - started:.1f} s")
+    keys = populate(endpoint, bucket, prefix, count)
+    note(f"bench {what}: {keys} objects written in {time.perf_counter() - started:.1f} s")
     cpu = time.process_time()
-    bare, listed = _bare_listing(endpoint, bucket, "r/")
+    bare, listed = _bare_listing(endpoint, bucket, prefix)
     bare_cpu = time.process_time() - cpu
     assert listed == keys, (listed, keys)
-    off = _offloader(tmp / "dry-home", f"s3://{bucket}/r", endpoint)
+    off = _offloader(tmp / f"{what}-dry-home", f"s3://{bucket}/{prefix.rstrip('/')}", endpoint)
     counts = _count_requests(off)
     started, cpu = time.perf_counter(), time.process_time()
     dry = off.metadata_rebuild(dry_run=True)
-    ours, dry_cpu = time.perf_counter() - started, time.process_time() - cpu
+    ours, ours_cpu = time.perf_counter() - started, time.process_time() - cpu
     off.close()
+    return _DryRun(bucket, keys, bare, bare_cpu, dry, ours, ours_cpu, dict(counts))
+
+
+def _rebuild_vs_listing(endpoint: S3Endpoint, ledgers: int, tmp: Path) -> None:
+    run = _fill_and_dry_run(endpoint, tmp, "rebuild", _populate, ledgers, "r/")
+    bucket, keys, bare, bare_cpu = run.bucket, run.keys, run.bare, run.bare_cpu
+    dry, ours, dry_cpu, requests = run.dry, run.ours, run.ours_cpu, run.requests
     assert dry.count("offload") == ledgers and dry.count("problem") == 0
-    requests = dict(counts)
     # the whole rebuild: the same listing, then every ledger's records written into SQLite
     # (one batch, one transaction, per topic)
     # the bare listing again, just before: the server's speed drifts with the machine's load
@@ -313,25 +346,11 @@ def _populate_kafka(endpoint: S3Endpoint, bucket: str, prefix: str, segments: in
 
 
 def _kafka_rebuild_vs_listing(endpoint: S3Endpoint, segments: int, tmp: Path) -> None:
-    bucket = f"krebuild-{uuid.uuid4().hex[:12]}"
-    raw_client(endpoint).create_bucket(Bucket=bucket)
-    started = time.perf_counter()
-    keys = _populate_kafka(endpoint, bucket, "k/", segments)
-    note(f"bench rebuild kafka: {keys} objects written in {time.perf_counter() - started:.1f} s")
-    cpu = time.process_time()
-    bare, listed = _bare_listing(endpoint, bucket, "k/")
-    bare_cpu = time.process_time() - cpu
-    assert listed == keys, (listed, keys)
-    off = _offloader(tmp / "kafka-dry-home", f"s3://{bucket}/k", endpoint)
-    counts = _count_requests(off)
-    cpu, started = time.process_time(), time.perf_counter()
-    dry = off.metadata_rebuild(dry_run=True)
-    ours = time.perf_counter() - started
-    ours_cpu = time.process_time() - cpu
-    off.close()
+    run = _fill_and_dry_run(endpoint, tmp, "krebuild", _populate_kafka, segments, "k/")
+    bucket, keys, bare, bare_cpu = run.bucket, run.keys, run.bare, run.bare_cpu
+    dry, ours, ours_cpu, requests = run.dry, run.ours, run.ours_cpu, run.requests
     found = [i for i in dry.items if i.kind == "kafka-segments" and i.action == "offload"]
     assert len(found) == segments and dry.count("problem") == 0, dry.summary()
-    requests = dict(counts)
     off = _offloader(tmp / "kafka-home", f"s3://{bucket}/k", endpoint)
     started = time.perf_counter()
     written = off.metadata_rebuild(topics="t0")

@@ -11,9 +11,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from offloader.api import ExportSpec
 from offloader.export.target import TargetSpec
+from tests.cloud_env import cloud_root
 from tests.spark.export_helpers import TOPIC, Clock, new_home, offload_all, produce_ledger
 
 
@@ -24,14 +24,7 @@ from tests.spark.export_helpers import TOPIC, Clock, new_home, offload_all, prod
 def test_export_to_a_cloud_target(
     cloud: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, base = gcs.env(), f"gs://{gcs.new_bucket()}"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, base = azurite.env(), f"az://{azurite.new_container()}"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    base = cloud_root(cloud, request, monkeypatch)
     target = f"{base}/lake"
     clock = Clock()
     off = new_home(tmp_path / "home", clock, f"{base}/store")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pyiceberg.table import StaticTable
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from offloader.api import ExportSpec
 from offloader.store import open_store
+from tests.cloud_env import cloud_root
 from tests.iceberg.helpers import digest
 from tests.spark.export_helpers import TOPIC, Clock, new_home, offload_all, produce_ledger
 
@@ -33,14 +33,7 @@ def _rows(metadata_location: str) -> tuple[int, int, str]:
 def test_export_to_a_cloud_warehouse(
     cloud: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, base = gcs.env(), f"gs://{gcs.new_bucket()}"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, base = azurite.env(), f"az://{azurite.new_container()}"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    base = cloud_root(cloud, request, monkeypatch)
     clock = Clock()
     off = new_home(tmp_path / "home", clock, f"{base}/store")
     warehouse = f"{base}/lake"

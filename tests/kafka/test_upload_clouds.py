@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from offloader.api import KafkaSettings, KafkaTier
 from offloader.store.faulty import FaultyObjectStore
+from tests.cloud_env import cloud_root
 from tests.kafka.logdir import write_partition
 
 
@@ -30,14 +30,7 @@ def test_upload_and_fetch_on_each_cloud(
     layout = write_partition(
         root, "big", 0, records=1500, per_batch=50, segment_bytes=60 * 1024, codecs=(0,)
     )
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, url = gcs.env(), f"gs://{gcs.new_bucket()}/tier"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, url = azurite.env(), f"az://{azurite.new_container()}/tier"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    url = cloud_root(cloud, request, monkeypatch) + "/tier"
     tier = make_tier(url, settings=KafkaSettings(part_size=16 * 1024, enforce_min_part_size=False))
     assert tier.ctx.store.url == url
     counting = FaultyObjectStore(tier.ctx.store)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from formats.keys import data_key, index_key
 from formats.pulsar.managed_ledger_info import DriverMetadata
 from offloader.read.cluster import BucketStores, ClusterLedger
 from offloader.read.handle import ReadHandle
+from tests.cloud_env import cloud_root
 from tests.offload.conftest import golden_case, new_uuid, pulsar_metadata, sha256
 
 
@@ -42,14 +42,7 @@ def test_pulsar_offloads_on_each_cloud_are_read(
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, bucket = gcs.env(), gcs.new_bucket()
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, bucket = azurite.env(), azurite.new_container()
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    bucket = cloud_root(cloud, request, monkeypatch).split("://", 1)[1]
     case = golden_case("multi-block")
     uuid = new_uuid()
     ledger = ClusterLedger(

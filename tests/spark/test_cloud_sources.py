@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from formats.kafka.batch import iter_records
 from offloader.api import KafkaSettings, Offloader, Position
 from offloader.spark import register
+from tests.cloud_env import cloud_root
 from tests.kafka.logdir import write_partition
 
 pytestmark = pytest.mark.spark
@@ -34,14 +34,8 @@ def test_offloaded_ledger_source_on_each_cloud(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, store = gcs.env(), f"gs://{gcs.new_bucket()}/offload"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, store = azurite.env(), f"az://{azurite.new_container()}/offload"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)  # the local executors inherit this environment
+    # the local executors inherit the environment cloud_root sets
+    store = cloud_root(cloud, request, monkeypatch) + "/offload"
     payloads = [f"entry-{i}".encode() * (i % 7 + 1) for i in range(400)]
     home = tmp_path / "home"
     with Offloader.from_settings(home, store) as off:
@@ -82,14 +76,7 @@ def test_kafka_segments_source_on_each_cloud(
 ) -> None:
     """``kafka-segments`` over a Kafka tier on the cloud: the executors open the store from the
     ``store`` option, with the cloud's credentials from their environment."""
-    if cloud == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, store = gcs.env(), f"gs://{gcs.new_bucket()}/k"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, store = azurite.env(), f"az://{azurite.new_container()}/k"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    store = cloud_root(cloud, request, monkeypatch) + "/k"
     root = tmp_path / "logs"
     layout = write_partition(root, "orders", 0, records=400)
     home = tmp_path / "home"

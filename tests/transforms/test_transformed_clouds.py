@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from devservers.cloud import AzuriteEmulator, GcsEmulator
 from offloader.api import Offloader, Position, TransformPolicy, create_key
 from offloader.read.handle import ReadHandle
+from tests.cloud_env import cloud_root
 from tests.transforms.helpers import (
     NS,
     TOPIC,
@@ -32,14 +32,7 @@ from tests.transforms.helpers import (
 def cloud_off(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Offloader]:
-    if request.param == "gcs":
-        gcs: GcsEmulator = request.getfixturevalue("gcs_emulator")
-        env, url = gcs.env(), f"gs://{gcs.new_bucket()}/offload"
-    else:
-        azurite: AzuriteEmulator = request.getfixturevalue("azurite")
-        env, url = azurite.env(), f"az://{azurite.new_container()}/offload"
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    url = cloud_root(request.param, request, monkeypatch) + "/offload"
     monkeypatch.delenv("OFFLOADER_KEY_RING", raising=False)
     off = Offloader.from_settings(tmp_path / "home", url, broker=broker(entries_per_ledger=1500))
     off.create_namespace(NS)
